@@ -1,0 +1,1 @@
+"""The Streamlit dashboard: entrypoint, pages, queries, charts."""

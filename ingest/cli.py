@@ -1,0 +1,143 @@
+"""The `mlcost` command: ingest files, open the dashboard, open the demo."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from datetime import timezone, tzinfo
+from pathlib import Path
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from ingest import loader, warehouse
+from ingest.report import summary_lines
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SAMPLE_DIR = REPO_ROOT / "sample_data"
+# The sample files the demo loads: one entry per kind that has an ingestor.
+SAMPLE_FILES = ("runs.jsonl",)
+DEMO_DB = "mlcost-demo.duckdb"
+EXIT_PROBLEMS, EXIT_BUSY = 1, 3
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.run(args)
+    except warehouse.WarehouseBusy as busy:
+        print(f"mlcost: {busy}", file=sys.stderr)
+        return EXIT_BUSY
+    except KeyboardInterrupt:
+        return 130
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="mlcost",
+        description="Cost and energy analytics for ML teams. The warehouse is $MLCOST_DB "
+                    f"(default ./{warehouse.DEFAULT_DB}).",
+    )
+    commands = parser.add_subparsers(required=True, metavar="COMMAND")
+
+    ingest = commands.add_parser("ingest", help="load files, folders or globs into the warehouse")
+    ingest.add_argument("paths", nargs="+", metavar="PATH", help="file, folder (recursive) or glob; .gz is read too")
+    ingest.add_argument("--kind", choices=sorted(loader.KINDS), help="skip detection and read every file as this kind")
+    ingest.add_argument("--json", action="store_true", help="print a JSON array with one summary per file")
+    ingest.add_argument("--tz", default="UTC", help="time zone of timestamps written without an offset (default UTC)")
+    ingest.set_defaults(run=_ingest)
+
+    for name, help_text, runner in (
+        ("dashboard", "open the dashboard on the warehouse", _dashboard),
+        ("demo", f"load the bundled sample data into ./{DEMO_DB} (or $MLCOST_DB) and open the dashboard", _demo),
+    ):
+        command = commands.add_parser(name, help=help_text)
+        command.add_argument("--port", type=int, default=8501, help="port to serve on (default 8501)")
+        command.add_argument("--address", default="localhost", help="address to listen on (default localhost)")
+        command.set_defaults(run=runner)
+    return parser
+
+
+def _ingest(args: argparse.Namespace) -> int:
+    tz = _zone(args.tz)
+    if tz is None:
+        print(f"mlcost: unknown time zone {args.tz!r} (use an IANA name such as Europe/Paris)", file=sys.stderr)
+        return 2
+    files, _ = loader.expand(args.paths)
+    progress = _Progress(sum(p.stat().st_size for p in files)) if _show_progress(args) else None
+    summaries = []
+    for path, summary in loader.ingest_paths(args.paths, args.kind, tz):
+        summaries.append(summary)
+        if progress:
+            progress.clear()
+        if not args.json:
+            print("\n".join(summary_lines(summary)), flush=True)
+        if progress and path is not None:
+            progress.advance(path.stat().st_size)
+    if progress:
+        progress.clear()
+    if args.json:
+        print(json.dumps([s.to_json() for s in summaries], indent=2))
+    return 0 if summaries and all(s.ok for s in summaries) else EXIT_PROBLEMS
+
+
+def _dashboard(args: argparse.Namespace) -> int:
+    return _serve(args, warehouse.db_path())
+
+
+def _demo(args: argparse.Namespace) -> int:
+    db = Path(os.environ.get("MLCOST_DB") or DEMO_DB)
+    os.environ["MLCOST_DB"] = str(db)
+    for name in SAMPLE_FILES:
+        summary = loader.ingest_file(SAMPLE_DIR / name)
+        print("\n".join(summary_lines(summary)))
+    return _serve(args, db)
+
+
+def _serve(args: argparse.Namespace, db: Path) -> int:
+    print(f"mlcost: warehouse {db.resolve()}; dashboard on http://{args.address}:{args.port}", flush=True)
+    command = [
+        sys.executable, "-m", "streamlit", "run", str(REPO_ROOT / "app" / "main.py"),
+        "--server.port", str(args.port), "--server.address", args.address,
+        "--browser.gatherUsageStats", "false",
+    ]
+    env = {**os.environ, "MLCOST_DB": str(db.resolve())}
+    return subprocess.call(command, env=env, cwd=REPO_ROOT)
+
+
+def _zone(name: str) -> tzinfo | None:
+    if name.upper() == "UTC":
+        return timezone.utc
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        return None
+
+
+def _show_progress(args: argparse.Namespace) -> bool:
+    return not args.json and sys.stderr.isatty()
+
+
+class _Progress:
+    """A one-line progress bar on stderr, by bytes read."""
+
+    WIDTH = 30
+
+    def __init__(self, total_bytes: int) -> None:
+        self.total, self.done = max(total_bytes, 1), 0
+
+    def advance(self, size_bytes: int) -> None:
+        self.done += size_bytes
+        filled = int(self.WIDTH * self.done / self.total)
+        bar = "#" * filled + "." * (self.WIDTH - filled)
+        sys.stderr.write(f"\r[{bar}] {self.done / 1e6:.1f}/{self.total / 1e6:.1f} MB")
+        sys.stderr.flush()
+
+    def clear(self) -> None:
+        sys.stderr.write("\r" + " " * (self.WIDTH + 30) + "\r")
+        sys.stderr.flush()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

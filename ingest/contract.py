@@ -1,0 +1,61 @@
+"""The one contract every source parser follows.
+
+A parser module exposes:
+
+    KIND: str                                   the kind name users pass to --kind
+    TABLES: tuple[str, ...]                     warehouse tables it fills; KEY[t] says how rows replace
+    def sniff(name: str, head: str) -> bool     does a file with this name and first text look like mine?
+    def parse(lines, ctx: ParseContext) -> Parsed
+    def totals(parsed: Parsed) -> dict          kind-specific figures for the --json summary
+
+`lines` yields (line_number, text) with 1-based physical line numbers and the newline removed.
+Rows are dicts keyed by warehouse column names (see docs/schema.md); every row carries
+`source_line`. A parser never turns a bad value into NULL or 0: it rejects the line instead.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import tzinfo
+from typing import Iterable, Iterator
+
+Lines = Iterable[tuple[int, str]]
+
+
+@dataclass(frozen=True)
+class Reject:
+    """One line that could not be loaded, and why (line 0 means the whole file)."""
+
+    line: int
+    reason: str
+    raw: str = ""
+
+
+@dataclass
+class Parsed:
+    """What a parser made of one file: rows per warehouse table, the lines it refused, and
+    how many records it accepted (a record seen twice counts twice, though only the later row loads)."""
+
+    tables: dict[str, list[dict]] = field(default_factory=dict)
+    rejects: list[Reject] = field(default_factory=list)
+    accepted: int = 0
+
+    def rows(self, table: str) -> list[dict]:
+        return self.tables.setdefault(table, [])
+
+
+@dataclass(frozen=True)
+class ParseContext:
+    """What a parser may know besides the text: the file's display name and the zone of naive times."""
+
+    source: str
+    tz: tzinfo
+
+
+class BadValue(ValueError):
+    """A field that cannot be read; the message is the reject reason shown to the user."""
+
+
+def numbered(text_lines: Iterable[str]) -> Iterator[tuple[int, str]]:
+    """Yield (1-based line number, line without its newline) for an iterable of text lines."""
+    for number, line in enumerate(text_lines, start=1):
+        yield number, line.rstrip("\r\n")

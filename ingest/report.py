@@ -1,0 +1,30 @@
+"""The human-readable validation report of one ingested file, shared by the CLI and the Data page."""
+from __future__ import annotations
+
+from ingest.loader import FileSummary
+
+TOTAL_LABELS = {
+    "runs": "runs",
+    "cost_usd_total": "estimated cost (USD)",
+    "energy_kwh_total": "measured energy (kWh)",
+}
+
+
+def summary_lines(summary: FileSummary) -> list[str]:
+    """One headline, the totals, then each shown reject as `path:line: reason`."""
+    if summary.error:
+        return [f"FAILED {summary.error}"]
+    if summary.status == "already_loaded":
+        return [f"SKIPPED {summary.path}: already loaded (same content, kind {summary.kind}); nothing changed"]
+    verdict = "OK" if summary.rows_rejected == 0 else "PARTLY LOADED"
+    lines = [f"{verdict} {summary.path} [{summary.kind}]: {summary.rows_loaded} rows loaded, "
+             f"{summary.rows_rejected} rejected"]
+    figures = [f"{label} {summary.totals[key]}" for key, label in TOTAL_LABELS.items()
+               if summary.totals.get(key) is not None]
+    if figures:
+        lines.append("  " + "; ".join(figures))
+    lines += [f"  {summary.path}:{r['line']}: {r['reason']}" for r in summary.rejects]
+    hidden = summary.rows_rejected - len(summary.rejects)
+    if hidden > 0:
+        lines.append(f"  ... and {hidden} more rejected lines (see the Data page or the rejects table)")
+    return lines

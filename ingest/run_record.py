@@ -1,0 +1,231 @@
+"""One training run: validate a record in the run-summary vocabulary and derive its figures.
+
+Both run parsers (JSON run summaries and CodeCarbon) map their input to the vocabulary of
+the seed documents (run_id, start_time, end_time, duration_hours, price_per_hour_usd,
+estimated_cost_usd, ...) and call build_run, so validation and derivation live here once.
+"""
+from __future__ import annotations
+
+import hashlib
+from datetime import timedelta
+from decimal import Decimal
+
+from ingest import values
+from ingest.contract import BadValue, ParseContext, Parsed
+
+STATUSES = {"completed", "failed", "preempted", "running"}
+STATUS_SYNONYMS = {"success": "completed", "succeeded": "completed", "finished": "completed",
+                   "error": "failed", "crashed": "failed"}
+MIN_GOAL_WORDS = ("loss", "error", "wer", "cer", "perplexity", "mae", "mse", "rmse", "latency")
+GOAL_SYNONYMS = {"max": "max", "maximize": "max", "higher": "max",
+                 "min": "min", "minimize": "min", "lower": "min"}
+CENT = Decimal("0.01")
+MICRO_USD = Decimal("0.000001")
+DURATION_TOLERANCE = 0.01  # a given duration_hours within 1% of end - start agrees
+
+
+def build_run(record: dict, line: int, ctx: ParseContext, source_kind: str) -> tuple[dict, list[dict]]:
+    """The `runs` row and `run_evals` rows for one record; raises BadValue with the reason."""
+    tz = ctx.tz
+    flags: list[str] = []
+    started = values.timestamp(record.get("start_time"), "start_time", tz)
+    ended = values.timestamp(record.get("end_time"), "end_time", tz)
+    duration_h = values.number(record.get("duration_hours"), "duration_hours")
+    if duration_h is not None and duration_h < 0:
+        raise BadValue(f"duration_hours is negative ({duration_h})")
+    if started and ended:
+        if ended < started:
+            raise BadValue(f"end_time {ended.isoformat()} is before start_time {started.isoformat()}")
+        measured_h = (ended - started).total_seconds() / 3600
+        if duration_h is not None and abs(duration_h - measured_h) > max(DURATION_TOLERANCE * measured_h, 0.01):
+            flags.append(f"duration_hours {duration_h:g} differs from end_time - start_time ({measured_h:.4g} h); used the timestamps")
+        duration_h = measured_h
+    elif started and duration_h is not None:
+        ended = started + timedelta(hours=duration_h)
+    elif ended and duration_h is not None:
+        started = ended - timedelta(hours=duration_h)
+    if started is None:
+        raise BadValue("no start_time (and no end_time with duration_hours to derive it)")
+
+    price = _non_negative(values.money(record.get("price_per_hour_usd"), "price_per_hour_usd"), "price_per_hour_usd")
+    given_cost = _non_negative(values.money(record.get("estimated_cost_usd"), "estimated_cost_usd"), "estimated_cost_usd")
+    expected = None
+    if price is not None and duration_h is not None:
+        expected = (price * Decimal(repr(duration_h))).quantize(MICRO_USD)
+    if given_cost is not None:
+        cost, cost_source = given_cost, "given"
+        if expected is not None and abs(given_cost - expected) > max(CENT, expected / 100):
+            flags.append(f"estimated_cost_usd {given_cost} differs from duration x price = {expected.quantize(CENT)}")
+    elif expected is not None:
+        cost, cost_source = expected, "derived"
+    else:
+        cost, cost_source = None, None
+
+    throughput = _non_negative(values.number(record.get("throughput_examples_per_sec"), "throughput_examples_per_sec"), "throughput_examples_per_sec")
+    examples = _non_negative(values.integer(record.get("examples"), "examples"), "examples")
+    examples_source = "given" if examples is not None else None
+    if examples is None and throughput is not None and duration_h is not None:
+        examples, examples_source = round(throughput * duration_h * 3600), "derived"
+
+    uuids = _text_list(record.get("gpu_uuids", record.get("gpu_uuid")), "gpu_uuids")
+    indices = _int_list(record.get("gpu_indices", record.get("gpu_index")), "gpu_indices")
+    gpu_count = _non_negative(values.integer(record.get("gpu_count"), "gpu_count"), "gpu_count")
+    if gpu_count is None and (uuids or indices):
+        gpu_count = len(uuids or indices)
+
+    metric_name = values.text(record.get("val_metric_name"), "val_metric_name") or "val_metric"
+    run_id = values.text(record.get("run_id"), "run_id")
+    if run_id in (None, "unknown"):
+        run_id = _derived_run_id(record, started)
+    row = {
+        "run_id": run_id,
+        "project": values.text(record.get("project"), "project"),
+        "team": values.text(record.get("team"), "team"),
+        "owner": values.text(record.get("owner"), "owner"),
+        "model": values.text(record.get("model"), "model"),
+        "status": _status(record.get("status")),
+        "region": values.text(record.get("region"), "region"),
+        "host": values.text(record.get("host"), "host"),
+        "instance_type": values.text(record.get("instance_type"), "instance_type"),
+        "gpu_type": values.text(record.get("gpu_type"), "gpu_type"),
+        "gpu_count": gpu_count,
+        "gpu_uuids": uuids,
+        "gpu_indices": indices,
+        "started_at": started,
+        "ended_at": ended,
+        "duration_s": None if duration_h is None else duration_h * 3600,
+        "price_per_hour_usd": price,
+        "cost_usd": cost,
+        "cost_source": cost_source,
+        "cost_given_usd": given_cost,
+        "flags": flags or None,
+        "throughput_examples_per_s": throughput,
+        "examples": examples,
+        "examples_source": examples_source,
+        "val_metric": values.number(record.get("val_metric"), "val_metric"),
+        "val_metric_name": metric_name,
+        "metric_goal": _goal(record.get("goal"), metric_name),
+        "target_metric": values.number(record.get("target_metric"), "target_metric"),
+        "energy_kwh": _non_negative(values.number(record.get("energy_kwh"), "energy_kwh"), "energy_kwh"),
+        "emissions_kg": _non_negative(values.number(record.get("emissions_kg"), "emissions_kg"), "emissions_kg"),
+        "tags": _tags(record.get("tags")),
+        "source_kind": source_kind,
+        "source_line": line,
+    }
+    return row, _evals(record.get("eval_history"), run_id, started, tz)
+
+
+def collect(latest: dict[str, tuple[dict, list[dict]]], run: dict, evals: list[dict]) -> None:
+    """Remember a run; a later record of the same run_id in the same file replaces it
+    (CodeCarbon, for one, rewrites a run's row with growing totals as it goes)."""
+    latest.pop(run["run_id"], None)
+    latest[run["run_id"]] = (run, evals)
+
+
+def to_parsed(latest: dict[str, tuple[dict, list[dict]]], parsed: Parsed) -> Parsed:
+    """Put the collected runs and their eval points into `parsed`, in file order."""
+    parsed.tables["runs"] = [run for run, _ in latest.values()]
+    parsed.tables["run_evals"] = [point for _, evals in latest.values() for point in evals]
+    return parsed
+
+
+def run_totals(parsed: Parsed) -> dict:
+    """The runs summary: run count, cost and energy totals over the runs that carry them."""
+    runs = parsed.tables.get("runs", [])
+    costs = [r["cost_usd"] for r in runs if r["cost_usd"] is not None]
+    energies = [r["energy_kwh"] for r in runs if r["energy_kwh"] is not None]
+    return {
+        "runs": len(runs),
+        "cost_usd_total": str(sum(costs, Decimal(0)).quantize(CENT)) if costs else None,
+        "runs_with_cost": len(costs),
+        "energy_kwh_total": round(sum(energies), 9) if energies else None,
+        "runs_with_energy": len(energies),
+    }
+
+
+def _evals(history: object, run_id: str, started, tz) -> list[dict]:
+    if values.is_absent(history):
+        return []
+    if not isinstance(history, list):
+        raise BadValue("eval_history must be a list of {elapsed_s or time, step, value} objects")
+    rows = []
+    for seq, point in enumerate(history):
+        where = f"eval_history[{seq}]"
+        if not isinstance(point, dict):
+            raise BadValue(f"{where} must be an object")
+        value = values.number(point.get("value"), f"{where}.value")
+        if value is None:
+            raise BadValue(f"{where} has no value")
+        elapsed = values.number(point.get("elapsed_s"), f"{where}.elapsed_s")
+        at = values.timestamp(point.get("time"), f"{where}.time", tz)
+        if elapsed is None and at is not None:
+            elapsed = (at - started).total_seconds()
+        if elapsed is not None and elapsed < 0:
+            raise BadValue(f"{where} is before the run started")
+        rows.append({"run_id": run_id, "seq": seq, "step": values.integer(point.get("step"), f"{where}.step"),
+                     "elapsed_s": elapsed, "value": value})
+    return rows
+
+
+def _derived_run_id(record: dict, started) -> str:
+    identity = "|".join(str(record.get(k, "")) for k in ("project", "host", "instance_type"))
+    digest = hashlib.sha256(f"{identity}|{started.isoformat()}".encode()).hexdigest()[:12]
+    return f"auto-{digest}"
+
+
+def _non_negative(value, name: str):
+    if value is not None and value < 0:
+        raise BadValue(f"{name} is negative ({value})")
+    return value
+
+
+def _status(value: object) -> str | None:
+    status = values.text(value, "status")
+    if status is None:
+        return None
+    status = STATUS_SYNONYMS.get(status.lower(), status.lower())
+    if status not in STATUSES:
+        raise BadValue(f"status {value!r} is not one of {', '.join(sorted(STATUSES))}")
+    return status
+
+
+def _goal(value: object, metric_name: str) -> str:
+    goal = values.text(value, "goal")
+    if goal is None:
+        return "min" if any(word in metric_name.lower() for word in MIN_GOAL_WORDS) else "max"
+    if goal.lower() not in GOAL_SYNONYMS:
+        raise BadValue(f"goal {value!r} must be max or min")
+    return GOAL_SYNONYMS[goal.lower()]
+
+
+def _tags(value: object) -> list[tuple[str, str]] | None:
+    if values.is_absent(value):
+        return None
+    if not isinstance(value, dict):
+        raise BadValue("tags must be an object of name: value")
+    pairs = []
+    for key, tag in sorted(value.items()):
+        if isinstance(tag, (dict, list)):
+            raise BadValue(f"tag {key!r} must be a single value")
+        pairs.append((str(key), "" if tag is None else str(tag)))
+    return pairs
+
+
+def _text_list(value: object, name: str) -> list[str] | None:
+    if values.is_absent(value):
+        return None
+    items = value.split(",") if isinstance(value, str) else value
+    if not isinstance(items, list):
+        raise BadValue(f"{name} must be a list")
+    return [values.text(item, name) for item in items if not values.is_absent(item)]
+
+
+def _int_list(value: object, name: str) -> list[int] | None:
+    if values.is_absent(value):
+        return None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        value = [value]
+    items = value.split(",") if isinstance(value, str) else value
+    if not isinstance(items, list):
+        raise BadValue(f"{name} must be a list of GPU indices")
+    return [values.integer(item, name) for item in items if not values.is_absent(item)]

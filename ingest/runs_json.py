@@ -1,0 +1,67 @@
+"""Training-run summaries as JSON: JSONL (one run per line) or one object/array (run_meta.json)."""
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+
+from ingest.contract import BadValue, Lines, ParseContext, Parsed, Reject
+from ingest.run_record import build_run, collect, run_totals, to_parsed
+
+KIND = "runs"
+TABLES = ("runs", "run_evals")
+SIGNS = ('"run_id"', '"start_time"', '"price_per_hour_usd"', '"estimated_cost_usd"', '"val_metric"')
+
+
+def sniff(name: str, head: str) -> bool:
+    """A JSON text that mentions run-summary fields."""
+    return head.lstrip().startswith(("{", "[")) and any(sign in head for sign in SIGNS)
+
+
+def parse(lines: Lines, ctx: ParseContext) -> Parsed:
+    numbered = list(lines)
+    whole = _whole_document(numbered)
+    records = whole if whole is not None else _json_lines(numbered)
+    parsed, latest = Parsed(), {}
+    for line, record in records:
+        if isinstance(record, Reject):
+            parsed.rejects.append(record)
+            continue
+        try:
+            if not isinstance(record, dict):
+                raise BadValue(f"expected a JSON object, got {type(record).__name__}")
+            collect(latest, *build_run(record, line, ctx, KIND))
+            parsed.accepted += 1
+        except BadValue as error:
+            parsed.rejects.append(Reject(line, str(error), _raw(numbered, line)))
+    return to_parsed(latest, parsed)
+
+
+totals = run_totals
+
+
+def _whole_document(numbered: list[tuple[int, str]]) -> list[tuple[int, object]] | None:
+    """The records of a file that is one JSON value (an object or array), else None."""
+    try:
+        document = json.loads("\n".join(text for _, text in numbered), parse_float=Decimal)
+    except json.JSONDecodeError:
+        return None
+    first = next((n for n, text in numbered if text.strip()), 1)
+    if isinstance(document, list):
+        return [(first, item) for item in document]
+    return [(first, document)]
+
+
+def _json_lines(numbered: list[tuple[int, str]]) -> list[tuple[int, object]]:
+    records: list[tuple[int, object]] = []
+    for line, text in numbered:
+        if not text.strip():
+            continue
+        try:
+            records.append((line, json.loads(text, parse_float=Decimal)))
+        except json.JSONDecodeError as error:
+            records.append((line, Reject(line, f"not valid JSON: {error.msg} at column {error.colno}", text)))
+    return records
+
+
+def _raw(numbered: list[tuple[int, str]], line: int) -> str:
+    return numbered[line - 1][1] if 0 < line <= len(numbered) else ""

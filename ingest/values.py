@@ -1,0 +1,113 @@
+"""Strict readers for single field values: text, numbers, money, timestamps.
+
+Each returns None only for a value that is genuinely absent (missing key, null, empty
+text) and raises BadValue, with a reason fit to show a user, for anything it cannot read.
+Timestamps come back timezone-aware in UTC.
+"""
+from __future__ import annotations
+
+import math
+import re
+from datetime import datetime, timezone, tzinfo
+from decimal import Decimal, InvalidOperation
+
+from ingest.contract import BadValue
+
+EARLIEST = datetime(1990, 1, 1, tzinfo=timezone.utc)
+LATEST = datetime(2100, 1, 1, tzinfo=timezone.utc)
+_SLASH_DATE = re.compile(r"^(\d{4})/(\d{2})/(\d{2})")
+
+
+def is_absent(value: object) -> bool:
+    return value is None or (isinstance(value, str) and value.strip() == "")
+
+
+def text(value: object, name: str) -> str | None:
+    """The value as stripped text; numbers are accepted and written out."""
+    if is_absent(value):
+        return None
+    if isinstance(value, (dict, list)):
+        raise BadValue(f"{name} must be text, got {type(value).__name__}")
+    return str(value).strip()
+
+
+def number(value: object, name: str) -> float | None:
+    """A finite float from a JSON number or numeric text."""
+    if is_absent(value):
+        return None
+    if isinstance(value, bool) or isinstance(value, (dict, list)):
+        raise BadValue(f"{name} must be a number, got {value!r}")
+    try:
+        result = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise BadValue(f"{name} must be a number, got {value!r}") from None
+    if not math.isfinite(result):
+        raise BadValue(f"{name} must be a finite number, got {value!r}")
+    return result
+
+
+def integer(value: object, name: str) -> int | None:
+    """An int; integral floats such as 1.0 are accepted, 1.5 is not."""
+    result = number(value, name)
+    if result is None:
+        return None
+    if not result.is_integer():
+        raise BadValue(f"{name} must be a whole number, got {value!r}")
+    return int(result)
+
+
+def money(value: object, name: str) -> Decimal | None:
+    """An exact Decimal from a JSON number (parsed as Decimal) or numeric text."""
+    if is_absent(value):
+        return None
+    if isinstance(value, bool) or isinstance(value, (dict, list)):
+        raise BadValue(f"{name} must be an amount, got {value!r}")
+    try:
+        result = Decimal(str(value).strip())
+    except InvalidOperation:
+        raise BadValue(f"{name} must be an amount, got {value!r}") from None
+    if not result.is_finite():
+        raise BadValue(f"{name} must be a finite amount, got {value!r}")
+    return result
+
+
+def timestamp(value: object, name: str, tz: tzinfo) -> datetime | None:
+    """A UTC datetime from ISO-8601 text (naive text is read in `tz`) or epoch seconds."""
+    if is_absent(value):
+        return None
+    if isinstance(value, bool):
+        raise BadValue(f"{name} must be a timestamp, got {value!r}")
+    if isinstance(value, (int, float, Decimal)) or _is_numeric_text(value):
+        seconds = float(value)  # type: ignore[arg-type]
+        if seconds > 1e11:
+            raise BadValue(f"{name} {value!r} looks like milliseconds; epoch values must be seconds")
+        try:
+            result = datetime.fromtimestamp(seconds, tz=timezone.utc)
+        except (OverflowError, OSError, ValueError):
+            raise BadValue(f"{name} {value!r} is not a valid epoch time") from None
+    elif isinstance(value, str):
+        raw = _SLASH_DATE.sub(r"\1-\2-\3", value.strip())
+        if raw.endswith(("Z", "z")):
+            raw = raw[:-1] + "+00:00"
+        try:
+            result = datetime.fromisoformat(raw)
+        except ValueError:
+            raise BadValue(f"{name} {value!r} is not an ISO-8601 timestamp or epoch seconds") from None
+        if result.tzinfo is None:
+            result = result.replace(tzinfo=tz)
+        result = result.astimezone(timezone.utc)
+    else:
+        raise BadValue(f"{name} must be a timestamp, got {value!r}")
+    if not EARLIEST <= result < LATEST:
+        raise BadValue(f"{name} {value!r} is outside 1990-2099")
+    return result
+
+
+def _is_numeric_text(value: object) -> bool:
+    if not isinstance(value, str):
+        return False
+    try:
+        float(value)
+    except ValueError:
+        return False
+    return True
