@@ -1,0 +1,49 @@
+"""Data: upload run logs, see the validation report, the load history and the rejected lines."""
+import tempfile
+from pathlib import Path
+
+import streamlit as st
+
+from app import cache, queries
+from ingest import loader
+from ingest.report import summary_lines
+
+st.title("Data")
+st.write("Upload training-run summaries (JSONL or `run_meta.json`) or CodeCarbon `emissions.csv` "
+         "files, plain or `.gz`. The same checks run as for `mlcost ingest`: good lines load, "
+         "bad lines are listed with their line number and reason, and a file loaded before is skipped.")
+
+with st.form("upload", clear_on_submit=True):
+    files = st.file_uploader("Run logs", accept_multiple_files=True,
+                             type=["jsonl", "ndjson", "json", "csv", "gz"])
+    kind = st.selectbox("Kind", ["detect", *loader.KINDS], help="Leave on detect unless detection guesses wrong.")
+    submitted = st.form_submit_button("Load files", type="primary")
+
+if submitted and files:
+    with tempfile.TemporaryDirectory() as folder:
+        for upload in files:
+            path = Path(folder) / Path(upload.name).name
+            path.write_bytes(upload.getvalue())
+            summary = loader.ingest_file(path, None if kind == "detect" else kind, display_name=upload.name)
+            report = "\n".join(summary_lines(summary))
+            (st.success if summary.ok else st.error if summary.status == "failed" else st.warning)(
+                report.split("\n", 1)[0])
+            if "\n" in report:
+                st.code(report.split("\n", 1)[1], language=None)
+    cache.forget()
+elif submitted:
+    st.warning("Choose one or more files first.")
+
+st.subheader("Load history")
+history = cache.fetch(queries.loads)
+if history.empty:
+    st.info("Nothing loaded yet. Upload files above, or run `mlcost ingest PATH` (or `mlcost demo` for sample data).")
+else:
+    st.dataframe(history, hide_index=True, width="stretch")
+
+st.subheader("Rejected lines")
+rejected = cache.fetch(queries.rejects)
+if rejected.empty:
+    st.caption("No rejected lines.")
+else:
+    st.dataframe(rejected, hide_index=True, width="stretch")

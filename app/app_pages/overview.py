@@ -1,0 +1,37 @@
+"""Overview: what the filtered runs cost, used and produced, and where the money went."""
+import streamlit as st
+
+from app import cache, charts, queries
+from app.format import count_of, usd
+
+st.title("Overview")
+picked = st.session_state["filters"]
+totals = cache.fetch(queries.overview_totals, picked).iloc[0]
+
+if totals["runs"] == 0:
+    st.info("No training runs in this selection. Load some with `mlcost ingest PATH` or upload "
+            "run logs on the **Data** page — or widen the filters in the sidebar.")
+    st.stop()
+
+runs = int(totals["runs"])
+left, middle, right, last = st.columns(4)
+left.metric("Training runs", f"{runs:,}")
+middle.metric("Estimated training cost", usd(totals["cost_usd"]),
+              help="Sum of each run's estimated cost (given, or hours × price per hour).")
+middle.caption(count_of(totals["runs_with_cost"], runs, "priced"))
+right.metric("Measured energy", "—" if totals["runs_with_energy"] == 0 else f"{totals['energy_kwh']:,.2f} kWh")
+right.caption(count_of(totals["runs_with_energy"], runs, "measured"))
+last.metric("Emissions", "—" if totals["runs_with_emissions"] == 0 else f"{totals['emissions_kg']:,.3f} kg CO₂e")
+last.caption(count_of(totals["runs_with_emissions"], runs, "measured"))
+
+st.subheader("Estimated cost by month")
+by_month = cache.fetch(queries.spend_by_month, picked)
+if by_month["cost_usd"].notna().any():
+    st.plotly_chart(charts.spend_by_month(by_month), width="stretch")
+else:
+    st.caption("None of these runs has a price or a cost yet, so there is no spend to chart.")
+
+st.subheader("Most expensive runs")
+st.dataframe(cache.fetch(queries.top_runs, picked), hide_index=True, width="stretch",
+             column_config={"cost_usd": st.column_config.NumberColumn("Cost (USD)", format="$%.2f"),
+                            "duration_h": st.column_config.NumberColumn("Hours", format="%.2f")})

@@ -1,0 +1,49 @@
+"""Training runs: cost against validation metric, the Pareto frontier, cost-to-target, the run table."""
+import streamlit as st
+
+from app import cache, charts, queries
+from app.format import usd
+
+st.title("Training runs")
+picked = st.session_state["filters"]
+metrics = cache.fetch(queries.metric_names, picked)
+
+if metrics.empty:
+    st.info("No runs with a validation metric in this selection. Load run summaries with "
+            "`mlcost ingest runs.jsonl` or upload them on the **Data** page; CodeCarbon logs "
+            "carry energy but no metric, so they appear in the table below only.")
+    metric, goal = None, "max"
+else:
+    left, right = st.columns([2, 1])
+    metric = left.selectbox("Validation metric", metrics["val_metric_name"], key="metric",
+                            format_func=lambda m: f"{m} ({int(metrics.set_index('val_metric_name').at[m, 'runs'])} runs)")
+    goal = metrics.set_index("val_metric_name").at[metric, "goal"]
+    target = right.number_input(f"Target {metric} for cost-to-target", value=None, format="%.4f",
+                                key="target", help="Empty: use each run's own target_metric, if it has one.")
+runs = cache.fetch(queries.training_runs, picked, metric, None if metrics.empty else target)
+
+if runs.empty:
+    st.info("No training runs in this selection. Run `mlcost ingest PATH` or use the **Data** page.")
+    st.stop()
+
+if metric is not None:
+    ranked = runs[runs["val_metric_name"] == metric].dropna(subset=["on_frontier"])
+    frontier, dominated = ranked[ranked["on_frontier"] == True], ranked[ranked["on_frontier"] == False]  # noqa: E712
+    st.subheader(f"Cost vs {metric}")
+    st.caption(f"{len(frontier)} runs on the Pareto frontier (cheapest for their level of {metric}, per project); "
+               f"{len(dominated)} dominated: another run of the project scored as well for less.")
+    st.plotly_chart(charts.cost_vs_metric(ranked, metric, goal), width="stretch")
+    reached = runs.dropna(subset=["cost_to_target_usd"])
+    if not reached.empty:
+        cheapest = reached.loc[reached["cost_to_target_usd"].astype(float).idxmin()]
+        st.caption(f"{len(reached)} runs reached their target; cheapest to get there: "
+                   f"**{cheapest['run_id']}** at {usd(cheapest['cost_to_target_usd'])} "
+                   f"after {cheapest['time_to_target_h']:.2f} h.")
+
+st.subheader("All runs")
+money = {c: st.column_config.NumberColumn(c, format="$%.2f") for c in
+         ("cost_usd", "price_per_hour_usd", "cost_to_target_usd")}
+money["cost_per_1k_examples_usd"] = st.column_config.NumberColumn("cost_per_1k_examples_usd", format="$%.4f")
+st.dataframe(runs, hide_index=True, width="stretch", column_config=money)
+st.download_button("Download CSV", runs.to_csv(index=False).encode(), file_name="training_runs.csv",
+                   mime="text/csv", icon=":material/download:")

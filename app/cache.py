@@ -1,0 +1,32 @@
+"""The dashboard's caching: query results keyed by the data version, so new loads show at once."""
+from __future__ import annotations
+
+from typing import Callable
+
+import pandas as pd
+import streamlit as st
+
+from app import queries
+
+RESULT_TTL_S = 600
+VERSION_TTL_S = 2
+
+
+@st.cache_data(ttl=VERSION_TTL_S, show_spinner=False)
+def _data_version() -> int:
+    return queries.data_version()
+
+
+@st.cache_data(ttl=RESULT_TTL_S, max_entries=256, show_spinner=False)
+def _cached(name: str, version: int, args: tuple) -> object:
+    return getattr(queries, name)(*args)
+
+
+def fetch(query: Callable[..., pd.DataFrame], *args: object) -> pd.DataFrame:
+    """query(*args) from the cache, recomputed whenever the warehouse has a newer load."""
+    return _cached(query.__name__, _data_version(), args)
+
+
+def forget() -> None:
+    """Drop every cached result (after this process loaded something)."""
+    st.cache_data.clear()

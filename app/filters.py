@@ -1,0 +1,46 @@
+"""The sidebar filters every page shares: date range, projects, teams."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import date, datetime, time, timedelta, timezone
+
+
+@dataclass(frozen=True)
+class Filters:
+    """What the user picked; empty project/team tuples mean all of them."""
+
+    start: date | None = None
+    end: date | None = None
+    projects: tuple[str, ...] = ()
+    teams: tuple[str, ...] = ()
+
+    def params(self) -> dict:
+        """Bound parameters for queries.FILTERED_RUNS: UTC instants, end exclusive."""
+        return {
+            "start": _utc(self.start) if self.start else datetime(1970, 1, 1, tzinfo=timezone.utc),
+            "end": _utc(self.end + timedelta(days=1)) if self.end else datetime(9999, 1, 1, tzinfo=timezone.utc),
+            "projects": list(self.projects),
+            "teams": list(self.teams),
+        }
+
+
+def _utc(day: date) -> datetime:
+    return datetime.combine(day, time(), tzinfo=timezone.utc)
+
+
+def sidebar(choices: dict) -> Filters:
+    """Draw the filters from `choices` (queries.filter_choices) and return what is picked."""
+    import streamlit as st
+
+    st.sidebar.header("Filters")
+    first, last = choices["first_day"], choices["last_day"]
+    start = end = None
+    if first is not None:
+        picked = st.sidebar.date_input("Date range (UTC)", value=(first, last), key="date_range")
+        if isinstance(picked, (tuple, list)) and len(picked) == 2:
+            start, end = picked
+        elif isinstance(picked, (tuple, list)) and len(picked) == 1:
+            start = end = picked[0]
+    projects = st.sidebar.multiselect("Project", choices["projects"], key="projects", placeholder="All projects")
+    teams = st.sidebar.multiselect("Team", choices["teams"], key="teams", placeholder="All teams")
+    return Filters(start, end, tuple(projects), tuple(teams))

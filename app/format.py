@@ -1,0 +1,18 @@
+"""Small display formatters shared by the pages."""
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pandas as pd
+
+
+def usd(amount: Decimal | float | None) -> str:
+    """'$1,234.56', or '—' when there is no amount."""
+    if amount is None or pd.isna(amount):
+        return "—"
+    return f"${Decimal(str(amount)):,.2f}"
+
+
+def count_of(part: int, whole: int, what: str) -> str:
+    """'12 of 40 runs priced'."""
+    return f"{int(part):,} of {int(whole):,} runs {what}"
