@@ -1,0 +1,40 @@
+"""Shared fixtures: a fresh warehouse per test, the real sample files, clean Streamlit caches."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+FORMATS_DIR = REPO_ROOT.parent / "shared" / "formats"
+SAMPLE_DIR = REPO_ROOT / "sample_data"
+IN_CI = os.environ.get("CI") == "true"
+
+
+@pytest.fixture
+def warehouse(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An empty warehouse file in tmp_path, set as MLCOST_DB for this test."""
+    path = tmp_path / "test.duckdb"
+    monkeypatch.setenv("MLCOST_DB", str(path))
+    return path
+
+
+@pytest.fixture
+def formats_dir() -> Path:
+    """../shared/formats: skipped where absent (a user's clone), a failure in CI."""
+    if not FORMATS_DIR.is_dir():
+        if IN_CI:
+            pytest.fail(f"{FORMATS_DIR} is missing in CI")
+        pytest.skip(f"{FORMATS_DIR} is absent (only beside the team's checkout)")
+    return FORMATS_DIR
+
+
+@pytest.fixture(autouse=True)
+def _clear_streamlit_caches():
+    """st.cache_data outlives an AppTest run inside one pytest process; start each test clean."""
+    import streamlit as st
+
+    st.cache_data.clear()
+    yield
+    st.cache_data.clear()
