@@ -1,0 +1,57 @@
+"""The README cannot drift: its two quick-start commands, CI's command, every CLI command and option."""
+from __future__ import annotations
+
+import re
+
+from ingest import cli
+from tests.conftest import REPO_ROOT
+
+README = (REPO_ROOT / "README.md").read_text()
+
+
+def quick_start_commands() -> list[str]:
+    section = README.split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"```bash\n(.+?)\n```", section)
+
+
+def test_quick_start_has_exactly_two_commands():
+    commands = quick_start_commands()
+    assert len(commands) == 2, commands
+    assert commands[0].startswith("pip install") and "mlcost demo" in commands[0]
+    assert commands[1].startswith("pip install") and "pytest" in commands[1]
+
+
+def test_ci_runs_the_readme_test_command_verbatim():
+    ci_lines = (REPO_ROOT / ".ci" / "run").read_text().splitlines()
+    assert quick_start_commands()[1] in ci_lines
+
+
+def test_every_command_and_option_is_documented():
+    parser = cli._parser()
+    subparsers = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction")
+    for name, command in subparsers.choices.items():
+        assert f"`mlcost {name}" in README, f"command {name} is not in the README"
+        for action in command._actions:
+            for option in action.option_strings:
+                if option.startswith("--") and option != "--help":
+                    assert option in README, f"option {option} of {name} is not in the README"
+
+
+def test_every_warehouse_table_is_documented():
+    schema = (REPO_ROOT / "ingest" / "schema.sql").read_text()
+    documented = (REPO_ROOT / "docs" / "schema.md").read_text()
+    for table in re.findall(r"CREATE (?:TABLE|OR REPLACE VIEW) (?:IF NOT EXISTS )?(\w+)", schema):
+        assert f"`{table}`" in documented, f"table {table} is not in docs/schema.md"
+
+
+def test_every_warehouse_column_is_documented(warehouse):
+    from ingest import warehouse as wh
+
+    documented = (REPO_ROOT / "docs" / "schema.md").read_text()
+    with wh.connect() as con:
+        columns = con.execute(
+            "SELECT table_name, column_name FROM information_schema.columns WHERE table_name IN "
+            "('loads', 'rejects', 'runs', 'run_evals')"
+        ).fetchall()
+    missing = [f"{t}.{c}" for t, c in columns if f"`{c}`" not in documented]
+    assert not missing, f"columns missing from docs/schema.md: {missing}"
