@@ -36,7 +36,12 @@ def sidebar(choices: dict) -> Filters:
     first, last = choices["first_day"], choices["last_day"]
     start = end = None
     if first is not None:
-        picked = st.sidebar.date_input("Date range (UTC)", value=(first, last), key="date_range")
+        span = (first, last)
+        # A range left at the full span follows the data as new loads widen it.
+        if st.session_state.get("date_range") in (None, st.session_state.get("data_span")):
+            st.session_state["date_range"] = span
+        st.session_state["data_span"] = span
+        picked = st.sidebar.date_input("Date range (UTC)", key="date_range")
         if isinstance(picked, (tuple, list)) and len(picked) == 2:
             start, end = picked
         elif isinstance(picked, (tuple, list)) and len(picked) == 1:
