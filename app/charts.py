@@ -10,9 +10,11 @@ MAX_POINTS = 5000
 
 def spend_by_month(frame: pd.DataFrame) -> go.Figure:
     """Stacked monthly estimated cost (USD) by project."""
-    data = frame.assign(cost_usd=frame["cost_usd"].astype(float), month=frame["month"].astype(str))
+    data = frame.assign(cost_usd=frame["cost_usd"].astype(float),
+                        month=pd.to_datetime(frame["month"]).dt.strftime("%Y-%m"))
     figure = px.bar(data, x="month", y="cost_usd", color="project",
                     labels={"cost_usd": "Estimated cost (USD)", "month": "Month (UTC)"})
+    figure.update_xaxes(type="category")
     figure.update_layout(legend_title_text="Project", margin=dict(t=30, b=10))
     return figure
 
