@@ -2,7 +2,7 @@
 import streamlit as st
 
 from app import cache, charts, queries
-from app.format import usd
+from app.format import plural, usd
 
 st.title("Training runs")
 picked = st.session_state["filters"]
@@ -19,7 +19,8 @@ else:
                             format_func=lambda m: f"{m} ({int(metrics.set_index('val_metric_name').at[m, 'runs'])} runs)")
     goal = metrics.set_index("val_metric_name").at[metric, "goal"]
     target = right.number_input(f"Target {metric} for cost-to-target", value=None, format="%.4f",
-                                key="target", help="Empty: use each run's own target_metric, if it has one.")
+                                key=f"target_{metric}",
+                                help="Empty: use each run's own target_metric, if it has one.")
 runs = cache.fetch(queries.training_runs, picked, metric, None if metrics.empty else target)
 
 if runs.empty:
@@ -27,16 +28,19 @@ if runs.empty:
     st.stop()
 
 if metric is not None:
-    ranked = runs[runs["val_metric_name"] == metric].dropna(subset=["on_frontier"])
+    of_metric = runs[runs["val_metric_name"] == metric]
+    ranked = of_metric.dropna(subset=["on_frontier"])
     frontier, dominated = ranked[ranked["on_frontier"] == True], ranked[ranked["on_frontier"] == False]  # noqa: E712
+    unranked = of_metric[of_metric["status"].isin(["failed", "preempted", "running"])]
     st.subheader(f"Cost vs {metric}")
-    st.caption(f"{len(frontier)} runs on the Pareto frontier (cheapest for their level of {metric}, per project); "
-               f"{len(dominated)} dominated: another run of the project scored as well for less.")
+    st.caption(f"{plural(len(frontier), 'run')} on the Pareto frontier (cheapest for their level of {metric}, "
+               f"per project); {len(dominated)} dominated: another run of the project scored as well for less. "
+               f"{plural(len(unranked), 'failed, preempted or running run')} not ranked: their metric is partial.")
     st.plotly_chart(charts.cost_vs_metric(ranked, metric, goal), width="stretch")
     reached = runs.dropna(subset=["cost_to_target_usd"])
     if not reached.empty:
         cheapest = reached.loc[reached["cost_to_target_usd"].astype(float).idxmin()]
-        st.caption(f"{len(reached)} runs reached their target; cheapest to get there: "
+        st.caption(f"{plural(len(reached), 'run')} reached the target; cheapest to get there: "
                    f"**{cheapest['run_id']}** at {usd(cheapest['cost_to_target_usd'])} "
                    f"after {cheapest['time_to_target_h']:.2f} h.")
 
