@@ -16,3 +16,8 @@ def usd(amount: Decimal | float | None) -> str:
 def count_of(part: int, whole: int, what: str) -> str:
     """'12 of 40 runs priced'."""
     return f"{int(part):,} of {int(whole):,} runs {what}"
+
+
+def plural(count: int, noun: str) -> str:
+    """'1 run', '3 runs'."""
+    return f"{int(count):,} {noun}{'' if int(count) == 1 else 's'}"

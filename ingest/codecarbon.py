@@ -55,7 +55,7 @@ totals = run_totals
 
 def _as_run_record(row: dict[str, str], ctx: ParseContext) -> dict:
     """The CodeCarbon row in the run-summary vocabulary."""
-    for column in ("energy_consumed", "emissions", "duration"):
+    for column in ("timestamp", "energy_consumed", "emissions", "duration"):
         if values.is_absent(row.get(column)):
             raise BadValue(f"{column} is empty: CodeCarbon wrote an incomplete row")
     duration_s = values.number(row["duration"], "duration")

@@ -7,6 +7,7 @@ estimated_cost_usd, ...) and call build_run, so validation and derivation live h
 from __future__ import annotations
 
 import hashlib
+import re
 from datetime import timedelta
 from decimal import Decimal
 
@@ -22,6 +23,7 @@ GOAL_SYNONYMS = {"max": "max", "maximize": "max", "higher": "max",
 CENT = Decimal("0.01")
 MICRO_USD = Decimal("0.000001")
 DURATION_TOLERANCE = 0.01  # a given duration_hours within 1% of end - start agrees
+MAX_GPUS = 1_000_000
 
 
 def build_run(record: dict, line: int, ctx: ParseContext, source_kind: str) -> tuple[dict, list[dict]]:
@@ -51,7 +53,7 @@ def build_run(record: dict, line: int, ctx: ParseContext, source_kind: str) -> t
     given_cost = _non_negative(values.money(record.get("estimated_cost_usd"), "estimated_cost_usd"), "estimated_cost_usd")
     expected = None
     if price is not None and duration_h is not None:
-        expected = (price * Decimal(repr(duration_h))).quantize(MICRO_USD)
+        expected = values.fit_money(price * Decimal(repr(duration_h)), "duration x price").quantize(MICRO_USD)
     if given_cost is not None:
         cost, cost_source = given_cost, "given"
         if expected is not None and abs(given_cost - expected) > max(CENT, expected / 100):
@@ -69,7 +71,7 @@ def build_run(record: dict, line: int, ctx: ParseContext, source_kind: str) -> t
 
     uuids = _text_list(record.get("gpu_uuids", record.get("gpu_uuid")), "gpu_uuids")
     indices = _int_list(record.get("gpu_indices", record.get("gpu_index")), "gpu_indices")
-    gpu_count = _non_negative(values.integer(record.get("gpu_count"), "gpu_count"), "gpu_count")
+    gpu_count = _non_negative(values.integer(record.get("gpu_count"), "gpu_count", MAX_GPUS), "gpu_count")
     if gpu_count is None and (uuids or indices):
         gpu_count = len(uuids or indices)
 
@@ -192,7 +194,8 @@ def _status(value: object) -> str | None:
 def _goal(value: object, metric_name: str) -> str:
     goal = values.text(value, "goal")
     if goal is None:
-        return "min" if any(word in metric_name.lower() for word in MIN_GOAL_WORDS) else "max"
+        words = re.split(r"[^a-z0-9]+", metric_name.lower())
+        return "min" if any(word in MIN_GOAL_WORDS for word in words) else "max"
     if goal.lower() not in GOAL_SYNONYMS:
         raise BadValue(f"goal {value!r} must be max or min")
     return GOAL_SYNONYMS[goal.lower()]
@@ -228,4 +231,4 @@ def _int_list(value: object, name: str) -> list[int] | None:
     items = value.split(",") if isinstance(value, str) else value
     if not isinstance(items, list):
         raise BadValue(f"{name} must be a list of GPU indices")
-    return [values.integer(item, name) for item in items if not values.is_absent(item)]
+    return [values.integer(item, name, MAX_GPUS) for item in items if not values.is_absent(item)]

@@ -9,13 +9,20 @@ from __future__ import annotations
 import math
 import re
 from datetime import datetime, timezone, tzinfo
-from decimal import Decimal, InvalidOperation
+from decimal import Context, Decimal, InvalidOperation
 
 from ingest.contract import BadValue
 
 EARLIEST = datetime(1990, 1, 1, tzinfo=timezone.utc)
 LATEST = datetime(2100, 1, 1, tzinfo=timezone.utc)
+_WHOLE = re.compile(r"^[+-]?\d+$")
 _SLASH_DATE = re.compile(r"^(\d{4})/(\d{2})/(\d{2})")
+BIGINT_MAX = 2**63 - 1
+# Money is stored as DECIMAL(38, 12): 12 decimal places (finer digits are float noise such as
+# 23.520000000000003) and at most 26 digits before the point.
+MONEY_PLACES = Decimal("1e-12")
+MONEY_LIMIT = Decimal("1e26")
+_MONEY_CONTEXT = Context(prec=60)
 
 
 def is_absent(value: object) -> bool:
@@ -35,7 +42,7 @@ def number(value: object, name: str) -> float | None:
     """A finite float from a JSON number or numeric text."""
     if is_absent(value):
         return None
-    if isinstance(value, bool) or isinstance(value, (dict, list)):
+    if isinstance(value, bool) or isinstance(value, (dict, list)) or (isinstance(value, str) and "_" in value):
         raise BadValue(f"{name} must be a number, got {value!r}")
     try:
         result = float(value)  # type: ignore[arg-type]
@@ -46,13 +53,21 @@ def number(value: object, name: str) -> float | None:
     return result
 
 
-def integer(value: object, name: str) -> int | None:
-    """An int; integral floats such as 1.0 are accepted, 1.5 is not."""
+def integer(value: object, name: str, maximum: int = BIGINT_MAX) -> int | None:
+    """An int up to `maximum` in size; integral floats such as 1.0 are accepted, 1.5 is not."""
+    if isinstance(value, str) and _WHOLE.match(value.strip()):
+        value = int(value.strip())  # exact beyond 2**53, where float would round
+    if isinstance(value, int) and not isinstance(value, bool):
+        if abs(value) > maximum:
+            raise BadValue(f"{name} {value!r} is too large (at most {maximum:,})")
+        return value
     result = number(value, name)
     if result is None:
         return None
     if not result.is_integer():
         raise BadValue(f"{name} must be a whole number, got {value!r}")
+    if abs(result) > maximum:
+        raise BadValue(f"{name} {value!r} is too large (at most {maximum:,})")
     return int(result)
 
 
@@ -68,7 +83,14 @@ def money(value: object, name: str) -> Decimal | None:
         raise BadValue(f"{name} must be an amount, got {value!r}") from None
     if not result.is_finite():
         raise BadValue(f"{name} must be a finite amount, got {value!r}")
-    return result
+    return fit_money(result, name)
+
+
+def fit_money(amount: Decimal, name: str) -> Decimal:
+    """The amount rounded to the warehouse's 12 decimal places; BadValue when it cannot fit."""
+    if abs(amount) >= MONEY_LIMIT:
+        raise BadValue(f"{name} {amount} is too large (under 10^26)")
+    return amount.quantize(MONEY_PLACES, context=_MONEY_CONTEXT)
 
 
 def timestamp(value: object, name: str, tz: tzinfo) -> datetime | None:
@@ -79,6 +101,8 @@ def timestamp(value: object, name: str, tz: tzinfo) -> datetime | None:
         raise BadValue(f"{name} must be a timestamp, got {value!r}")
     if isinstance(value, (int, float, Decimal)) or _is_numeric_text(value):
         seconds = float(value)  # type: ignore[arg-type]
+        if not math.isfinite(seconds):
+            raise BadValue(f"{name} {value!r} is not a time")
         if seconds > 1e11:
             raise BadValue(f"{name} {value!r} looks like milliseconds; epoch values must be seconds")
         try:

@@ -27,7 +27,7 @@ DEFAULT_DB = "mlcost.duckdb"
 LOCK_WAIT_S = float(os.environ.get("MLCOST_LOCK_WAIT_S", "30"))
 
 # Rows that arrive again replace the older ones sharing these columns (latest load wins).
-REPLACE_BY: dict[str, str] = {"runs": "run_id", "run_evals": "run_id"}
+REPLACE_BY: dict[str, str] = {"runs": "run_id", "run_evals": "run_id", "serving_windows": "window_key"}
 
 _schema_ready: set[str] = set()
 _schema_lock = threading.Lock()
@@ -78,6 +78,8 @@ def connect(path: Path | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
     path.parent.mkdir(parents=True, exist_ok=True)
     con = _open(path)
     try:
+        # Dates and .df() timestamps must not depend on the machine's zone.
+        con.execute("SET TimeZone = 'UTC'")
         key = str(path.resolve())
         if key not in _schema_ready:
             with _schema_lock:
@@ -123,8 +125,10 @@ def load(source: str, sha256: str, kind: str, parsed: Parsed, path: Path | None 
                 "VALUES (?, ?, ?, ?, ?, ?) RETURNING load_id",
                 [source, sha256, kind, parsed.accepted, len(parsed.rejects), datetime.now(timezone.utc)],
             ).fetchone()[0]
+            for name, keys in _replaced_keys(parsed).items():
+                con.execute(f"DELETE FROM {name} WHERE {REPLACE_BY[name]} IN (SELECT unnest(?))", [keys])
             for name, rows in parsed.tables.items():
-                _replace_rows(con, name, rows, load_id)
+                _insert_rows(con, name, rows, load_id)
             if parsed.rejects:
                 con.executemany(
                     "INSERT INTO rejects VALUES (?, ?, ?, ?, ?)",
@@ -137,11 +141,20 @@ def load(source: str, sha256: str, kind: str, parsed: Parsed, path: Path | None 
     return LoadResult(load_id, parsed.accepted, len(parsed.rejects), already_loaded=False)
 
 
-def _replace_rows(con: duckdb.DuckDBPyConnection, table: str, rows: list[dict], load_id: int) -> None:
-    key = REPLACE_BY.get(table)
-    if key and rows:
-        keys = sorted({row[key] for row in rows})
-        con.execute(f"DELETE FROM {table} WHERE {key} IN (SELECT unnest(?))", [keys])
+def _replaced_keys(parsed: Parsed) -> dict[str, list]:
+    """Per table of this load in REPLACE_BY, the keys whose old rows go: every key that any
+    table of the load carries in the same column, so a run replaced without eval points
+    loses its old ones too."""
+    by_column: dict[str, set] = {}
+    for name, rows in parsed.tables.items():
+        column = REPLACE_BY.get(name)
+        if column:
+            by_column.setdefault(column, set()).update(row[column] for row in rows)
+    return {name: sorted(by_column[REPLACE_BY[name]]) for name in parsed.tables
+            if name in REPLACE_BY and by_column[REPLACE_BY[name]]}
+
+
+def _insert_rows(con: duckdb.DuckDBPyConnection, table: str, rows: list[dict], load_id: int) -> None:
     if not rows:
         return
     columns = _arrow_schema(con, table)
@@ -149,11 +162,8 @@ def _replace_rows(con: duckdb.DuckDBPyConnection, table: str, rows: list[dict], 
     incoming = pa.Table.from_pylist(
         [{name: record.get(name) for name in columns.names} for record in records], schema=columns
     )
-    con.register("incoming", incoming)
-    try:
-        con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM incoming")
-    finally:
-        con.unregister("incoming")
+    # Columns are in table order, so a positional insert is exact.
+    con.from_arrow(incoming).insert_into(table)
 
 
 _ARROW_TYPES = {
