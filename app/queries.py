@@ -91,11 +91,14 @@ def metric_names(filters: Filters) -> pd.DataFrame:
 def training_runs(filters: Filters, metric: str | None, target: float | None) -> pd.DataFrame:
     """Every run in the filter with its derived figures, Pareto standing and cost-to-target.
 
-    Pareto standing is per project, among runs reporting `metric` with a cost: a run is on
-    the frontier when no cheaper (or equally cheap, earlier-listed) run of its project
-    scored as well; otherwise `dominated_by` names the cheapest frontier run that did.
+    Pareto standing is per project, among completed runs (or runs without a status)
+    reporting `metric` with a cost: failed, preempted and running runs are not ranked, as
+    their metric is a partial one. A ranked run is on the frontier when no cheaper (or
+    equally cheap, earlier-listed) run of its project scored as well; otherwise
+    `dominated_by` names the cheapest frontier run that did.
     Cost-to-target (USD) is cost × the share of the run's duration spent before its eval
-    history first reached `target` (or the run's own target_metric when `target` is None).
+    history first reached the target: `target` for runs of `metric`, else the run's own
+    target_metric.
     """
     return warehouse.query(FILTERED_RUNS + """
         , scored AS (
@@ -103,6 +106,7 @@ def training_runs(filters: Filters, metric: str | None, target: float | None) ->
                    CASE WHEN metric_goal = 'min' THEN -val_metric ELSE val_metric END AS score
             FROM filtered_runs
             WHERE val_metric_name = $metric AND val_metric IS NOT NULL AND cost_usd IS NOT NULL
+              AND coalesce(status, 'completed') = 'completed'
         ), ranked AS (
             SELECT *, max(score) OVER (
                        PARTITION BY project ORDER BY cost_usd, score DESC, run_id
@@ -119,12 +123,16 @@ def training_runs(filters: Filters, metric: str | None, target: float | None) ->
                       AND f.score >= d.score AND f.cost_usd <= d.cost_usd AND f.run_id <> d.run_id
                    ) AS dominated_by
             FROM standing d WHERE NOT d.on_frontier
+        ), targeted AS (
+            SELECT *, coalesce(CASE WHEN val_metric_name = $metric THEN $target END, target_metric)
+                      AS goal_value
+            FROM filtered_runs
         ), reached AS (
             SELECT r.run_id, min(e.elapsed_s) AS time_to_target_s
-            FROM filtered_runs r JOIN run_evals e USING (run_id)
-            WHERE e.elapsed_s IS NOT NULL AND coalesce($target, r.target_metric) IS NOT NULL
-              AND CASE WHEN r.metric_goal = 'min' THEN e.value <= coalesce($target, r.target_metric)
-                       ELSE e.value >= coalesce($target, r.target_metric) END
+            FROM targeted r JOIN run_evals e USING (run_id)
+            WHERE e.elapsed_s IS NOT NULL AND r.goal_value IS NOT NULL
+              AND CASE WHEN r.metric_goal = 'min' THEN e.value <= r.goal_value
+                       ELSE e.value >= r.goal_value END
             GROUP BY r.run_id
         )
         SELECT r.run_id, r.project, r.team, r.owner, r.model, r.status, r.started_at, r.ended_at,
@@ -133,13 +141,13 @@ def training_runs(filters: Filters, metric: str | None, target: float | None) ->
                r.val_metric_name, r.val_metric, r.metric_goal,
                s.on_frontier, dm.dominated_by,
                r.examples, r.examples_source, r.cost_per_1k_examples_usd,
-               coalesce($target, r.target_metric) AS target_metric,
+               r.goal_value AS target_metric,
                t.time_to_target_s / 3600.0 AS time_to_target_h,
                CASE WHEN t.time_to_target_s IS NOT NULL AND r.duration_s > 0
                     THEN CAST(round(r.cost_usd * least(t.time_to_target_s / r.duration_s, 1.0), 6)
                               AS DECIMAL(38, 6)) END AS cost_to_target_usd,
                r.energy_kwh, r.emissions_kg, r.source_kind, r.flags
-        FROM filtered_runs r
+        FROM targeted r
         LEFT JOIN standing s USING (run_id)
         LEFT JOIN dominance dm USING (run_id)
         LEFT JOIN reached t USING (run_id)
