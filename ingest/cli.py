@@ -10,15 +10,15 @@ from datetime import timezone, tzinfo
 from pathlib import Path
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from ingest import loader, warehouse
+from ingest import config, loader, warehouse
 from ingest.report import summary_lines
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SAMPLE_DIR = REPO_ROOT / "sample_data"
 # The sample files the demo loads: one entry per kind that has an ingestor.
-SAMPLE_FILES = ("runs.jsonl",)
+SAMPLE_FILES = ("runs.jsonl", "serving_windows.jsonl.gz")
 DEMO_DB = "mlcost-demo.duckdb"
-EXIT_PROBLEMS, EXIT_BUSY = 1, 3
+EXIT_PROBLEMS, EXIT_USAGE, EXIT_BUSY = 1, 2, 3
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -29,6 +29,9 @@ def main(argv: list[str] | None = None) -> int:
     except warehouse.WarehouseBusy as busy:
         print(f"mlcost: {busy}", file=sys.stderr)
         return EXIT_BUSY
+    except config.ConfigError as error:
+        print(f"mlcost: {error}", file=sys.stderr)
+        return EXIT_USAGE
     except KeyboardInterrupt:
         return 130
 
@@ -103,6 +106,9 @@ def _serve(args: argparse.Namespace, db: Path) -> int:
         "--browser.gatherUsageStats", "false",
     ]
     env = {**os.environ, "MLCOST_DB": str(db.resolve())}
+    settings = config.user_path()  # the dashboard runs from the repository: pass ./mlcost.toml on
+    if settings is not None:
+        env["MLCOST_CONFIG"] = str(settings.resolve())
     return subprocess.call(command, env=env, cwd=REPO_ROOT)
 
 

@@ -10,10 +10,11 @@ from pathlib import Path
 from types import ModuleType
 from typing import Iterator
 
-from ingest import codecarbon, runs_json, warehouse
+from ingest import codecarbon, runs_json, serving, warehouse
 from ingest.contract import ParseContext, numbered
 
-PARSERS: tuple[ModuleType, ...] = (codecarbon, runs_json)
+# serving sniffs before runs_json: run detection keys on generic fields such as "start_time".
+PARSERS: tuple[ModuleType, ...] = (codecarbon, serving, runs_json)
 KINDS = {parser.KIND: parser for parser in PARSERS}
 FILE_SUFFIXES = {".jsonl", ".json", ".ndjson", ".csv", ".gz"}
 SNIFF_CHARS = 64 * 1024

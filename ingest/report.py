@@ -5,7 +5,11 @@ from ingest.loader import FileSummary
 
 TOTAL_LABELS = {
     "runs": "runs",
+    "windows": "serving windows",
+    "requests_total": "requests",
     "cost_usd_total": "estimated cost (USD)",
+    "windows_cost_derived": "windows priced from the catalog",
+    "windows_without_cost": "windows without cost",
     "energy_kwh_total": "measured energy (kWh)",
 }
 

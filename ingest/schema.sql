@@ -80,3 +80,65 @@ SELECT
     CASE WHEN r.duration_s > 0 AND r.gpu_count > 0
          THEN r.duration_s / 3600.0 * r.gpu_count END       AS gpu_hours
 FROM runs r;
+
+-- Serving metric windows (ingest/serving.py). A window loaded again replaces the earlier one:
+-- window_key = service|model_version|host|window_start (warehouse.REPLACE_BY).
+CREATE TABLE IF NOT EXISTS serving_windows (
+    window_key          VARCHAR PRIMARY KEY,
+    window_start        TIMESTAMPTZ NOT NULL,
+    window_end          TIMESTAMPTZ NOT NULL,
+    window_s            DOUBLE NOT NULL,
+    service             VARCHAR NOT NULL,
+    model_version       VARCHAR NOT NULL,
+    requests_total      BIGINT NOT NULL,
+    requests_success    BIGINT NOT NULL,
+    requests_error      BIGINT,
+    latency_ms_p50      DOUBLE,
+    latency_ms_p95      DOUBLE,
+    latency_ms_p99      DOUBLE,
+    throughput_rps      DOUBLE,
+    avg_gpu_util_pct    DOUBLE,
+    avg_cpu_util_pct    DOUBLE,
+    cost_usd            DECIMAL(38, 12),
+    cost_source         VARCHAR,
+    price_per_hour_usd  DECIMAL(38, 12),
+    energy_kwh          DOUBLE,
+    energy_source       VARCHAR,
+    instance_type       VARCHAR,
+    gpu_type            VARCHAR,
+    gpu_count           INTEGER,
+    replicas            INTEGER,
+    host                VARCHAR,
+    gpu_uuids           VARCHAR[],
+    source_kind         VARCHAR NOT NULL,
+    load_id             BIGINT NOT NULL,
+    source_line         BIGINT NOT NULL
+);
+
+-- Per-window serving figures. A group's figure is a ratio of sums (app/queries.py
+-- SERVING_FIGURES): cost over success_priced, energy over success_metered, so a window without
+-- a cost or an energy drops out of numerator and denominator alike instead of counting as free.
+CREATE OR REPLACE VIEW serving_costs AS
+SELECT
+    w.*,
+    (w.window_start AT TIME ZONE 'UTC')::DATE                  AS day,
+    w.window_s / 3600.0                                         AS window_h,
+    w.energy_kwh * 1000                                         AS energy_wh,
+    CASE WHEN w.cost_usd IS NOT NULL THEN w.requests_success END   AS success_priced,
+    CASE WHEN w.cost_usd IS NOT NULL THEN w.requests_total END     AS requests_priced,
+    CASE WHEN w.energy_kwh IS NOT NULL THEN w.requests_success END AS success_metered,
+    CASE WHEN w.energy_kwh IS NOT NULL THEN w.requests_total END   AS requests_metered,
+    CASE WHEN w.requests_error IS NOT NULL THEN w.requests_total END AS requests_error_counted,
+    CASE WHEN w.requests_success > 0
+         THEN CAST(w.cost_usd * 1000 / w.requests_success AS DECIMAL(38, 12)) END
+                                                                AS cost_per_1k_success_usd,
+    CASE WHEN w.requests_total > 0
+         THEN CAST(w.cost_usd * 1000 / w.requests_total AS DECIMAL(38, 12)) END
+                                                                AS cost_per_1k_requests_usd,
+    CASE WHEN w.requests_success > 0 THEN w.energy_kwh * 1e6 / w.requests_success END
+                                                                AS energy_wh_per_1k_success,
+    CASE WHEN w.requests_total > 0 THEN w.energy_kwh * 1e6 / w.requests_total END
+                                                                AS energy_wh_per_1k_requests,
+    CASE WHEN w.requests_total > 0 THEN w.requests_error / w.requests_total END
+                                                                AS error_rate
+FROM serving_windows w;

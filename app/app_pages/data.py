@@ -1,20 +1,21 @@
-"""Data: upload run logs, see the validation report, the load history and the rejected lines."""
+"""Data: upload run logs and serving windows, see the validation report, the load history and the rejected lines."""
 import tempfile
 from pathlib import Path
 
 import streamlit as st
 
 from app import cache, queries
-from ingest import loader
+from ingest import config, loader
 from ingest.report import summary_lines
 
 st.title("Data")
-st.write("Upload training-run summaries (JSONL or `run_meta.json`) or CodeCarbon `emissions.csv` "
-         "files, plain or `.gz`. The same checks run as for `mlcost ingest`: good lines load, "
+st.write("Upload training-run summaries (JSONL or `run_meta.json`), CodeCarbon `emissions.csv` "
+         "or serving-window files (JSONL or CSV), plain or `.gz`; the kind is detected from the content. "
+         "The same checks run as for `mlcost ingest`: good lines load, "
          "bad lines are listed with their line number and reason, and a file loaded before is skipped.")
 
 with st.form("upload", clear_on_submit=True):
-    files = st.file_uploader("Run logs", accept_multiple_files=True,
+    files = st.file_uploader("Run logs or serving windows", accept_multiple_files=True,
                              type=["jsonl", "ndjson", "json", "csv", "gz"])
     kind = st.selectbox("Kind", ["detect", *loader.KINDS], help="Leave on detect unless detection guesses wrong.")
     submitted = st.form_submit_button("Load files", type="primary")
@@ -24,7 +25,11 @@ if submitted and files:
         for upload in files:
             path = Path(folder) / Path(upload.name).name
             path.write_bytes(upload.getvalue())
-            summary = loader.ingest_file(path, None if kind == "detect" else kind, display_name=upload.name)
+            try:
+                summary = loader.ingest_file(path, None if kind == "detect" else kind, display_name=upload.name)
+            except config.ConfigError as error:  # the price catalog serving files are priced with
+                st.error(f"FAILED {upload.name}: the settings file cannot be used: {error}")
+                continue
             report = "\n".join(summary_lines(summary))
             (st.success if summary.ok else st.error if summary.status == "failed" else st.warning)(
                 report.split("\n", 1)[0])

@@ -1,0 +1,88 @@
+"""Serving: cost and energy per 1k requests by model version, over time, and the versions that made it worse."""
+import pandas as pd
+import streamlit as st
+
+from app import cache, charts, queries
+from app.format import usd
+from ingest import config
+
+st.title("Serving")
+picked = st.session_state["filters"]
+totals = cache.fetch(queries.serving_totals, picked).iloc[0]
+
+if totals["windows"] == 0:
+    st.info("No serving windows in this selection. Load some with `mlcost ingest serving.jsonl` or "
+            "upload them on the **Data** page — or widen the date range in the sidebar.")
+    st.stop()
+try:
+    rule = config.load().serving
+except config.ConfigError as error:
+    st.error(f"The settings file cannot be used: {error}")
+    st.stop()
+
+st.caption("The sidebar's date range selects windows by their start (UTC); the project and team "
+           "filters are for training runs and do not apply to services.")
+per_total = st.toggle("Per request, failed ones included", key="serving_per_total",
+                      help="Off: per 1k successful requests, the figure regressions are judged on.")
+unit = "requests" if per_total else "successful requests"
+cost_column = "cost_per_1k_requests_usd" if per_total else "cost_per_1k_success_usd"
+energy_column = "energy_wh_per_1k_requests" if per_total else "energy_wh_per_1k_success"
+cost_label, energy_label = f"Cost per 1k {unit} (USD)", f"Energy per 1k {unit} (Wh)"
+windows = int(totals["windows"])
+
+left, middle, right, last = st.columns(4)
+left.metric("Requests", f"{int(totals['requests_total']):,}")
+left.caption(f"{int(totals['services'])} services, {int(totals['versions'])} model versions")
+middle.metric("Serving cost", usd(totals["cost_usd"]))
+middle.caption(f"{int(totals['windows_with_cost']):,} of {windows:,} windows priced")
+right.metric(cost_label, "—" if pd.isna(totals[cost_column]) else f"${float(totals[cost_column]):,.4f}")
+last.metric(energy_label, "—" if pd.isna(totals[energy_column]) else f"{totals[energy_column]:,.2f} Wh")
+last.caption(f"{int(totals['windows_with_energy']):,} of {windows:,} windows with energy")
+if totals["windows_with_cost"] < windows:
+    st.warning(f"{windows - int(totals['windows_with_cost']):,} of {windows:,} windows have no cost: no "
+               "cost_usd, and no price for their instance type (or GPU) in the catalog, so the cost figures "
+               "leave them out. Prices go in mlcost.toml `[prices.instance_usd_per_hour]` and apply to "
+               "files loaded after.")
+
+versions = cache.fetch(queries.serving_by_version, picked)
+over_time = cache.fetch(queries.serving_over_time, picked)
+st.subheader(f"Cost per 1k {unit} by model version")
+st.plotly_chart(charts.serving_by_version(versions, cost_column, cost_label), width="stretch")
+st.caption(f"Over time, per UTC {over_time['bucket'].iloc[0]}; a dashed line marks a new model version.")
+st.plotly_chart(charts.serving_trend(over_time, cost_column, cost_label, versions), width="stretch")
+
+st.subheader(f"Energy per 1k {unit}")
+unmetered = sorted(versions.loc[versions["windows_with_energy"] == 0, "service"].unique())
+if unmetered:
+    st.caption(f"No energy_kwh in the windows of {', '.join(unmetered)}: their energy is unknown, not zero.")
+if totals["windows_with_energy"] > 0:
+    st.plotly_chart(charts.serving_by_version(versions, energy_column, energy_label), width="stretch")
+
+st.subheader("Latency against cost")
+st.caption("One point per model version and percentile: the request-weighted mean of its windows' p50 and p95.")
+st.plotly_chart(charts.latency_vs_cost(versions, cost_column, cost_label), width="stretch")
+
+st.subheader("Error rate, throughput and utilization")
+for tab, (column, label) in zip(st.tabs(["Error rate", "Throughput", "GPU utilization", "CPU utilization"]), [
+        ("error_rate", "Failed share of requests"), ("throughput_rps", "Requests per second"),
+        ("avg_gpu_util_pct", "Mean GPU utilization (%)"), ("avg_cpu_util_pct", "Mean CPU utilization (%)")]):
+    tab.plotly_chart(charts.serving_trend(over_time, column, label, versions), width="stretch")
+
+st.subheader("Regressions")
+st.caption(f"A model version whose cost or energy per 1k successful requests is more than "
+           f"{rule.regression_pct:g} % worse than the previous version of its service, among versions "
+           f"with at least {rule.min_requests:,} successful requests (`[serving]` in mlcost.toml).")
+regressions = cache.fetch(queries.serving_regressions, picked, rule.regression_pct, rule.min_requests)
+if regressions.empty:
+    st.success("No regressions in this selection.")
+else:
+    st.dataframe(regressions, hide_index=True, width="stretch",
+                 column_order=["service", "metric", "from_version", "to_version", "start_date",
+                               "change_pct", "before", "after", "to_requests_success"],
+                 column_config={"change_pct": st.column_config.NumberColumn("Worse by (%)", format="%.1f"),
+                                "start_date": st.column_config.DateColumn("Started (UTC)")})
+
+st.subheader("Every model version")
+st.dataframe(versions, hide_index=True, width="stretch", column_config={
+    "cost_usd": st.column_config.NumberColumn("cost_usd", format="$%.2f"),
+    "error_rate": st.column_config.NumberColumn("error_rate", format="%.4f")})
