@@ -6,11 +6,9 @@ import json
 import os
 import subprocess
 import sys
-from datetime import timezone, tzinfo
 from pathlib import Path
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from ingest import config, loader, warehouse
+from ingest import config, loader, values, warehouse
 from ingest.report import summary_lines
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -63,7 +61,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _ingest(args: argparse.Namespace) -> int:
-    tz = _zone(args.tz)
+    tz = values.zone(args.tz)
     if tz is None:
         print(f"mlcost: unknown time zone {args.tz!r} (use an IANA name such as Europe/Paris)", file=sys.stderr)
         return 2
@@ -110,15 +108,6 @@ def _serve(args: argparse.Namespace, db: Path) -> int:
     if settings is not None:
         env["MLCOST_CONFIG"] = str(settings.resolve())
     return subprocess.call(command, env=env, cwd=REPO_ROOT)
-
-
-def _zone(name: str) -> tzinfo | None:
-    if name.upper() == "UTC":
-        return timezone.utc
-    try:
-        return ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError):
-        return None
 
 
 def _show_progress(args: argparse.Namespace) -> bool:

@@ -368,6 +368,27 @@ def test_uploaded_runs_show_on_overview_and_a_second_upload_changes_nothing(ware
     assert metrics(rendered(at.run()))["Training runs"] == "8"
 
 
+def test_upload_reads_naive_times_in_the_chosen_zone(warehouse):
+    # CodeCarbon writes local times: 12:00 in Paris in July is 10:00 UTC; the run began 1 h earlier.
+    csv_text = ("timestamp,project_name,run_id,duration,emissions,energy_consumed\n"
+                "2025-07-01T12:00:00,zone-test,zone-run,3600,0.01,0.05\n")
+    at = open_page("Data")
+    at.text_input[0].set_value("Europe/Paris")
+    at = upload(at, ("emissions.csv", csv_text.encode()))
+    assert texts(at, "success")[0].startswith("OK emissions.csv [codecarbon]: 1 rows loaded")
+    started = wh.query("SELECT started_at FROM runs WHERE run_id = 'zone-run'")["started_at"].iloc[0]
+    assert started == pd.Timestamp("2025-07-01T09:00:00Z")
+
+
+def test_unknown_zone_is_refused_before_loading(warehouse):
+    at = open_page("Data")
+    at.text_input[0].set_value("Mars/Olympus")
+    at = upload(at, ("emissions.csv", b"timestamp,project_name,duration,emissions,energy_consumed\n"))
+    assert texts(at, "error") == [
+        "Unknown time zone 'Mars/Olympus': use an IANA name such as Europe/Paris, or UTC."]
+    assert wh.query("SELECT count(*) AS n FROM loads")["n"].iloc[0] == 0
+
+
 def test_load_without_a_file_asks_for_one(warehouse):
     at = open_page("Data")
     at.button(key="FormSubmitter:upload-Load files").click()

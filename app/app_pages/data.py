@@ -5,7 +5,7 @@ from pathlib import Path
 import streamlit as st
 
 from app import cache, queries
-from ingest import config, loader
+from ingest import config, loader, values
 from ingest.report import summary_lines
 
 st.title("Data")
@@ -17,16 +17,23 @@ st.write("Upload training-run summaries (JSONL or `run_meta.json`), CodeCarbon `
 with st.form("upload", clear_on_submit=True):
     files = st.file_uploader("Run logs or serving windows", accept_multiple_files=True,
                              type=["jsonl", "ndjson", "json", "csv", "gz"])
-    kind = st.selectbox("Kind", ["detect", *loader.KINDS], help="Leave on detect unless detection guesses wrong.")
+    left, right = st.columns(2)
+    kind = left.selectbox("Kind", ["detect", *loader.KINDS], help="Leave on detect unless detection guesses wrong.")
+    zone_name = right.text_input("Time zone of times written without an offset", value="UTC",
+                                 help="An IANA name such as Europe/Paris; CodeCarbon writes local times.")
     submitted = st.form_submit_button("Load files", type="primary")
 
-if submitted and files:
+zone = values.zone(zone_name)
+if submitted and zone is None:
+    st.error(f"Unknown time zone {zone_name!r}: use an IANA name such as Europe/Paris, or UTC.")
+elif submitted and files:
     with tempfile.TemporaryDirectory() as folder:
         for upload in files:
             path = Path(folder) / Path(upload.name).name
             path.write_bytes(upload.getvalue())
             try:
-                summary = loader.ingest_file(path, None if kind == "detect" else kind, display_name=upload.name)
+                summary = loader.ingest_file(path, None if kind == "detect" else kind, zone,
+                                             display_name=upload.name)
             except config.ConfigError as error:  # the price catalog serving files are priced with
                 st.error(f"FAILED {upload.name}: the settings file cannot be used: {error}")
                 continue
