@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import re
 from datetime import datetime, timezone, tzinfo
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from decimal import Context, Decimal, InvalidOperation
 
 from ingest.contract import BadValue
@@ -135,3 +136,13 @@ def _is_numeric_text(value: object) -> bool:
     except ValueError:
         return False
     return True
+
+
+def zone(name: str) -> tzinfo | None:
+    """The time zone an IANA name (or UTC) names, or None when there is no such zone."""
+    if name.strip().upper() == "UTC":
+        return timezone.utc
+    try:
+        return ZoneInfo(name.strip())
+    except (ZoneInfoNotFoundError, ValueError):
+        return None
