@@ -20,23 +20,27 @@ def spend_by_month(frame: pd.DataFrame) -> go.Figure:
     return figure
 
 
-def cost_vs_metric(runs: pd.DataFrame, metric: str, goal: str) -> go.Figure:
-    """Cost (USD) against the metric, one point per run, frontier runs joined by a line per project."""
-    data = runs.dropna(subset=["cost_usd", "val_metric"]).copy()
+def cost_vs_metric(runs: pd.DataFrame, metric: str, goal: str,
+                   x: str = "cost_usd", x_label: str = "Cost (USD)") -> go.Figure:
+    """Cost (USD), or another column `x` such as measured energy, against the metric, one point
+    per run; on the cost axis the (cost) frontier runs are joined by a line per project."""
+    data = runs.dropna(subset=["cost_usd", "val_metric", x]).copy()
     data["cost_usd"] = data["cost_usd"].astype(float)
+    data[x] = data[x].astype(float)
     data["standing"] = data["on_frontier"].map({True: "Pareto frontier", False: "dominated"})
     data = data.sort_values(["on_frontier", "cost_usd"], ascending=[False, True]).head(MAX_POINTS)
     palette = px.colors.qualitative.Plotly
     colours = {p: palette[i % len(palette)] for i, p in enumerate(sorted(data["project"].dropna().unique()))}
     figure = px.scatter(
-        data, x="cost_usd", y="val_metric", color="project", symbol="standing",
+        data, x=x, y="val_metric", color="project", symbol="standing",
         color_discrete_map=colours,
         symbol_map={"Pareto frontier": "circle", "dominated": "circle-open"},
         hover_name="run_id",
         hover_data={"dominated_by": True, "instance_type": True, "cost_usd": ":.2f", "standing": False},
-        labels={"cost_usd": "Cost (USD)", "val_metric": f"{metric} ({'higher' if goal == 'max' else 'lower'} is better)"},
+        labels={"cost_usd": "Cost (USD)", x: x_label,
+                "val_metric": f"{metric} ({'higher' if goal == 'max' else 'lower'} is better)"},
     )
-    for project, points in data[data["on_frontier"]].groupby("project"):
+    for project, points in data[data["on_frontier"]].groupby("project") if x == "cost_usd" else ():
         line = points.sort_values("cost_usd")
         figure.add_trace(go.Scatter(x=line["cost_usd"], y=line["val_metric"], mode="lines",
                                     line=dict(width=1, dash="dot", color=colours.get(project)),
@@ -136,4 +140,101 @@ def latency_vs_cost(versions: pd.DataFrame, column: str, label: str) -> go.Figur
                                     mode="lines", line=dict(width=1, color="lightgrey"),
                                     hoverinfo="skip", showlegend=False))
     figure.update_layout(margin=dict(t=30, b=10))
+    return figure
+
+
+# --- GPU traces -------------------------------------------------------------------------------
+
+def idle_heatmap(by_day: pd.DataFrame) -> go.Figure:
+    """Idle hours per GPU (rows) and UTC day (columns); blank where the GPU was not observed."""
+    data = by_day.assign(day=pd.to_datetime(by_day["day"]))
+    grid = data.pivot_table(index="gpu", columns="day", values="idle_h", aggfunc="sum")
+    order = data.drop_duplicates("gpu").sort_values(["host", "gpu_index"])["gpu"]
+    grid = grid.reindex(order)
+    figure = go.Figure(go.Heatmap(
+        z=grid.values, x=grid.columns, y=grid.index, colorscale="Reds", zmin=0, zmax=24,
+        colorbar=dict(title="Idle h"), hovertemplate="%{y}<br>%{x|%Y-%m-%d}: %{z:.1f} h idle<extra></extra>"))
+    figure.update_yaxes(autorange="reversed")
+    figure.update_layout(margin=dict(t=30, b=10), height=120 + 28 * len(grid.index),
+                         xaxis_title="Day (UTC)", yaxis_title="")
+    return figure
+
+
+def idle_split(gpus: pd.DataFrame) -> go.Figure:
+    """Idle GPU-hours per GPU, stacked: allocated but idle (a run held the GPU) and unallocated."""
+    labels = gpus["host"] + " GPU " + gpus["gpu_index"].astype(str)
+    figure = go.Figure([
+        go.Bar(x=labels, y=gpus["allocated_idle_h"], name="allocated but idle", marker_color="#d62728"),
+        go.Bar(x=labels, y=gpus["unallocated_idle_h"], name="unallocated", marker_color="#aaaaaa"),
+    ])
+    figure.update_layout(barmode="stack", margin=dict(t=30, b=10), yaxis_title="Idle GPU-hours",
+                         legend=dict(orientation="h", y=1.1))
+    return figure
+
+
+def utilization_histogram(histogram: pd.DataFrame, bin_pct: int, idle_pct: float) -> go.Figure:
+    """GPU-hours per utilization bin; the bins at or under the idle threshold in grey."""
+    data = histogram.assign(label=histogram["util_from_pct"].map(lambda v: f"{v:g}-{v + bin_pct:g} %"))
+    colours = ["#aaaaaa" if v + bin_pct <= max(idle_pct, bin_pct) else "#1f77b4" for v in data["util_from_pct"]]
+    figure = go.Figure(go.Bar(x=data["label"], y=data["gpu_hours"], marker_color=colours,
+                              hovertemplate="%{x}: %{y:,.1f} GPU-hours<extra></extra>"))
+    figure.update_xaxes(type="category", title="Mean utilization of the minute")
+    figure.update_layout(margin=dict(t=30, b=10), yaxis_title="GPU-hours")
+    return figure
+
+
+
+# --- Billing and reconciliation -----------------------------------------------------------------
+
+def billing_over_time(frame: pd.DataFrame, currency: str, split_by: str) -> go.Figure:
+    """Stacked billed cost per period and group (credits below zero), in `currency`."""
+    data = _floats(frame, "billed_cost").head(MAX_POINTS)
+    figure = px.bar(data, x="period", y="billed_cost", color="group",
+                    labels={"billed_cost": f"Billed ({currency})", "period": f"{data['bucket'].iloc[0].title()} (UTC)",
+                            "group": split_by})
+    figure.update_layout(barmode="relative", margin=dict(t=30, b=10), legend_title_text=split_by)
+    return figure
+
+
+CATEGORY_COLOURS = {"usage": "#636EFA", "purchase": "#AB63FA", "tax": "#FFA15A", "credit": "#00CC96",
+                    "adjustment": "#EF553B"}
+
+
+def billing_by_category(frame: pd.DataFrame, currency: str) -> go.Figure:
+    """Billed cost per invoice month and charge category; credits and negative adjustments below zero."""
+    data = _floats(frame, "billed_cost").assign(month=pd.to_datetime(frame["month"]).dt.strftime("%Y-%m"))
+    figure = px.bar(data, x="month", y="billed_cost", color="charge_category",
+                    color_discrete_map=CATEGORY_COLOURS,
+                    category_orders={"charge_category": list(CATEGORY_COLOURS)},
+                    labels={"billed_cost": f"Billed ({currency})", "month": "Invoice month",
+                            "charge_category": "Charge category"})
+    figure.update_xaxes(type="category")
+    figure.update_layout(barmode="relative", margin=dict(t=30, b=10))
+    return figure
+
+
+def billing_gpu_spend(frame: pd.DataFrame, currency: str) -> go.Figure:
+    """GPU instance spend per month, stacked by instance type."""
+    data = _floats(frame, "billed_cost").assign(month=pd.to_datetime(frame["month"]).dt.strftime("%Y-%m"))
+    figure = px.bar(data, x="month", y="billed_cost", color="instance_type",
+                    hover_data={"pricing_category": True, "lines": True},
+                    labels={"billed_cost": f"Billed ({currency})", "month": "Month (UTC)",
+                            "instance_type": "Instance type"})
+    figure.update_xaxes(type="category")
+    figure.update_layout(margin=dict(t=30, b=10))
+    return figure
+
+
+def estimated_vs_billed(runs: pd.DataFrame) -> go.Figure:
+    """Billed against estimated cost (USD), one point per run, with the line where they agree."""
+    data = _floats(runs, "estimated_cost_usd", "billed_cost").dropna(subset=["estimated_cost_usd", "billed_cost"])
+    data = data.assign(standing=data["large_gap"].map({True: "large gap", False: "close"}).fillna("close"))
+    figure = px.scatter(data.head(MAX_POINTS), x="estimated_cost_usd", y="billed_cost", color="project",
+                        symbol="standing", symbol_map={"close": "circle", "large gap": "x"}, hover_name="run_id",
+                        hover_data={"gap_pct": ":.1f", "instance_type": True, "untagged": True},
+                        labels={"estimated_cost_usd": "Estimated cost (USD)", "billed_cost": "Billed cost (USD)"})
+    top = float(max(data["estimated_cost_usd"].max(), data["billed_cost"].max(), 1)) if len(data) else 1.0
+    figure.add_trace(go.Scatter(x=[0, top], y=[0, top], mode="lines", name="billed = estimated",
+                                line=dict(dash="dot", color="grey", width=1), hoverinfo="skip"))
+    figure.update_layout(margin=dict(t=30, b=10), legend_title_text="")
     return figure

@@ -21,3 +21,13 @@ def count_of(part: int, whole: int, what: str) -> str:
 def plural(count: int, noun: str) -> str:
     """'1 run', '3 runs'."""
     return f"{int(count):,} {noun}{'' if int(count) == 1 else 's'}"
+
+
+def money(amount: Decimal | float | None, currency: str) -> str:
+    """'1,234.56 EUR' ('$1,234.56' for USD), or '—' when there is no amount."""
+    if amount is None or pd.isna(amount):
+        return "—"
+    value = Decimal(str(amount))
+    if currency == "USD":
+        return f"{'-' if value < 0 else ''}${abs(value):,.2f}"
+    return f"{value:,.2f} {currency}"

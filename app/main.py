@@ -12,6 +12,9 @@ PAGES = [
     st.Page("app_pages/overview.py", title="Overview", icon=":material/dashboard:", default=True),
     st.Page("app_pages/training_runs.py", title="Training runs", icon=":material/model_training:"),
     st.Page("app_pages/serving.py", title="Serving", icon=":material/dns:"),
+    st.Page("app_pages/idle_gpus.py", title="Idle GPUs", icon=":material/memory:"),
+    st.Page("app_pages/billing.py", title="Billing", icon=":material/receipt_long:"),
+    st.Page("app_pages/reconciliation.py", title="Reconciliation", icon=":material/compare_arrows:"),
     st.Page("app_pages/data.py", title="Data", icon=":material/upload_file:"),
 ]
 

@@ -22,7 +22,10 @@ WITH filtered_runs AS (
 
 def data_version() -> int:
     """The newest load_id (0 when empty): it changes whenever any data changes."""
-    return int(warehouse.query("SELECT coalesce(max(load_id), 0) AS v FROM loads")["v"].iloc[0])
+    # + the count of GPU rollup computations, so `mlcost rollup` (which loads nothing) shows too
+    return int(warehouse.query(
+        "SELECT coalesce(max(load_id), 0) + (SELECT coalesce(max(rollups), 0) FROM gpu_rollup_settings) AS v "
+        "FROM loads")["v"].iloc[0])
 
 
 def filter_choices() -> dict:
@@ -30,7 +33,9 @@ def filter_choices() -> dict:
     span = warehouse.query(
         "SELECT min(first_day) AS first_day, max(last_day) AS last_day FROM ("
         " SELECT min(started_at)::DATE AS first_day, max(started_at)::DATE AS last_day FROM runs"
-        " UNION ALL SELECT min(day), max(day) FROM serving_costs)"
+        " UNION ALL SELECT min(day), max(day) FROM serving_costs"
+        " UNION ALL SELECT min(minute)::DATE, max(minute)::DATE FROM gpu_minutes"
+        " UNION ALL SELECT min(day), max(day) FROM billing_costs)"
     ).iloc[0]
     projects = warehouse.query("SELECT DISTINCT project FROM runs WHERE project IS NOT NULL ORDER BY 1")
     teams = warehouse.query("SELECT DISTINCT team FROM runs WHERE team IS NOT NULL ORDER BY 1")
@@ -319,3 +324,309 @@ def serving_regressions(filters: Filters, regression_pct: float, min_requests: i
     return warehouse.query(
         "SELECT * FROM (" + SERVING_CHANGES + ") WHERE is_regression ORDER BY change_pct DESC, service",
         {**_window_range(filters), "regression_pct": regression_pct, "min_requests": min_requests})
+
+
+# --- GPU traces: idle GPUs and measured energy per run --------------------------------------
+#
+# Pages read the per-minute rollups (gpu_minutes and the views gpu_minute_use, run_energy in
+# ingest/schema.sql), never gpu_samples. The sidebar's date range selects minutes by their
+# start (UTC); the project and team filters apply to runs only.
+
+def _minute_range(filters: Filters) -> dict:
+    params = filters.params()
+    return {"start": params["start"], "end": params["end"]}
+
+
+def gpu_rollup_rule() -> pd.DataFrame:
+    """The [gpu] settings the stored rollups were computed with (no row before any trace load)."""
+    return warehouse.query("SELECT * FROM gpu_rollup_settings")
+
+
+def gpu_models() -> pd.DataFrame:
+    """Every GPU model (NVML name) in the traces with how many GPUs of it, for pricing."""
+    return warehouse.query("SELECT gpu_name, count(DISTINCT (host, gpu_index)) AS gpus FROM gpu_minutes "
+                           "WHERE gpu_name IS NOT NULL GROUP BY 1 ORDER BY 1")
+
+
+def idle_by_gpu(filters: Filters, prices: tuple[tuple[str, str], ...] = ()) -> pd.DataFrame:
+    """Per traced GPU in the date range: observed, idle and busy hours, idle kWh, the idle split
+    into allocated (a run held the GPU) and unallocated, the mean utilization while busy (%), and
+    idle dollars at `prices` ((gpu_name, USD per GPU-hour) pairs; NULL for an unpriced model)."""
+    return warehouse.query("""
+        WITH used AS (
+            SELECT * FROM gpu_minute_use WHERE minute >= $start AND minute < $end
+        ), per_gpu AS (
+            SELECT host, gpu_index, arg_max(gpu_uuid, minute) AS gpu_uuid, arg_max(gpu_name, minute) AS gpu_name,
+                   sum(coverage_s) / 3600                                        AS observed_h,
+                   sum(idle_s) / 3600                                            AS idle_h,
+                   coalesce(sum(idle_s) FILTER (WHERE allocated), 0) / 3600      AS allocated_idle_h,
+                   coalesce(sum(idle_s) FILTER (WHERE NOT allocated), 0) / 3600  AS unallocated_idle_h,
+                   sum(busy_s) / 3600                                            AS busy_h,
+                   sum(energy_kwh)                                               AS energy_kwh,
+                   sum(idle_energy_kwh)                                          AS idle_kwh,
+                   sum(idle_energy_kwh) FILTER (WHERE allocated)                 AS allocated_idle_kwh,
+                   sum(idle_energy_kwh) FILTER (WHERE NOT allocated)             AS unallocated_idle_kwh,
+                   sum(util_pct_busy_mean * busy_s)
+                       / nullif(sum(busy_s) FILTER (WHERE util_pct_busy_mean IS NOT NULL), 0)
+                                                                                 AS busy_util_pct
+            FROM used GROUP BY host, gpu_index
+        ), prices AS (
+            SELECT unnest($names::VARCHAR[]) AS gpu_name,
+                   unnest($prices::VARCHAR[])::DECIMAL(38, 12) AS usd_per_gpu_hour
+        )
+        SELECT g.*, p.usd_per_gpu_hour,
+               CAST(g.idle_h AS DECIMAL(38, 6)) * p.usd_per_gpu_hour             AS idle_usd,
+               CAST(g.allocated_idle_h AS DECIMAL(38, 6)) * p.usd_per_gpu_hour   AS allocated_idle_usd,
+               CAST(g.unallocated_idle_h AS DECIMAL(38, 6)) * p.usd_per_gpu_hour AS unallocated_idle_usd
+        FROM per_gpu g LEFT JOIN prices p USING (gpu_name)
+        ORDER BY g.host, g.gpu_index
+    """, {**_minute_range(filters), "names": [name for name, _ in prices],
+          "prices": [price for _, price in prices]})
+
+
+def idle_by_day(filters: Filters) -> pd.DataFrame:
+    """Per GPU (`host GPU i`) and UTC day: idle and observed hours, for the heatmap."""
+    return warehouse.query("""
+        SELECT host || ' GPU ' || gpu_index AS gpu, host, gpu_index,
+               (minute AT TIME ZONE 'UTC')::DATE AS day,
+               sum(idle_s) / 3600 AS idle_h, sum(coverage_s) / 3600 AS observed_h
+        FROM gpu_minutes WHERE minute >= $start AND minute < $end
+        GROUP BY ALL ORDER BY host, gpu_index, day
+    """, _minute_range(filters))
+
+
+def utilization_histogram(filters: Filters, bin_pct: int = 5) -> pd.DataFrame:
+    """GPU-hours by utilization, in bins of `bin_pct` % (each minute at its mean utilization)."""
+    return warehouse.query("""
+        SELECT least(floor(util_pct_mean / $bin) * $bin, 100 - $bin) AS util_from_pct,
+               sum(coverage_s) / 3600 AS gpu_hours
+        FROM gpu_minutes
+        WHERE minute >= $start AND minute < $end AND util_pct_mean IS NOT NULL
+        GROUP BY 1 ORDER BY 1
+    """, {**_minute_range(filters), "bin": bin_pct})
+
+
+def right_size_candidates(filters: Filters, util_below_pct: float) -> pd.DataFrame:
+    """Per GPU and project, the runs of that project on that GPU whose mean utilization while they
+    held it (%, time-weighted) is under `util_below_pct`: their jobs would likely fit a smaller GPU."""
+    return warehouse.query("""
+        SELECT rm.host, rm.gpu_index, arg_max(m.gpu_name, m.minute) AS gpu_name, r.project,
+               count(DISTINCT r.run_id) AS runs, list(DISTINCT r.run_id ORDER BY r.run_id) AS run_ids,
+               sum(m.coverage_s * rm.run_s / 60) / 3600 AS run_gpu_h,
+               sum(m.util_pct_mean * m.coverage_s * rm.run_s / 60)
+                   / sum(m.coverage_s * rm.run_s / 60) AS mean_util_pct
+        FROM run_gpu_minutes rm
+        JOIN gpu_minutes m USING (host, gpu_index, minute)
+        JOIN runs r USING (run_id)
+        WHERE m.minute >= $start AND m.minute < $end AND m.util_pct_mean IS NOT NULL
+        GROUP BY rm.host, rm.gpu_index, r.project
+        HAVING sum(m.util_pct_mean * m.coverage_s * rm.run_s / 60) / sum(m.coverage_s * rm.run_s / 60) < $below
+        ORDER BY mean_util_pct
+    """, {**_minute_range(filters), "below": util_below_pct})
+
+
+def coverage_holes(filters: Filters) -> pd.DataFrame:
+    """Every coverage hole (gpu_gaps) overlapping the date range, oldest first, with its length in hours."""
+    return warehouse.query("""
+        SELECT host, gpu_index, gpu_uuid, gap_start, gap_end, gap_s / 3600 AS gap_h
+        FROM gpu_gaps WHERE gap_end > $start AND gap_start < $end
+        ORDER BY gap_start, host, gpu_index
+    """, _minute_range(filters))
+
+
+def run_energy_figures(filters: Filters, regions: tuple[tuple[str, float, float], ...] = (),
+                       pue: float = 1.0, grid_gco2_per_kwh: float = 0.0) -> pd.DataFrame:
+    """Measured GPU energy per run of the filter (view run_energy) with emissions in kg CO2e:
+    kWh x PUE x grid g/kWh / 1000, the factors from `regions` ((region, PUE, g CO2e per kWh),
+    matched case-insensitively) or else the defaults. Runs without traces are absent."""
+    return warehouse.query(FILTERED_RUNS + """
+        , factors AS (
+            SELECT unnest($regions::VARCHAR[]) AS region, unnest($pues::DOUBLE[]) AS pue,
+                   unnest($grids::DOUBLE[]) AS gco2_per_kwh
+        )
+        SELECT r.run_id, e.gpus_traced, e.gpu_energy_kwh, e.gpu_energy_coverage_pct,
+               e.gpu_energy_wh_per_1k_examples,
+               e.gpu_energy_kwh * coalesce(f.pue, $pue) * coalesce(f.gco2_per_kwh, $grid) / 1000
+                   AS gpu_emissions_kg
+        FROM filtered_runs r JOIN run_energy e USING (run_id)
+        LEFT JOIN factors f ON f.region = lower(trim(r.region))
+        ORDER BY r.run_id
+    """, {**filters.params(), "regions": [r.strip().lower() for r, _, _ in regions],
+          "pues": [p for _, p, _ in regions], "grids": [g for _, _, g in regions],
+          "pue": pue, "grid": grid_gco2_per_kwh})
+
+
+
+# --- Billing and reconciliation ---------------------------------------------------------------
+#
+# Bill lines come from the view `billing_costs`, limited to the sidebar's date range by
+# charge_period_start (UTC); the project and team filters are runs' and do not apply to bills.
+# Every amount is grouped by (or filtered to one) billing_currency: nothing adds two currencies.
+# Lines are attributed to runs by the macros billing_run_lines and run_billing (ingest/schema.sql).
+
+BILL_LINES = """
+WITH lines AS (
+    SELECT * FROM billing_costs WHERE charge_period_start >= $start AND charge_period_start < $end
+)
+"""
+
+# What spend over time can be split by: a fixed SQL expression per choice (never widget text).
+BILLING_DIMENSIONS = {
+    "Provider": "provider",
+    "Service": "coalesce(service_name, '(no service)')",
+    "Account": "coalesce(sub_account_name, sub_account_id, '(no account)')",
+    "Charge category": "charge_category",
+    "Tag": "coalesce(tags[$tag_key], '(untagged)')",
+}
+
+
+def _charge_range(filters: Filters) -> dict:
+    params = filters.params()
+    return {"start": params["start"], "end": params["end"]}
+
+
+def billing_totals(filters: Filters) -> pd.DataFrame:
+    """Per billing currency (largest billed first): lines, billed, effective and list cost, billed
+    cost per charge category (credits negative), and the span of charges."""
+    return warehouse.query(BILL_LINES + """
+        SELECT billing_currency,
+               count(*)                                                   AS lines,
+               sum(billed_cost)                                           AS billed_cost,
+               sum(effective_cost)                                        AS effective_cost,
+               sum(list_cost)                                             AS list_cost,
+               coalesce(sum(billed_cost) FILTER (WHERE charge_category = 'usage'), 0)      AS usage_cost,
+               coalesce(sum(billed_cost) FILTER (WHERE charge_category = 'purchase'), 0)   AS purchase_cost,
+               coalesce(sum(billed_cost) FILTER (WHERE charge_category = 'tax'), 0)        AS tax_cost,
+               coalesce(sum(billed_cost) FILTER (WHERE charge_category = 'credit'), 0)     AS credit_cost,
+               coalesce(sum(billed_cost) FILTER (WHERE charge_category = 'adjustment'), 0) AS adjustment_cost,
+               count(DISTINCT provider)                                   AS providers,
+               min(charge_period_start)                                   AS first_charge,
+               max(coalesce(charge_period_end, charge_period_start))      AS last_charge
+        FROM lines GROUP BY billing_currency ORDER BY sum(abs(billed_cost)) DESC, billing_currency
+    """, _charge_range(filters))
+
+
+def billing_tag_keys(filters: Filters) -> pd.DataFrame:
+    """Tag names on the bill lines in range, with how many lines carry each, commonest first."""
+    return warehouse.query(BILL_LINES + """
+        SELECT tag_key, count(*) AS lines
+        FROM (SELECT unnest(map_keys(tags)) AS tag_key FROM lines WHERE tags IS NOT NULL)
+        GROUP BY tag_key ORDER BY lines DESC, tag_key
+    """, _charge_range(filters))
+
+
+def billing_spend_over_time(filters: Filters, currency: str, dimension: str, tag_key: str | None = None,
+                            top: int = 10, max_points: int = 2000) -> pd.DataFrame:
+    """Billed cost in `currency` per period and group of `dimension` (a BILLING_DIMENSIONS key):
+    the `top` groups by spend, the rest as '(other)'. Periods are UTC days, or weeks or months
+    when days x groups would exceed max_points; `bucket` says which."""
+    group = BILLING_DIMENSIONS[dimension]
+    return warehouse.query(BILL_LINES + f"""
+        , grouped AS (
+            SELECT day, billed_cost, {group} AS grp FROM lines WHERE billing_currency = $currency
+        ), ranked AS (
+            SELECT grp, row_number() OVER (ORDER BY sum(abs(billed_cost)) DESC, grp) AS rank
+            FROM grouped GROUP BY grp
+        ), span AS (
+            SELECT CASE WHEN count(DISTINCT day) * least(count(DISTINCT grp), $top + 1) <= $max_points THEN 'day'
+                        WHEN count(DISTINCT day) / 7 * least(count(DISTINCT grp), $top + 1) <= $max_points THEN 'week'
+                        ELSE 'month' END AS bucket
+            FROM grouped
+        )
+        SELECT date_trunc(bucket, g.day)::DATE AS period, bucket,
+               CASE WHEN r.rank <= $top THEN g.grp ELSE '(other)' END AS "group",
+               sum(g.billed_cost) AS billed_cost
+        FROM grouped g JOIN ranked r USING (grp), span
+        GROUP BY ALL ORDER BY period, "group"
+    """, {**_charge_range(filters), "currency": currency, "top": top, "max_points": max_points,
+          **({"tag_key": tag_key or ""} if "$tag_key" in group else {})})
+
+
+def billing_by_category(filters: Filters, currency: str) -> pd.DataFrame:
+    """Billed cost in `currency` per invoice month (`month`: billing_month, UTC) and charge
+    category (credits and adjustments keep their sign), with the line count."""
+    return warehouse.query(BILL_LINES + """
+        SELECT billing_month AS month, charge_category, sum(billed_cost) AS billed_cost, count(*) AS lines
+        FROM lines WHERE billing_currency = $currency
+        GROUP BY ALL ORDER BY month, charge_category
+    """, {**_charge_range(filters), "currency": currency})
+
+
+def billing_top_resources(filters: Filters, currency: str, limit: int = 20) -> pd.DataFrame:
+    """The resources with the largest billed cost in `currency`, with their effective cost,
+    service, instance type, lines and span."""
+    return warehouse.query(BILL_LINES + """
+        SELECT resource_id, any_value(resource_name) AS resource_name, any_value(provider) AS provider,
+               mode(service_name) AS service_name, mode(instance_type) AS instance_type,
+               sum(billed_cost) AS billed_cost, sum(effective_cost) AS effective_cost, count(*) AS lines,
+               min(charge_period_start) AS first_charge, max(coalesce(charge_period_end, charge_period_start)) AS last_charge
+        FROM lines WHERE billing_currency = $currency AND resource_id IS NOT NULL
+        GROUP BY resource_id ORDER BY billed_cost DESC, resource_id LIMIT $limit
+    """, {**_charge_range(filters), "currency": currency, "limit": limit})
+
+
+GPU_LINES = """
+, gpu_lines AS (
+    SELECT * FROM lines
+    WHERE billing_currency = $currency AND charge_category = 'usage'
+      AND (list_contains($families::VARCHAR[], instance_family)
+           OR len(list_filter($words::VARCHAR[], lambda w: contains(
+                  lower(coalesce(charge_description, '') || ' ' || coalesce(sku_id, '')), w))) > 0)
+)
+"""
+
+
+def billing_gpu_spend(filters: Filters, currency: str, families: tuple[str, ...],
+                      words: tuple[str, ...]) -> pd.DataFrame:
+    """GPU usage lines in `currency` (instance family in `families`, or a word of `words` in the
+    description or SKU) per UTC month, instance type and pricing category: billed cost, lines,
+    instance-hours (consumed quantity of lines measured in hours)."""
+    return warehouse.query(BILL_LINES + GPU_LINES + """
+        SELECT month, coalesce(instance_type, '(' || coalesce(charge_description, 'GPU') || ')') AS instance_type,
+               coalesce(pricing_category, '(none)') AS pricing_category,
+               sum(billed_cost) AS billed_cost, count(*) AS lines,
+               sum(consumed_quantity) FILTER (WHERE lower(consumed_unit) IN ('hours', 'hrs', 'hour')) AS instance_hours
+        FROM gpu_lines GROUP BY ALL ORDER BY month, billed_cost DESC
+    """, {**_charge_range(filters), "currency": currency, "families": list(families), "words": list(words)})
+
+
+def reconciliation_runs(filters: Filters, run_tag: str, slack_s: float, gap_pct: float) -> pd.DataFrame:
+    """Per run in the filter with bill lines, and per billing currency: estimated cost (USD) next
+    to billed cost (run_billing), the gap, `large_gap` when |gap_pct| exceeds `gap_pct`, and
+    `untagged` when some of its lines were matched by resource id only. Largest |gap| first."""
+    return warehouse.query(FILTERED_RUNS + """
+        SELECT b.*, abs(b.gap_pct) > $gap_pct AS large_gap, b.lines_by_resource > 0 AS untagged
+        FROM run_billing($run_tag, $slack_s) b SEMI JOIN filtered_runs USING (run_id)
+        ORDER BY abs(b.gap_usd) DESC NULLS LAST, b.run_id, b.billing_currency
+    """, {**filters.params(), "run_tag": run_tag, "slack_s": slack_s, "gap_pct": gap_pct})
+
+
+def reconciliation_totals(filters: Filters, run_tag: str, slack_s: float) -> pd.DataFrame:
+    """Per billing currency, of the usage lines in the date range: billed cost matched to a run
+    (any run) and not matched, with line counts."""
+    return warehouse.query(BILL_LINES + """
+        , matched AS (SELECT line_key FROM billing_run_lines($run_tag, $slack_s))
+        SELECT billing_currency,
+               coalesce(sum(billed_cost) FILTER (WHERE line_key IN (SELECT line_key FROM matched)), 0) AS matched_cost,
+               count(*) FILTER (WHERE line_key IN (SELECT line_key FROM matched))                       AS matched_lines,
+               coalesce(sum(billed_cost) FILTER (WHERE line_key NOT IN (SELECT line_key FROM matched)), 0) AS unmatched_cost,
+               count(*) FILTER (WHERE line_key NOT IN (SELECT line_key FROM matched))                   AS unmatched_lines
+        FROM lines WHERE charge_category = 'usage'
+        GROUP BY billing_currency ORDER BY sum(abs(billed_cost)) DESC
+    """, {**_charge_range(filters), "run_tag": run_tag, "slack_s": slack_s})
+
+
+def unmatched_spend(filters: Filters, run_tag: str, project_tag: str, slack_s: float) -> pd.DataFrame:
+    """Usage lines in the date range matched to no run, per currency, project tag value and
+    service: billed cost, lines, and the lines whose run tag names a run that is not loaded."""
+    return warehouse.query(BILL_LINES + """
+        , matched AS (SELECT line_key FROM billing_run_lines($run_tag, $slack_s))
+        SELECT billing_currency, coalesce(tags[$project_tag], '(no ' || $project_tag || ' tag)') AS project,
+               coalesce(service_name, '(no service)') AS service_name,
+               sum(billed_cost) AS billed_cost, count(*) AS lines,
+               count(*) FILTER (WHERE tags[$run_tag] IS NOT NULL) AS lines_naming_unknown_runs,
+               count(*) FILTER (WHERE tags IS NULL OR cardinality(tags) = 0) AS untagged_lines
+        FROM lines
+        WHERE charge_category = 'usage' AND line_key NOT IN (SELECT line_key FROM matched)
+        GROUP BY ALL ORDER BY billing_currency, billed_cost DESC
+    """, {**_charge_range(filters), "run_tag": run_tag, "project_tag": project_tag, "slack_s": slack_s})

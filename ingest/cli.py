@@ -9,13 +9,15 @@ import sys
 from pathlib import Path
 
 from ingest import config, loader, values, warehouse
+from ingest.contract import BadValue
 from ingest.report import summary_lines
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SAMPLE_DIR = REPO_ROOT / "sample_data"
-# The sample files the demo loads: one entry per kind that has an ingestor.
-SAMPLE_FILES = ("runs.jsonl", "serving_windows.jsonl.gz")
+# The sample files the demo loads: one entry per kind that has an ingestor (a folder is read whole).
+SAMPLE_FILES = ("runs.jsonl", "serving_windows.jsonl.gz", "gpu_traces", "billing")
 DEMO_DB = "mlcost-demo.duckdb"
+FETCH_DIR = "mlcost-bills"
 EXIT_PROBLEMS, EXIT_USAGE, EXIT_BUSY = 1, 2, 3
 
 
@@ -47,7 +49,28 @@ def _parser() -> argparse.ArgumentParser:
     ingest.add_argument("--kind", choices=sorted(loader.KINDS), help="skip detection and read every file as this kind")
     ingest.add_argument("--json", action="store_true", help="print a JSON array with one summary per file")
     ingest.add_argument("--tz", default="UTC", help="time zone of timestamps written without an offset (default UTC)")
+    ingest.add_argument("--host", help="GPU traces: the host the samples come from (overrides the file's host column or label)")
+    ingest.add_argument("--at", help="DCGM scrapes without sample timestamps: when the scrape was taken (ISO-8601)")
     ingest.set_defaults(run=_ingest)
+
+    collect = commands.add_parser("collect", help="sample every NVIDIA GPU through NVML into rotating trace files")
+    collect.add_argument("--out", default="gpu_traces", help="folder for the trace files (default ./gpu_traces)")
+    collect.add_argument("--interval", type=float, default=10.0, help="seconds between samples (default 10)")
+    collect.add_argument("--rotate", type=float, default=3600.0,
+                         help="seconds after which a new file is started (default 3600)")
+    collect.add_argument("--host", help="host name written in the files (default: this machine's name)")
+    collect.set_defaults(run=_collect)
+
+    rollup = commands.add_parser("rollup", help="recompute the per-minute GPU figures with the current [gpu] settings")
+    rollup.set_defaults(run=_rollup)
+
+    fetch = commands.add_parser("fetch", help="pull cloud bills from S3 (following CUR manifests), then ingest them")
+    fetch.add_argument("location", metavar="s3://BUCKET/PREFIX", help="the bucket and prefix to pull")
+    fetch.add_argument("--profile", help="AWS profile to use (default: the standard credential chain)")
+    fetch.add_argument("--endpoint-url", help="an S3-compatible endpoint instead of AWS (MinIO, a test server)")
+    fetch.add_argument("--dest", default=FETCH_DIR, help=f"download folder (default ./{FETCH_DIR})")
+    fetch.add_argument("--json", action="store_true", help="print a JSON array with one summary per ingested file")
+    fetch.set_defaults(run=_fetch)
 
     for name, help_text, runner in (
         ("dashboard", "open the dashboard on the warehouse", _dashboard),
@@ -65,10 +88,15 @@ def _ingest(args: argparse.Namespace) -> int:
     if tz is None:
         print(f"mlcost: unknown time zone {args.tz!r} (use an IANA name such as Europe/Paris)", file=sys.stderr)
         return 2
+    try:
+        at = values.timestamp(args.at, "--at", tz)
+    except BadValue as error:
+        print(f"mlcost: {error}", file=sys.stderr)
+        return EXIT_USAGE
     files, _ = loader.expand(args.paths)
     progress = _Progress(sum(p.stat().st_size for p in files)) if _show_progress(args) else None
     summaries = []
-    for path, summary in loader.ingest_paths(args.paths, args.kind, tz):
+    for path, summary in loader.ingest_paths(args.paths, args.kind, tz, host=args.host, at=at):
         summaries.append(summary)
         if progress:
             progress.clear()
@@ -90,10 +118,60 @@ def _dashboard(args: argparse.Namespace) -> int:
 def _demo(args: argparse.Namespace) -> int:
     db = Path(os.environ.get("MLCOST_DB") or DEMO_DB)
     os.environ["MLCOST_DB"] = str(db)
-    for name in SAMPLE_FILES:
-        summary = loader.ingest_file(SAMPLE_DIR / name)
-        print("\n".join(summary_lines(summary)))
+    for _, summary in loader.ingest_paths([str(SAMPLE_DIR / name) for name in SAMPLE_FILES]):
+        print("\n".join(summary_lines(summary)), flush=True)
     return _serve(args, db)
+
+
+def _collect(args: argparse.Namespace) -> int:
+    from ingest import collector
+
+    return collector.main(Path(args.out), args.interval, args.rotate, args.host)
+
+
+def _rollup(args: argparse.Namespace) -> int:
+    gpus = warehouse.rebuild_gpu_rollups()
+    print(f"mlcost: recomputed the per-minute figures of {gpus} GPUs with the current [gpu] settings")
+    return 0
+
+
+def _fetch(args: argparse.Namespace) -> int:
+    """Fetch new or changed bill files from S3, then ingest every fetched file not yet ingested."""
+    import boto3
+    import botocore.exceptions
+
+    from ingest import s3_fetch
+
+    try:
+        bucket, prefix = s3_fetch.parse_uri(args.location)
+    except ValueError as error:
+        print(f"mlcost: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    dest = Path(args.dest)
+    try:
+        client = boto3.Session(profile_name=args.profile).client("s3", endpoint_url=args.endpoint_url)
+        fetched = s3_fetch.fetch(client, bucket, prefix, dest)
+    except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as error:
+        print(f"mlcost: cannot fetch {args.location}: {error}", file=sys.stderr)
+        return EXIT_PROBLEMS
+    print(f"mlcost: {len(fetched.downloaded)} files fetched ({fetched.bytes_downloaded / 1e6:.1f} MB), "
+          f"{len(fetched.unchanged)} unchanged, into {dest}", file=sys.stderr)
+    if fetched.not_in_manifest:
+        print(f"mlcost: {len(fetched.not_in_manifest)} files under the prefix are in no manifest "
+              "(superseded deliveries) and were left alone", file=sys.stderr)
+    for uri, reason in fetched.refused:
+        print(f"mlcost: {uri}: {reason}", file=sys.stderr)
+    summaries = []
+    for uri, path in fetched.pending:
+        summary = loader.ingest_file(path, display_name=uri)
+        summaries.append(summary)
+        if not args.json:
+            print("\n".join(summary_lines(summary)), flush=True)
+        if summary.status != "failed":
+            s3_fetch.mark_ingested(dest, [uri])
+    if args.json:
+        print(json.dumps([s.to_json() for s in summaries], indent=2))
+    return 0 if all(s.ok for s in summaries) and not fetched.refused else EXIT_PROBLEMS
 
 
 def _serve(args: argparse.Namespace, db: Path) -> int:

@@ -55,10 +55,62 @@ class Serving:
 
 
 @dataclass(frozen=True)
+class Gpu:
+    """How GPU traces are rolled up (ingest/warehouse.py) and judged on the Idle GPUs page."""
+
+    idle_util_max_pct: float = 5.0
+    idle_min_s: float = 300.0
+    idle_power_max_w: float | None = None  # None: no power condition
+    max_gap_s: float = 300.0
+    right_size_util_pct: float = 50.0
+
+
+@dataclass(frozen=True)
+class Energy:
+    """Facility overhead (PUE) and grid carbon intensity (g CO2e per kWh), per region with a default."""
+
+    pue: float = 1.2
+    grid_gco2_per_kwh: float = 480.0
+    pue_by_region: Mapping[str, float] = field(default_factory=dict)
+    grid_gco2_per_kwh_by_region: Mapping[str, float] = field(default_factory=dict)
+
+    def pue_for(self, region: str | None) -> float:
+        """The PUE of this region, else the default."""
+        return self.pue_by_region.get((region or "").strip().lower(), self.pue)
+
+    def grid_for(self, region: str | None) -> float:
+        """The grid's g CO2e per kWh in this region, else the default."""
+        return self.grid_gco2_per_kwh_by_region.get((region or "").strip().lower(), self.grid_gco2_per_kwh)
+
+
+@dataclass(frozen=True)
+class Billing:
+    """Which bill lines are GPU spend: instance families (p4d, g5, nc, a2, ...) and words in a
+    line's description or SKU (app/queries.py billing_gpu_spend), all lower case."""
+
+    gpu_instance_families: tuple[str, ...] = ()
+    gpu_sku_words: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Reconciliation:
+    """How bill lines are matched to runs (schema.sql billing_run_lines) and when a gap is large."""
+
+    run_id_tag: str = "run_id"
+    project_tag: str = "project"
+    gap_pct: float = 10.0
+    match_slack_minutes: float = 60.0
+
+
+@dataclass(frozen=True)
 class Config:
     prices: Prices
     serving: Serving
     user_file: Path | None = None
+    gpu: Gpu = field(default_factory=Gpu)
+    energy: Energy = field(default_factory=Energy)
+    billing: Billing = field(default_factory=Billing)
+    reconciliation: Reconciliation = field(default_factory=Reconciliation)
 
 
 def user_path() -> Path | None:
@@ -95,6 +147,14 @@ def load(path: Path | None = None) -> Config:
             min_requests=_whole(serving["min_requests"], source, "serving.min_requests"),
         ),
         user_file=path,
+        gpu=_gpu(merged["gpu"], source),
+        energy=_energy(merged["energy"], source),
+        billing=Billing(
+            gpu_instance_families=_words(merged["billing"]["gpu_instance_families"], source,
+                                         "billing.gpu_instance_families"),
+            gpu_sku_words=_words(merged["billing"]["gpu_sku_words"], source, "billing.gpu_sku_words"),
+        ),
+        reconciliation=_reconciliation(merged["reconciliation"], source),
     )
 
 
@@ -124,6 +184,10 @@ def _merge(defaults: dict, user: dict, file: str) -> dict:
                 if not isinstance(value, dict):
                     raise ConfigError(file, f"prices.{key}", 'must be a table of "name" = USD per hour')
                 merged["prices"][key].update(value)
+            elif isinstance(defaults[section][key], dict):  # a table of names, e.g. per region
+                if not isinstance(value, dict):
+                    raise ConfigError(file, f"{section}.{key}", 'must be a table of "name" = value')
+                merged[section][key] = {**defaults[section][key], **value}
             else:
                 merged[section][key] = value
     return merged
@@ -151,6 +215,50 @@ def _whole(value: object, file: str, key: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise ConfigError(file, key, f"must be a whole number of 0 or more, got {value!r}")
     return value
+
+
+def _gpu(section: dict, file: str) -> Gpu:
+    power = _number(section["idle_power_max_w"], file, "gpu.idle_power_max_w")
+    util = _number(section["idle_util_max_pct"], file, "gpu.idle_util_max_pct")
+    if util > 100:
+        raise ConfigError(file, "gpu.idle_util_max_pct", f"must be a percentage (0 to 100), got {util:g}")
+    gap = _number(section["max_gap_s"], file, "gpu.max_gap_s")
+    if gap <= 0:
+        raise ConfigError(file, "gpu.max_gap_s", "must be more than 0 seconds")
+    return Gpu(idle_util_max_pct=util,
+               idle_min_s=_number(section["idle_min_s"], file, "gpu.idle_min_s"),
+               idle_power_max_w=power or None,  # 0 means no power condition
+               max_gap_s=gap,
+               right_size_util_pct=_number(section["right_size_util_pct"], file, "gpu.right_size_util_pct"))
+
+
+def _energy(section: dict, file: str) -> Energy:
+    def table(name: str) -> dict[str, float]:
+        return {region.strip().lower(): _number(value, file, f"energy.{name}.{region}")
+                for region, value in section[name].items()}
+    return Energy(pue=_number(section["pue"], file, "energy.pue"),
+                  grid_gco2_per_kwh=_number(section["grid_gco2_per_kwh"], file, "energy.grid_gco2_per_kwh"),
+                  pue_by_region=MappingProxyType(table("pue_by_region")),
+                  grid_gco2_per_kwh_by_region=MappingProxyType(table("grid_gco2_per_kwh_by_region")))
+
+
+def _words(value: object, file: str, key: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
+        raise ConfigError(file, key, f'must be a list of names, e.g. ["p4d", "g5"], got {value!r}')
+    return tuple(dict.fromkeys(v.strip().lower() for v in value))
+
+
+def _reconciliation(section: dict, file: str) -> Reconciliation:
+    tags = {}
+    for key in ("run_id_tag", "project_tag"):
+        value = section[key]
+        if not isinstance(value, str) or not value:
+            raise ConfigError(file, f"reconciliation.{key}", f"must be a tag name, got {value!r}")
+        tags[key] = value
+    return Reconciliation(**tags,
+                          gap_pct=_number(section["gap_pct"], file, "reconciliation.gap_pct"),
+                          match_slack_minutes=_number(section["match_slack_minutes"], file,
+                                                      "reconciliation.match_slack_minutes"))
 
 
 def _gpu_key(name: str) -> str:

@@ -8,14 +8,22 @@ A parser module exposes:
     def parse(lines, ctx: ParseContext) -> Parsed
     def totals(parsed: Parsed) -> dict          kind-specific figures for the --json summary
 
+A parser that also reads a binary format (Parquet) sets `BINARY = True` and adds
+`sniff_bytes(name, data: bytes) -> bool` and `parse_bytes(data, ctx) -> Parsed`: the loader
+hands it the file's bytes (decompressed from .gz) whenever they start with Parquet's magic
+`PAR1`, and a record's line number is then its 1-based row number.
+
 `lines` yields (line_number, text) with 1-based physical line numbers and the newline removed.
 Rows are dicts keyed by warehouse column names (see docs/schema.md); every row carries
-`source_line`. A parser never turns a bad value into NULL or 0: it rejects the line instead.
+`source_line`. A parser with many rows (GPU traces) may give a table's rows as one
+pyarrow.Table with those column names instead. A parser never turns a bad value into NULL or
+0: it rejects the line instead. A parser may raise BadValue for a file it cannot read at all
+as given (a scrape without timestamps and no --at): the file then fails and is not recorded.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import tzinfo
+from datetime import datetime, tzinfo
 from typing import Iterable, Iterator
 
 Lines = Iterable[tuple[int, str]]
@@ -45,10 +53,14 @@ class Parsed:
 
 @dataclass(frozen=True)
 class ParseContext:
-    """What a parser may know besides the text: the file's display name and the zone of naive times."""
+    """What a parser may know besides the text: the file's display name, the zone of naive
+    times and, for GPU traces, the host the user named (--host) and the time of a scrape
+    whose samples carry none (--at, UTC)."""
 
     source: str
     tz: tzinfo
+    host: str | None = None
+    at: datetime | None = None
 
 
 class BadValue(ValueError):

@@ -5,18 +5,23 @@ import glob
 import gzip
 import hashlib
 from dataclasses import dataclass, field
-from datetime import timezone, tzinfo
+from datetime import datetime, timezone, tzinfo
 from pathlib import Path
 from types import ModuleType
 from typing import Iterator
 
-from ingest import codecarbon, runs_json, serving, warehouse
-from ingest.contract import ParseContext, numbered
+from ingest import codecarbon, dcgm, gpu_collector, nvidia_smi, runs_json, serving, warehouse
+from ingest import billing_aws, billing_azure, billing_focus, billing_gcp
+from ingest.contract import BadValue, ParseContext, numbered
 
-# serving sniffs before runs_json: run detection keys on generic fields such as "start_time".
-PARSERS: tuple[ModuleType, ...] = (codecarbon, serving, runs_json)
+# serving sniffs before runs_json: run detection keys on generic fields such as "start_time";
+# bills too (a GCP label named run_id would look like a run). FOCUS sniffs before Azure: an
+# Azure FOCUS export is FOCUS.
+PARSERS: tuple[ModuleType, ...] = (codecarbon, serving, billing_focus, billing_aws, billing_gcp,
+                                   billing_azure, runs_json, gpu_collector, nvidia_smi, dcgm)
 KINDS = {parser.KIND: parser for parser in PARSERS}
-FILE_SUFFIXES = {".jsonl", ".json", ".ndjson", ".csv", ".gz"}
+FILE_SUFFIXES = {".jsonl", ".json", ".ndjson", ".csv", ".gz", ".prom", ".parquet"}
+PARQUET_MAGIC = b"PAR1"  # a parser with BINARY = True gets such files as bytes
 SNIFF_CHARS = 64 * 1024
 REJECTS_SHOWN = 10
 
@@ -67,7 +72,8 @@ def expand(patterns: list[str]) -> tuple[list[Path], list[FileSummary]]:
 
 
 def ingest_file(path: Path, kind: str | None = None, tz: tzinfo = timezone.utc,
-                display_name: str | None = None) -> FileSummary:
+                display_name: str | None = None, host: str | None = None,
+                at: datetime | None = None) -> FileSummary:
     """Load one file into the warehouse; never raises for bad content, only for a busy warehouse."""
     name = display_name or str(path)
     summary = FileSummary(name, kind)
@@ -77,14 +83,21 @@ def ingest_file(path: Path, kind: str | None = None, tz: tzinfo = timezone.utc,
         summary.error = f"{name}: cannot read ({error.strerror or error})"
         return summary
     try:
-        text = (gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw).decode("utf-8-sig")
+        data = gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw
+        text = None if data[:4] == PARQUET_MAGIC else data.decode("utf-8-sig")
     except (OSError, EOFError):
         summary.error = f"{name}: looks gzip-compressed but cannot be decompressed"
         return summary
     except UnicodeDecodeError as error:
         summary.error = f"{name}: not UTF-8 text (byte {error.start})"
         return summary
-    parser = KINDS.get(kind) if kind else detect(name, text[:SNIFF_CHARS])
+    if text is None:  # Parquet: only parsers that read bytes
+        parser = KINDS.get(kind) if kind else detect_bytes(name, data)
+        if parser is not None and not getattr(parser, "BINARY", False):
+            summary.error = f"{name}: a Parquet file cannot be read as {parser.KIND}"
+            return summary
+    else:
+        parser = KINDS.get(kind) if kind else detect(name, text[:SNIFF_CHARS])
     if parser is None:
         summary.error = (f"{name}: could not tell what kind of file this is; "
                          f"pass --kind ({', '.join(KINDS)})")
@@ -94,7 +107,13 @@ def ingest_file(path: Path, kind: str | None = None, tz: tzinfo = timezone.utc,
     if warehouse.find_load(sha256, parser.KIND) is not None:
         summary.status = "already_loaded"
         return summary
-    parsed = parser.parse(numbered(text.split("\n")), ParseContext(name, tz))
+    try:
+        context = ParseContext(name, tz, host, at)
+        parsed = (parser.parse_bytes(data, context) if text is None
+                  else parser.parse(numbered(text.split("\n")), context))
+    except BadValue as problem:  # the file cannot be read as given (e.g. a scrape without --at)
+        summary.error = f"{name}: {problem}"
+        return summary
     result = warehouse.load(name, sha256, parser.KIND, parsed)
     summary.status = "already_loaded" if result.already_loaded else "loaded"
     if not result.already_loaded:
@@ -109,11 +128,18 @@ def detect(name: str, head: str) -> ModuleType | None:
     return next((parser for parser in PARSERS if parser.sniff(name, head)), None)
 
 
-def ingest_paths(patterns: list[str], kind: str | None = None,
-                 tz: tzinfo = timezone.utc) -> Iterator[tuple[Path | None, FileSummary]]:
+def detect_bytes(name: str, data: bytes) -> ModuleType | None:
+    """The first parser that reads binary files (Parquet) and whose sniff_bytes accepts this one."""
+    return next((parser for parser in PARSERS
+                 if getattr(parser, "BINARY", False) and parser.sniff_bytes(name, data)), None)
+
+
+def ingest_paths(patterns: list[str], kind: str | None = None, tz: tzinfo = timezone.utc,
+                 host: str | None = None, at: datetime | None = None,
+                 ) -> Iterator[tuple[Path | None, FileSummary]]:
     """Expand the patterns and ingest each file in turn, yielding its summary."""
     files, missing = expand(patterns)
     for summary in missing:
         yield None, summary
     for path in files:
-        yield path, ingest_file(path, kind, tz)
+        yield path, ingest_file(path, kind, tz, host=host, at=at)

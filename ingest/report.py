@@ -11,6 +11,15 @@ TOTAL_LABELS = {
     "windows_cost_derived": "windows priced from the catalog",
     "windows_without_cost": "windows without cost",
     "energy_kwh_total": "measured energy (kWh)",
+    "gpus": "GPUs",
+    "samples": "samples",
+    "first_ts": "from",
+    "last_ts": "to",
+    "lines": "bill lines",
+    "billed_cost_total": "billed",
+    "effective_cost_total": "effective cost",
+    "charge_period_min": "charges from",
+    "charge_period_max": "to",
 }
 
 
@@ -23,7 +32,7 @@ def summary_lines(summary: FileSummary) -> list[str]:
     verdict = "OK" if summary.rows_rejected == 0 else "PARTLY LOADED"
     lines = [f"{verdict} {summary.path} [{summary.kind}]: {summary.rows_loaded} rows loaded, "
              f"{summary.rows_rejected} rejected"]
-    figures = [f"{label} {summary.totals[key]}" for key, label in TOTAL_LABELS.items()
+    figures = [f"{label} {_figure(summary.totals[key])}" for key, label in TOTAL_LABELS.items()
                if summary.totals.get(key) is not None]
     if figures:
         lines.append("  " + "; ".join(figures))
@@ -32,3 +41,10 @@ def summary_lines(summary: FileSummary) -> list[str]:
     if hidden > 0:
         lines.append(f"  ... and {hidden} more rejected lines (see the Data page or the rejects table)")
     return lines
+
+
+def _figure(value: object) -> str:
+    """A total as text; amounts per currency (bills) as 'USD 12.50, EUR 3' (never added up)."""
+    if isinstance(value, dict):
+        return ", ".join(f"{currency} {amount}" for currency, amount in value.items()) or "nothing"
+    return str(value)

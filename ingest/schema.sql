@@ -142,3 +142,242 @@ SELECT
     CASE WHEN w.requests_total > 0 THEN w.requests_error / w.requests_total END
                                                                 AS error_rate
 FROM serving_windows w;
+
+-- GPU power traces (ingest/gpu_collector.py, nvidia_smi.py, dcgm.py): one row per GPU per
+-- sample. A sample loaded again (same host, gpu_index and sampled_at) replaces the stored one
+-- (warehouse.REPLACE_BY). Pages never read this table; they read the rollups below, which
+-- warehouse.py recomputes from it after every trace load.
+CREATE TABLE IF NOT EXISTS gpu_samples (
+    host           VARCHAR NOT NULL,
+    gpu_index      INTEGER NOT NULL,
+    sampled_at     TIMESTAMPTZ NOT NULL,
+    gpu_uuid       VARCHAR,
+    gpu_name       VARCHAR,
+    power_w        DOUBLE,
+    energy_mj      BIGINT,
+    gpu_util_pct   DOUBLE,
+    mem_used_mib   DOUBLE,
+    pod            VARCHAR,
+    namespace      VARCHAR,
+    source_kind    VARCHAR NOT NULL,
+    load_id        BIGINT NOT NULL,
+    source_line    BIGINT NOT NULL
+);
+
+-- Per GPU per UTC minute: what the samples say about that minute (warehouse.GPU_ROLLUP).
+CREATE TABLE IF NOT EXISTS gpu_minutes (
+    host                VARCHAR NOT NULL,
+    gpu_index           INTEGER NOT NULL,
+    minute              TIMESTAMPTZ NOT NULL,
+    gpu_uuid            VARCHAR,
+    gpu_name            VARCHAR,
+    coverage_s          DOUBLE NOT NULL,
+    energy_s            DOUBLE NOT NULL,
+    energy_kwh          DOUBLE,
+    idle_s              DOUBLE NOT NULL,
+    idle_energy_kwh     DOUBLE,
+    busy_s              DOUBLE NOT NULL,
+    power_w_mean        DOUBLE,
+    power_w_max         DOUBLE,
+    util_pct_mean       DOUBLE,
+    util_pct_max        DOUBLE,
+    util_pct_busy_mean  DOUBLE,
+    mem_used_mib_max    DOUBLE
+);
+
+-- Coverage holes: samples of one GPU further apart than [gpu] max_gap_s.
+CREATE TABLE IF NOT EXISTS gpu_gaps (
+    host        VARCHAR NOT NULL,
+    gpu_index   INTEGER NOT NULL,
+    gpu_uuid    VARCHAR,
+    gap_start   TIMESTAMPTZ NOT NULL,
+    gap_end     TIMESTAMPTZ NOT NULL,
+    gap_s       DOUBLE NOT NULL
+);
+
+-- The [gpu] settings the stored rollups were computed with (one row).
+CREATE TABLE IF NOT EXISTS gpu_rollup_settings (
+    idle_util_max_pct  DOUBLE NOT NULL,
+    idle_power_max_w   DOUBLE,
+    idle_min_s         DOUBLE NOT NULL,
+    max_gap_s          DOUBLE NOT NULL,
+    rollups            BIGINT NOT NULL,
+    computed_at        TIMESTAMPTZ NOT NULL
+);
+
+-- Each run's GPUs among the traced ones: by uuid where both sides know it, else by host and
+-- index (a run that names no GPUs matches none).
+CREATE OR REPLACE VIEW run_gpus AS
+WITH traced AS (SELECT DISTINCT host, gpu_index, gpu_uuid FROM gpu_minutes)
+SELECT DISTINCT r.run_id, g.host, g.gpu_index
+FROM runs r JOIN traced g
+  ON (g.gpu_uuid IS NOT NULL AND list_contains(r.gpu_uuids, g.gpu_uuid))
+  OR (r.host = g.host AND list_contains(r.gpu_indices, g.gpu_index)
+      AND (g.gpu_uuid IS NULL OR len(coalesce(r.gpu_uuids, [])) = 0));
+
+-- Every minute each run held each of its traced GPUs; run_s = seconds of that minute inside
+-- [started_at, ended_at).
+CREATE OR REPLACE VIEW run_gpu_minutes AS
+WITH spans AS (
+    SELECT g.run_id, g.host, g.gpu_index, r.started_at, r.ended_at,
+           unnest(generate_series(date_trunc('minute', r.started_at),
+                                  r.ended_at - INTERVAL 1 MICROSECOND, INTERVAL 1 MINUTE)) AS minute
+    FROM run_gpus g JOIN runs r USING (run_id)
+    WHERE r.ended_at > r.started_at
+)
+SELECT run_id, host, gpu_index, minute,
+       epoch(least(ended_at, minute + INTERVAL 1 MINUTE) - greatest(started_at, minute)) AS run_s
+FROM spans;
+
+-- Measured GPU energy per run: each traced minute's energy in proportion to the run's share
+-- of it (runs sharing a GPU in a minute split it by their seconds in it). Coverage is the
+-- GPU-seconds with measured energy over duration x the GPUs the run names.
+CREATE OR REPLACE VIEW run_energy AS
+WITH shares AS (
+    SELECT rm.run_id, rm.host, rm.gpu_index, m.energy_kwh, m.energy_s,
+           rm.run_s / greatest(60, sum(rm.run_s) OVER (PARTITION BY rm.host, rm.gpu_index, rm.minute)) AS share,
+           rm.run_s / 60.0 AS part
+    FROM run_gpu_minutes rm JOIN gpu_minutes m USING (host, gpu_index, minute)
+)
+SELECT s.run_id,
+       count(DISTINCT (s.host, s.gpu_index))                       AS gpus_traced,
+       sum(s.energy_kwh * s.share)                                 AS gpu_energy_kwh,
+       sum(s.energy_s * s.part)                                    AS gpu_energy_s,
+       100.0 * sum(s.energy_s * s.part)
+             / nullif(r.duration_s * coalesce(nullif(len(r.gpu_uuids), 0), nullif(len(r.gpu_indices), 0),
+                                              r.gpu_count), 0)     AS gpu_energy_coverage_pct,
+       CASE WHEN r.examples > 0 THEN sum(s.energy_kwh * s.share) * 1e6 / r.examples END
+                                                                   AS gpu_energy_wh_per_1k_examples
+FROM shares s JOIN runs r USING (run_id)
+GROUP BY s.run_id, r.duration_s, r.gpu_uuids, r.gpu_indices, r.gpu_count, r.examples;
+
+-- gpu_minutes with whether a run held the GPU in that minute (idle there is "allocated but idle").
+CREATE OR REPLACE VIEW gpu_minute_use AS
+SELECT m.*, a.minute IS NOT NULL AS allocated
+FROM gpu_minutes m
+LEFT JOIN (SELECT DISTINCT host, gpu_index, minute FROM run_gpu_minutes) a USING (host, gpu_index, minute);
+
+-- Cloud bill lines (ingest/billing_focus.py, billing_aws.py, billing_gcp.py, billing_azure.py)
+-- in FinOps FOCUS terms, snake_case. A line loaded again replaces the stored one: line_key is
+-- the provider's own line id where the bill has one, else a hash of the line's content
+-- (ingest/billing.py). Amounts are in billing_currency and are never added across currencies.
+CREATE TABLE IF NOT EXISTS billing_lines (
+    line_key              VARCHAR PRIMARY KEY,
+    provider              VARCHAR NOT NULL,
+    billing_account_id    VARCHAR,
+    sub_account_id        VARCHAR,
+    sub_account_name      VARCHAR,
+    billed_cost           DECIMAL(38, 12) NOT NULL,
+    effective_cost        DECIMAL(38, 12),
+    list_cost             DECIMAL(38, 12),
+    billing_currency      VARCHAR NOT NULL,
+    charge_period_start   TIMESTAMPTZ NOT NULL,
+    charge_period_end     TIMESTAMPTZ,
+    billing_period_start  TIMESTAMPTZ,
+    billing_period_end    TIMESTAMPTZ,
+    charge_category       VARCHAR NOT NULL,
+    charge_category_raw   VARCHAR,
+    charge_description    VARCHAR,
+    service_name          VARCHAR,
+    sku_id                VARCHAR,
+    resource_id           VARCHAR,
+    resource_name         VARCHAR,
+    instance_type         VARCHAR,
+    region_id             VARCHAR,
+    consumed_quantity     DOUBLE,
+    consumed_unit         VARCHAR,
+    pricing_category      VARCHAR,
+    pricing_category_raw  VARCHAR,
+    tags                  MAP(VARCHAR, VARCHAR),
+    source_line_id        VARCHAR,
+    source_file           VARCHAR NOT NULL,
+    source_format         VARCHAR NOT NULL,
+    source_kind           VARCHAR NOT NULL,
+    load_id               BIGINT NOT NULL,
+    source_line           BIGINT NOT NULL
+);
+
+-- Bill lines with the figures pages group by: the UTC day and month of the charge, the invoice
+-- month, and the
+-- instance family (p4d of p4d.24xlarge, nc of standard_nc6s_v3, a2 of a2-highgpu-1g) that
+-- app/queries.py matches against the configured GPU families.
+CREATE OR REPLACE VIEW billing_costs AS
+SELECT
+    b.*,
+    (b.charge_period_start AT TIME ZONE 'UTC')::DATE                        AS day,
+    date_trunc('month', b.charge_period_start AT TIME ZONE 'UTC')::DATE    AS month,
+    date_trunc('month', coalesce(b.billing_period_start, b.charge_period_start) AT TIME ZONE 'UTC')::DATE
+                                                                           AS billing_month,
+    CASE WHEN b.instance_type ILIKE 'standard\_%' ESCAPE '\' OR b.instance_type ILIKE 'basic\_%' ESCAPE '\'
+         THEN regexp_extract(lower(b.instance_type), '^[a-z]+_([a-z]+)', 1)
+         ELSE nullif(regexp_extract(lower(b.instance_type), '^([a-z]+[0-9]*[a-z]*)', 1), '') END
+                                                                           AS instance_family
+FROM billing_lines b;
+
+-- Sums per billing currency (one row each; amounts are never added across currencies).
+CREATE OR REPLACE VIEW billing_currency_totals AS
+SELECT
+    billing_currency,
+    count(*)                                                      AS lines,
+    sum(billed_cost)                                              AS billed_cost,
+    sum(effective_cost)                                           AS effective_cost,
+    sum(list_cost)                                                AS list_cost,
+    coalesce(sum(billed_cost) FILTER (WHERE charge_category = 'usage'), 0)      AS usage_cost,
+    coalesce(sum(billed_cost) FILTER (WHERE charge_category = 'purchase'), 0)   AS purchase_cost,
+    coalesce(sum(billed_cost) FILTER (WHERE charge_category = 'tax'), 0)        AS tax_cost,
+    coalesce(sum(billed_cost) FILTER (WHERE charge_category = 'credit'), 0)     AS credit_cost,
+    coalesce(sum(billed_cost) FILTER (WHERE charge_category = 'adjustment'), 0) AS adjustment_cost,
+    min(charge_period_start)                                      AS charge_period_min,
+    max(coalesce(charge_period_end, charge_period_start))         AS charge_period_max
+FROM billing_lines
+GROUP BY billing_currency;
+
+-- Usage lines attributed to runs (macros: views with parameters, given by app/queries.py from
+-- [reconciliation] in the settings). A line whose tag `run_tag` names a run belongs to it
+-- (matched_by 'tag'); else a line whose resource_id is a run's tags['resource_id'] and whose
+-- charge period overlaps the run (widened by slack_s seconds on each side) belongs to the run
+-- it overlaps longest ('resource'). Credits, taxes, purchases and adjustments belong to no run.
+CREATE OR REPLACE MACRO billing_run_lines(run_tag, slack_s) AS TABLE
+WITH usage_lines AS (
+    SELECT * FROM billing_lines WHERE charge_category = 'usage'
+), by_tag AS (
+    SELECT u.line_key, r.run_id, 'tag' AS matched_by
+    FROM usage_lines u JOIN runs r ON u.tags[run_tag] = r.run_id
+), by_resource AS (
+    SELECT u.line_key,
+           arg_max(r.run_id, epoch(least(coalesce(u.charge_period_end, u.charge_period_start), r.ended_at)
+                                   - greatest(u.charge_period_start, r.started_at))) AS run_id,
+           'resource' AS matched_by
+    FROM usage_lines u JOIN runs r
+      ON u.resource_id = r.tags['resource_id']
+     AND u.charge_period_start < r.ended_at + to_seconds(CAST(slack_s AS BIGINT))
+     AND coalesce(u.charge_period_end, u.charge_period_start) > r.started_at - to_seconds(CAST(slack_s AS BIGINT))
+    WHERE u.line_key NOT IN (SELECT line_key FROM by_tag)
+    GROUP BY u.line_key
+)
+SELECT * FROM by_tag
+UNION ALL
+SELECT * FROM by_resource;
+
+-- Per run and billing currency: the estimated cost (runs.cost_usd, USD) next to the billed
+-- cost of its lines (billing_run_lines). The gap (billed - estimated, and as % of the
+-- estimate) is computed only for lines billed in USD; other currencies are not converted.
+CREATE OR REPLACE MACRO run_billing(run_tag, slack_s) AS TABLE
+WITH billed AS (
+    SELECT m.run_id, b.billing_currency,
+           sum(b.billed_cost)                                   AS billed_cost,
+           sum(b.effective_cost)                                AS effective_cost,
+           count(*)                                             AS lines,
+           count(*) FILTER (WHERE m.matched_by = 'resource')    AS lines_by_resource,
+           min(b.charge_period_start)                           AS billed_from,
+           max(coalesce(b.charge_period_end, b.charge_period_start)) AS billed_to
+    FROM billing_run_lines(run_tag, slack_s) m JOIN billing_lines b USING (line_key)
+    GROUP BY m.run_id, b.billing_currency
+)
+SELECT r.run_id, r.project, r.team, r.status, r.started_at, r.ended_at, r.instance_type,
+       r.cost_usd AS estimated_cost_usd, b.billing_currency, b.billed_cost, b.effective_cost,
+       b.lines, b.lines_by_resource, b.billed_from, b.billed_to,
+       CASE WHEN b.billing_currency = 'USD' THEN b.billed_cost - r.cost_usd END AS gap_usd,
+       CASE WHEN b.billing_currency = 'USD' AND r.cost_usd > 0
+            THEN CAST((b.billed_cost - r.cost_usd) * 100 / r.cost_usd AS DOUBLE) END AS gap_pct
+FROM billed b JOIN runs r USING (run_id);

@@ -175,6 +175,7 @@ def test_uploaded_run_shows_on_training_runs(chromium, dashboard, tmp_path):
 
 @pytest.mark.parametrize("path, heading", [
     ("", "Overview"), ("training_runs", "Training runs"), ("serving", "Serving"), ("data", "Data"),
+    ("billing", "Billing"), ("reconciliation", "Reconciliation"),
 ])
 def test_every_page_renders_on_the_sample_data(chromium, sample_dashboard, tmp_path, path, heading):
     from playwright.sync_api import expect
@@ -216,3 +217,22 @@ def test_ingest_while_the_dashboard_is_in_use(chromium, sample_dashboard, tmp_pa
                 break
             page.wait_for_timeout(1000)
         expect(runs_metric.get_by_test_id("stMetricValue")).to_have_text(f"{before + 1:,}")
+
+
+def test_idle_gpus_page_renders_on_the_sample_data(chromium, sample_dashboard, tmp_path):
+    """The Idle GPUs page over the sample traces: the idle GPU-hours of truth.json, the heatmap, no error."""
+    from playwright.sync_api import expect
+
+    truth = json.loads((SAMPLE_DIR / "truth.json").read_text())
+    idle_h = sum(day["idle_sustained_s"] for day in truth["gpu_idle_by_day"]) / 3600
+    base_url, _ = sample_dashboard
+    with browser_page(chromium) as page:
+        page.goto(f"{base_url}/idle_gpus")
+        expect(page.get_by_role("heading", name="Idle GPUs", exact=True)).to_be_visible()
+        idle_metric = page.get_by_test_id("stMetric").filter(has_text="Idle GPU-hours")
+        expect(idle_metric.get_by_test_id("stMetricValue")).to_have_text(f"{idle_h:,.1f}")
+        expect(page.get_by_test_id("stPlotlyChart").locator(".main-svg").first).to_be_visible()
+        expect(page.get_by_text("Right-size candidates")).to_be_visible()
+        expect(page.get_by_test_id("stException")).to_have_count(0)
+        page.screenshot(path=tmp_path / "idle_gpus.png", full_page=True)
+        shutil.copyfile(tmp_path / "idle_gpus.png", Path("/tmp/mlcost_browser_idle_gpus.png"))

@@ -51,7 +51,10 @@ def test_every_warehouse_column_is_documented(warehouse):
     with wh.connect() as con:
         columns = con.execute(
             "SELECT table_name, column_name FROM information_schema.columns WHERE table_name IN "
-            "('loads', 'rejects', 'runs', 'run_evals', 'serving_windows', 'serving_costs')"
+            "('loads', 'rejects', 'runs', 'run_evals', 'serving_windows', 'serving_costs', "
+            "'billing_lines', 'billing_costs', 'billing_currency_totals', "
+            "'gpu_samples', 'gpu_minutes', 'gpu_gaps', 'gpu_rollup_settings', 'run_gpus', "
+            "'run_gpu_minutes', 'run_energy', 'gpu_minute_use')"
         ).fetchall()
     missing = [f"{t}.{c}" for t, c in columns if f"`{c}`" not in documented]
     assert not missing, f"columns missing from docs/schema.md: {missing}"

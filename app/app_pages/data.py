@@ -10,13 +10,15 @@ from ingest.report import summary_lines
 
 st.title("Data")
 st.write("Upload training-run summaries (JSONL or `run_meta.json`), CodeCarbon `emissions.csv` "
-         "or serving-window files (JSONL or CSV), plain or `.gz`; the kind is detected from the content. "
+         "or serving-window files (JSONL or CSV), GPU traces (`mlcost collect` or nvidia-smi CSV, DCGM "
+         "`.prom` scrapes with sample timestamps), cloud bills (FOCUS, AWS CUR, GCP and Azure exports, CSV or "
+         "Parquet), plain or `.gz`; the kind is detected from the content. "
          "The same checks run as for `mlcost ingest`: good lines load, "
          "bad lines are listed with their line number and reason, and a file loaded before is skipped.")
 
 with st.form("upload", clear_on_submit=True):
     files = st.file_uploader("Run logs or serving windows", accept_multiple_files=True,
-                             type=["jsonl", "ndjson", "json", "csv", "gz"])
+                             type=["jsonl", "ndjson", "json", "csv", "gz", "prom", "parquet"])
     left, right = st.columns(2)
     kind = left.selectbox("Kind", ["detect", *loader.KINDS], help="Leave on detect unless detection guesses wrong.")
     zone_name = right.text_input("Time zone of times written without an offset", value="UTC",

@@ -1,8 +1,15 @@
-"""Training runs: cost against validation metric, the Pareto frontier, cost-to-target, the run table."""
+"""Training runs: cost (or measured energy, emissions) against validation metric, the Pareto frontier,
+cost-to-target, the run table with measured GPU energy."""
 import streamlit as st
 
 from app import cache, charts, queries
 from app.format import plural, usd
+from ingest import config
+
+# x axis of the scatter: label -> (column, axis title)
+AXES = {"Cost": ("cost_usd", "Cost (USD)"),
+        "GPU energy": ("gpu_energy_kwh", "Measured GPU energy (kWh)"),
+        "Emissions": ("gpu_emissions_kg", "GPU emissions (kg CO₂e)")}
 
 st.title("Training runs")
 picked = st.session_state["filters"]
@@ -27,16 +34,32 @@ if runs.empty:
     st.info("No training runs in this selection. Run `mlcost ingest PATH` or use the **Data** page.")
     st.stop()
 
+try:
+    energy = config.load().energy
+except config.ConfigError as error:
+    st.warning(f"The settings file cannot be used ({error}); emissions use the shipped defaults.")
+    energy = config.Energy()
+regions = tuple((region, energy.pue_for(region), energy.grid_for(region))
+                for region in sorted({*energy.pue_by_region, *energy.grid_gco2_per_kwh_by_region}))
+measured = cache.fetch(queries.run_energy_figures, picked, regions, energy.pue, energy.grid_gco2_per_kwh)
+runs = runs.merge(measured, on="run_id", how="left")
+
 if metric is not None:
     of_metric = runs[runs["val_metric_name"] == metric]
     ranked = of_metric.dropna(subset=["on_frontier"])
     frontier, dominated = ranked[ranked["on_frontier"] == True], ranked[ranked["on_frontier"] == False]  # noqa: E712
     unranked = of_metric[of_metric["status"].isin(["failed", "preempted", "running"])]
-    st.subheader(f"Cost vs {metric}")
+    axis = st.segmented_control("x axis", list(AXES), default="Cost", key="runs_x_axis") or "Cost"
+    x, x_label = AXES[axis]
+    st.subheader(f"{axis} vs {metric}")
     st.caption(f"{plural(len(frontier), 'run')} on the Pareto frontier (cheapest for their level of {metric}, "
                f"per project); {len(dominated)} dominated: another run of the project scored as well for less. "
                f"{plural(len(unranked), 'failed, preempted or running run')} not ranked: their metric is partial.")
-    st.plotly_chart(charts.cost_vs_metric(ranked, metric, goal), width="stretch")
+    if x != "cost_usd":
+        st.caption(f"Measured from GPU traces (emissions: x PUE x the grid's g CO₂e/kWh of the run's region, "
+                   f"`[energy]` in mlcost.toml); {plural(ranked[x].notna().sum(), 'ranked run')} of "
+                   f"{len(ranked)} have traces. Symbols keep the cost frontier.")
+    st.plotly_chart(charts.cost_vs_metric(ranked, metric, goal, x, x_label), width="stretch")
     reached = runs.dropna(subset=["cost_to_target_usd"])
     if not reached.empty:
         cheapest = reached.loc[reached["cost_to_target_usd"].astype(float).idxmin()]

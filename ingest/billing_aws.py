@@ -1,0 +1,199 @@
+"""AWS Cost and Usage Reports into `billing_lines`: legacy CUR CSV (`lineItem/UnblendedCost`,
+`resourceTags/user:<key>`), the Athena/Parquet snake_case variant (`line_item_unblended_cost`,
+`resource_tags_user_<key>`) and CUR 2.0 / Data Exports (Parquet, or CSV whose `product`,
+`resource_tags` and `cost_category` columns hold JSON maps). Plain, .gz or Parquet.
+
+Legacy names are turned into the snake_case ones (`lineItem/UsageStartDate` ->
+`line_item_usage_start_date`), so one mapping serves all three. The billed cost is
+`lineItem/UnblendedCost`; the effective cost follows the FOCUS conversion of CUR (reservation
+and Savings Plans effective cost for covered usage, 0 for negations and upfront fees, unused
+commitment for the recurring fees; NULL when the report lacks the column it needs); the list
+cost is `pricing/publicOnDemandCost`. The line id is `identity/LineItemId` +
+`identity/TimeInterval` (the id alone repeats across hours). Tags: `user:` keys lose the prefix
+(`resourceTags/user:team` -> `team`), AWS keys keep theirs (`aws:createdBy`); cost categories
+become tags `cost_category:<name>`.
+"""
+from __future__ import annotations
+
+import re
+from decimal import Decimal
+
+from ingest import billing, values
+from ingest.billing import Record
+from ingest.contract import Lines, ParseContext, Parsed
+
+KIND = "billing_aws"
+TABLES = (billing.TABLE,)
+BINARY = True  # also reads Parquet (Athena-ready CUR, CUR 2.0): the loader hands it the bytes
+
+# lineItem/LineItemType -> FOCUS ChargeCategory. Discounts lower the bill like credits do.
+CATEGORIES = {
+    "usage": "usage", "discountedusage": "usage", "savingsplancoveredusage": "usage",
+    "savingsplannegation": "usage",
+    "fee": "purchase", "rifee": "purchase", "savingsplanrecurringfee": "purchase",
+    "savingsplanupfrontfee": "purchase",
+    "tax": "tax",
+    "credit": "credit", "refund": "credit", "bundleddiscount": "credit", "edpdiscount": "credit",
+    "privateratediscount": "credit", "discount": "credit", "sppdiscount": "credit",
+    "distributordiscount": "credit",
+}
+PRICING = {"ondemand": "on-demand", "reserved": "commitment", "spot": "spot",
+           "savingsplan": "commitment"}
+COMMITTED_TYPES = {"discountedusage", "rifee", "savingsplancoveredusage", "savingsplannegation",
+                   "savingsplanrecurringfee", "savingsplanupfrontfee"}
+
+
+def normalize(name: str) -> str:
+    """Legacy `group/CamelName` and snake_case names alike as snake_case; tag columns as
+    `tag:<key>` and cost-category columns as `cost_category:<name>` (their keys kept as written)."""
+    name = name.strip()
+    if name.startswith("resourceTags/"):
+        key = name.split("/", 1)[1]
+        return "tag:" + key.removeprefix("user:")
+    if name.startswith("costCategory/"):
+        return "cost_category:" + name.split("/", 1)[1]
+    if name.startswith("resource_tags_"):
+        return "tag:" + name.removeprefix("resource_tags_").removeprefix("user_")
+    if name.startswith("cost_category_"):
+        return "cost_category:" + name.removeprefix("cost_category_")
+    if "/" in name:
+        return "_".join(_snake(part) for part in name.split("/"))
+    return name.lower()
+
+
+def _snake(part: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", part).lower()
+
+
+def build(record: Record, columns: set[str]) -> list[dict]:
+    """The one billing_lines row of a CUR line."""
+    raw_type = billing.text(record, "line_item_line_item_type")
+    line_type = re.sub(r"[^a-z]", "", (raw_type or "").lower())
+    billed = billing.required_amount(record, "line_item_unblended_cost")
+    term = billing.text(record, "pricing_term")
+    usage_type = billing.text(record, "line_item_usage_type") or ""
+    product = _map(record, "product")
+    line_id = billing.text(record, "identity_line_item_id")
+    interval = billing.text(record, "identity_time_interval")
+    description = billing.text(record, "line_item_line_item_description")
+    instance_type = (billing.text(record, "product_instance_type")
+                     or _text(product.get("instance_type") or product.get("instanceType")))
+    return [billing.row(
+        line_key=f"{line_id}|{interval or ''}" if line_id else None,
+        provider="AWS",
+        billing_account_id=billing.text(record, "bill_payer_account_id"),
+        sub_account_id=billing.text(record, "line_item_usage_account_id"),
+        sub_account_name=billing.text(record, "line_item_usage_account_name"),
+        billed_cost=billed,
+        effective_cost=_effective(record, line_type, billed, columns),
+        list_cost=billing.amount(record, "pricing_public_on_demand_cost"),
+        billing_currency=billing.required_text(record, "line_item_currency_code"),
+        charge_period_start=billing.required_moment(record, "line_item_usage_start_date"),
+        charge_period_end=billing.moment(record, "line_item_usage_end_date"),
+        billing_period_start=billing.moment(record, "bill_billing_period_start_date"),
+        billing_period_end=billing.moment(record, "bill_billing_period_end_date"),
+        charge_category=billing.category(raw_type, CATEGORIES, "lineItem/LineItemType"),
+        charge_category_raw=raw_type,
+        charge_description=description,
+        service_name=(billing.text(record, "product_product_name")
+                      or _text(product.get("product_name") or product.get("ProductName"))
+                      or billing.text(record, "line_item_product_code")),
+        sku_id=billing.text(record, "product_sku") or _text(product.get("sku")),
+        resource_id=billing.text(record, "line_item_resource_id"),
+        instance_type=instance_type.lower() if instance_type else billing.instance_type_in(description),
+        region_id=(billing.text(record, "product_region_code", "product_region")
+                   or _text(product.get("region_code") or product.get("region"))),
+        consumed_quantity=billing.quantity(record, "line_item_usage_amount"),
+        consumed_unit=billing.text(record, "pricing_unit"),
+        pricing_category=_pricing(term, line_type, usage_type),
+        pricing_category_raw=term,
+        tags=billing.tag_pairs(_tags(record)),
+        source_line_id=line_id,
+        source_format=_format(columns),
+    )]
+
+
+def _effective(record: Record, line_type: str, billed: Decimal, columns: set[str]) -> Decimal | None:
+    """EffectiveCost by the FOCUS conversion of CUR; None when the needed column is missing."""
+    def column(name: str) -> Decimal | None:
+        return billing.amount(record, name) if name in columns else None
+
+    if line_type == "savingsplancoveredusage":
+        return column("savings_plan_savings_plan_effective_cost")
+    if line_type == "discountedusage":
+        return column("reservation_effective_cost")
+    if line_type in ("savingsplannegation", "savingsplanupfrontfee"):
+        return Decimal(0)
+    if line_type == "savingsplanrecurringfee":
+        total, used = column("savings_plan_total_commitment_to_date"), column("savings_plan_used_commitment")
+        return None if total is None or used is None else total - used
+    if line_type == "rifee":
+        upfront = column("reservation_unused_amortized_upfront_fee_for_billing_period")
+        recurring = column("reservation_unused_recurring_fee")
+        return None if upfront is None and recurring is None else (upfront or 0) + (recurring or 0)
+    return billed
+
+
+def _pricing(term: str | None, line_type: str, usage_type: str) -> str | None:
+    if line_type in COMMITTED_TYPES:
+        return "commitment"
+    if "spotusage" in usage_type.lower().replace("-", ""):
+        return "spot"
+    return billing.pricing(term, PRICING)
+
+
+def _tags(record: Record) -> dict[str, str | None]:
+    """Resource tags and cost categories from flat columns or CUR 2.0 maps; empty cells are no tag."""
+    found: dict[str, str | None] = {}
+    for name, value in record.fields.items():
+        if name.startswith(("tag:", "cost_category:")) and not values.is_absent(value):
+            found[name.removeprefix("tag:")] = billing.text(record, name)
+    for key, value in billing.tags(record.get("resource_tags"), "resource_tags").items():
+        if value not in (None, ""):
+            found[key.removeprefix("user_").removeprefix("user:")] = value
+    for key, value in billing.tags(record.get("cost_category"), "cost_category").items():
+        if value not in (None, ""):
+            found[f"cost_category:{key}"] = value
+    return found
+
+
+def _map(record: Record, name: str) -> dict:
+    """A CUR 2.0 map column (Parquet map or JSON text) as a dict; {} when absent."""
+    value = record.get(name)
+    return billing.tags(value, name) if value is not None else {}
+
+
+def _text(value: object) -> str | None:
+    return None if value in (None, "") else str(value).strip()
+
+
+def _format(columns: set[str]) -> str:
+    if "resource_tags" in columns or "product" in columns or "cost_category" in columns:
+        return "aws_cur2"
+    return "aws_cur"
+
+
+FAMILY = billing.Family(
+    kind=KIND, normalize=normalize, build=build, label="AWS CUR",
+    required=(("line_item_unblended_cost",), ("line_item_currency_code",),
+              ("line_item_usage_start_date",)),
+)
+
+
+def sniff(name: str, head: str) -> bool:
+    return billing.sniff_text(FAMILY, head)
+
+
+def sniff_bytes(name: str, data: bytes) -> bool:
+    return billing.sniff_parquet(FAMILY, data)
+
+
+def parse(lines: Lines, ctx: ParseContext) -> Parsed:
+    return billing.parse_text(lines, ctx, FAMILY)
+
+
+def parse_bytes(data: bytes, ctx: ParseContext) -> Parsed:
+    return billing.parse_parquet(data, ctx, FAMILY)
+
+
+totals = billing.totals

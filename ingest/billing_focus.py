@@ -1,0 +1,95 @@
+"""FinOps FOCUS 1.0+ bills, CSV (plain or .gz) or Parquet, into `billing_lines`.
+
+Columns are matched by name whatever their case or underscores (`BilledCost`, `billed_cost`);
+`x_` custom columns are ignored except `x_LineItemId` (or a plain `Id`), kept as the line id.
+The literal text NULL is a null (the FOCUS sample data writes it unquoted), blank lines are
+skipped, dates may be ISO-8601 or M/D/YY (US order). PricingCategory Standard, Dynamic and
+Committed become on-demand, spot and commitment (Other: none); the raw value is kept.
+"""
+from __future__ import annotations
+
+import re
+
+from ingest import billing
+from ingest.billing import Record
+from ingest.contract import BadValue, Lines, ParseContext, Parsed
+
+KIND = "billing_focus"
+TABLES = (billing.TABLE,)
+BINARY = True  # also reads Parquet: the loader hands it the bytes (contract.py)
+
+CATEGORIES = {name: name for name in billing.CATEGORIES}
+PRICING = {"standard": "on-demand", "dynamic": "spot", "committed": "commitment",
+           "ondemand": "on-demand", "spot": "spot", "commitment": "commitment"}
+
+
+def normalize(name: str) -> str:
+    """BilledCost, billed_cost and "Billed Cost" all become billedcost."""
+    return re.sub(r"[^a-z0-9]", "", name.lower())
+
+
+def build(record: Record, columns: set[str]) -> list[dict]:
+    """The one billing_lines row of a FOCUS row."""
+    provider = billing.text(record, "providername", "invoiceissuername", "publishername")
+    if provider is None:
+        raise BadValue("no ProviderName")
+    raw_category = billing.text(record, "chargecategory")
+    raw_pricing = billing.text(record, "pricingcategory")
+    line_id = billing.text(record, "xlineitemid", "id")
+    return [billing.row(
+        line_key=line_id,
+        provider=provider,
+        billing_account_id=billing.text(record, "billingaccountid"),
+        sub_account_id=billing.text(record, "subaccountid"),
+        sub_account_name=billing.text(record, "subaccountname"),
+        billed_cost=billing.required_amount(record, "billedcost"),
+        effective_cost=billing.amount(record, "effectivecost"),
+        list_cost=billing.amount(record, "listcost"),
+        billing_currency=billing.required_text(record, "billingcurrency"),
+        charge_period_start=billing.required_moment(record, "chargeperiodstart"),
+        charge_period_end=billing.moment(record, "chargeperiodend"),
+        billing_period_start=billing.moment(record, "billingperiodstart"),
+        billing_period_end=billing.moment(record, "billingperiodend"),
+        charge_category=billing.category(raw_category, CATEGORIES, "ChargeCategory"),
+        charge_category_raw=raw_category,
+        charge_description=billing.text(record, "chargedescription"),
+        service_name=billing.text(record, "servicename"),
+        sku_id=billing.text(record, "skuid"),
+        resource_id=billing.text(record, "resourceid"),
+        resource_name=billing.text(record, "resourcename"),
+        instance_type=billing.instance_type_in(billing.text(record, "chargedescription"),
+                                               billing.text(record, "skupricedetails")),
+        region_id=billing.text(record, "regionid", "regionname"),
+        consumed_quantity=billing.quantity(record, "consumedquantity"),
+        consumed_unit=billing.text(record, "consumedunit"),
+        pricing_category=billing.pricing(raw_pricing, PRICING),
+        pricing_category_raw=raw_pricing,
+        tags=billing.tag_pairs(billing.tags(record.get("tags"), "Tags")),
+        source_line_id=line_id,
+        source_format="focus",
+    )]
+
+
+FAMILY = billing.Family(
+    kind=KIND, normalize=normalize, build=build, nulls=frozenset({"NULL"}), label="FOCUS",
+    required=(("billedcost",), ("billingcurrency",), ("chargeperiodstart",), ("chargecategory",)),
+)
+
+
+def sniff(name: str, head: str) -> bool:
+    return billing.sniff_text(FAMILY, head)
+
+
+def sniff_bytes(name: str, data: bytes) -> bool:
+    return billing.sniff_parquet(FAMILY, data)
+
+
+def parse(lines: Lines, ctx: ParseContext) -> Parsed:
+    return billing.parse_text(lines, ctx, FAMILY)
+
+
+def parse_bytes(data: bytes, ctx: ParseContext) -> Parsed:
+    return billing.parse_parquet(data, ctx, FAMILY)
+
+
+totals = billing.totals

@@ -1,0 +1,246 @@
+"""`mlcost fetch` against a real HTTP S3 endpoint: `moto_server` on 127.0.0.1 (moto[server]).
+
+The bucket holds a CUR-style prefix: a legacy CUR delivery (manifest + gzipped CSV, plus a
+superseded delivery no manifest lists) and a CUR 2.0 export (manifest + Parquet file).
+"""
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import shutil
+import socket
+import subprocess
+import time
+import urllib.request
+from collections.abc import Iterator
+from decimal import Decimal
+from pathlib import Path
+
+import boto3
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from ingest import cli, s3_fetch
+from ingest import warehouse as wh
+from tests.conftest import IN_CI
+
+CASES = Path(__file__).parent / "cases" / "billing"
+BUCKET = "bills"
+LEGACY_DIR = "cur/mlcost/20260801-20260901"
+LEGACY_CSV = f"{LEGACY_DIR}/7f3a/mlcost-00001.csv.gz"
+STALE_CSV = f"{LEGACY_DIR}/1b2c/mlcost-00001.csv.gz"  # an older delivery: no manifest lists it
+CUR2_PARQUET = "cur/exports/data/BILLING_PERIOD=2026-08/mlcost2-00001.snappy.parquet"
+START_S = 30
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def moto_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A moto_server subprocess on a free local port; its URL."""
+    command = shutil.which("moto_server")
+    if command is None:
+        if IN_CI:
+            pytest.fail("moto_server is missing in CI: pip install -e '.[test]'")
+        pytest.skip("moto_server is missing (pip install 'moto[server]')")
+    port = free_port()
+    log = tmp_path_factory.mktemp("moto") / "moto.log"
+    with log.open("w") as output:
+        server = subprocess.Popen([command, "-H", "127.0.0.1", "-p", str(port)],
+                                  stdout=output, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + START_S
+        while True:
+            try:
+                urllib.request.urlopen(f"{url}/moto-api/", timeout=2).close()
+                break
+            except OSError:
+                if server.poll() is not None or time.monotonic() > deadline:
+                    pytest.fail(f"moto_server did not start:\n{log.read_text()}")
+                time.sleep(0.2)
+        yield url
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait(timeout=10)
+
+
+@pytest.fixture
+def aws_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Fake credentials through the standard chain (environment); no user AWS config leaks in."""
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-aws-config"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-aws-credentials"))
+    for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3"):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
+def s3(moto_endpoint: str, aws_env: None) -> Iterator[object]:
+    """A client on a fresh bucket holding the CUR-style prefix."""
+    client = boto3.client("s3", endpoint_url=moto_endpoint)
+    client.create_bucket(Bucket=BUCKET)
+    legacy = gzip.compress((CASES / "aws_cur_legacy.csv").read_bytes())
+    client.put_object(Bucket=BUCKET, Key=LEGACY_CSV, Body=legacy)
+    client.put_object(Bucket=BUCKET, Key=STALE_CSV, Body=legacy)
+    client.put_object(Bucket=BUCKET, Key=f"{LEGACY_DIR}/mlcost-Manifest.json", Body=json.dumps({
+        "assemblyId": "7f3a", "bucket": BUCKET, "reportKeys": [LEGACY_CSV],
+        "billingPeriod": {"start": "20260801T000000.000Z", "end": "20260901T000000.000Z"}}).encode())
+    client.put_object(Bucket=BUCKET, Key=CUR2_PARQUET, Body=cur2_parquet_bytes())
+    client.put_object(Bucket=BUCKET, Key="cur/exports/metadata/BILLING_PERIOD=2026-08/mlcost2-Manifest.json",
+                      Body=json.dumps({"dataFiles": [f"s3://{BUCKET}/{CUR2_PARQUET}"]}).encode())
+    yield client
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket=BUCKET):
+        for item in page.get("Contents", []):
+            client.delete_object(Bucket=BUCKET, Key=item["Key"])
+    client.delete_bucket(Bucket=BUCKET)
+
+
+def cur2_parquet_bytes() -> bytes:
+    text_map = pa.map_(pa.string(), pa.string())
+    table = pa.table({
+        "identity_line_item_id": ["pq-1"],
+        "identity_time_interval": ["2026-08-03T00:00:00Z/2026-08-03T01:00:00Z"],
+        "line_item_line_item_type": ["Usage"],
+        "line_item_usage_start_date": ["2026-08-03T00:00:00Z"],
+        "line_item_usage_end_date": ["2026-08-03T01:00:00Z"],
+        "line_item_currency_code": ["USD"],
+        "line_item_unblended_cost": pa.array([Decimal("4.6016")], pa.decimal128(18, 8)),
+        "product": pa.array([[("instance_type", "g6.12xlarge")]], text_map),
+        "resource_tags": pa.array([[("user_run_id", "run-pq")]], text_map),
+    })
+    buffer = io.BytesIO()
+    pq.write_table(table, buffer)
+    return buffer.getvalue()
+
+
+def run_fetch(endpoint: str, dest: Path, capsys: pytest.CaptureFixture, *extra: str) -> tuple[int, list[dict], str]:
+    code = cli.main(["fetch", f"s3://{BUCKET}/cur/", "--endpoint-url", endpoint, "--dest", str(dest),
+                     "--json", *extra])
+    out, err = capsys.readouterr()
+    return code, json.loads(out), err
+
+
+def test_fetch_follows_manifests_ingests_and_a_second_fetch_transfers_nothing(
+        s3, moto_endpoint, warehouse, tmp_path, capsys):
+    dest = tmp_path / "bills"
+    code, summaries, err = run_fetch(moto_endpoint, dest, capsys)
+    assert code == 1, err  # the legacy CUR case has one ragged row: partly loaded
+    assert {s["path"]: (s["kind"], s["status"], s["rows_loaded"], s["rows_rejected"]) for s in summaries} == {
+        f"s3://{BUCKET}/{LEGACY_CSV}": ("billing_aws", "loaded", 4, 1),
+        f"s3://{BUCKET}/{CUR2_PARQUET}": ("billing_aws", "loaded", 1, 0),
+    }
+    assert "4 files fetched" in err and "1 files under the prefix are in no manifest" in err
+    assert (dest / BUCKET / LEGACY_CSV).is_file() and (dest / BUCKET / CUR2_PARQUET).is_file()
+    assert not (dest / BUCKET / STALE_CSV).exists()
+    assert not list(dest.rglob("*.part"))
+    with wh.connect() as con:
+        assert con.execute("SELECT billing_currency, billed_cost, lines FROM billing_currency_totals").fetchall() == [
+            ("USD", Decimal("23.8244") + Decimal("4.6016"), 5)]
+        assert con.execute("SELECT source_file FROM billing_lines WHERE source_line_id = 'pq-1'").fetchall() == [
+            (f"s3://{BUCKET}/{CUR2_PARQUET}",)]
+
+    mtimes = {p: p.stat().st_mtime_ns for p in dest.rglob("*") if p.is_file() and p.name != s3_fetch.STATE_FILE}
+    code, summaries, err = run_fetch(moto_endpoint, dest, capsys)
+    assert (code, summaries) == (0, [])
+    assert "0 files fetched (0.0 MB), 4 unchanged" in err
+    assert {p: p.stat().st_mtime_ns for p in mtimes} == mtimes
+    again = s3_fetch.fetch(s3, BUCKET, "cur/", dest)
+    assert again.downloaded == [] and again.pending == [] and len(again.unchanged) == 4
+
+
+def test_a_changed_object_is_fetched_again(s3, moto_endpoint, warehouse, tmp_path, capsys):
+    dest = tmp_path / "bills"
+    run_fetch(moto_endpoint, dest, capsys)
+    s3.put_object(Bucket=BUCKET, Key=LEGACY_CSV, Body=gzip.compress(
+        (CASES / "aws_cur_legacy.csv").read_bytes().replace(b"32.7726,", b"30.0000,", 1)))
+    result = s3_fetch.fetch(s3, BUCKET, "cur/", dest)
+    assert result.downloaded == [f"s3://{BUCKET}/{LEGACY_CSV}"]
+    assert [uri for uri, _ in result.pending] == [f"s3://{BUCKET}/{LEGACY_CSV}"]
+
+
+def test_keys_that_leave_the_download_folder_are_refused(s3, moto_endpoint, warehouse, tmp_path, capsys):
+    s3.put_object(Bucket=BUCKET, Key="plain/../../escape.csv", Body=b"x")
+    s3.put_object(Bucket=BUCKET, Key="plain/ok.csv", Body=(CASES / "focus.csv").read_bytes())
+    dest = tmp_path / "inside" / "bills"
+    code = cli.main(["fetch", f"s3://{BUCKET}/plain/", "--endpoint-url", moto_endpoint, "--dest", str(dest)])
+    out, err = capsys.readouterr()
+    assert code == 1
+    assert f"s3://{BUCKET}/plain/../../escape.csv: refused: a key with '..', '.' or empty parts" in err
+    assert not (tmp_path / "inside" / "escape.csv").exists() and not (tmp_path / "escape.csv").exists()
+    assert [p.name for p in tmp_path.rglob("*.csv")] == ["ok.csv"]
+    assert "[billing_focus]" in out
+
+
+def test_manifest_keys_cannot_escape_either(s3, tmp_path):
+    s3.put_object(Bucket=BUCKET, Key="evil/r-Manifest.json", Body=json.dumps(
+        {"bucket": BUCKET, "reportKeys": ["../../outside.csv", "/etc/passwd"]}).encode())
+    result = s3_fetch.fetch(s3, BUCKET, "evil/", tmp_path / "bills")
+    assert sorted(reason for _, reason in result.refused) == [
+        "refused: a key with '..', '.' or empty parts", "refused: an absolute or malformed key"]
+    assert result.pending == [] and not (tmp_path / "outside.csv").exists()
+
+
+@pytest.mark.parametrize("key", ["a/../b", "/abs", "a//b", "./a", "a\\b", ""])
+def test_local_path_refuses_unsafe_keys(tmp_path, key):
+    with pytest.raises(s3_fetch.UnsafeKey):
+        s3_fetch.local_path(tmp_path, BUCKET, key)
+
+
+def test_an_interrupted_fetch_resumes(s3, moto_endpoint, warehouse, tmp_path, capsys):
+    dest = tmp_path / "bills"
+
+    class Interrupted(Exception):
+        pass
+
+    class FailingClient:
+        """The real client, but the connection drops in the middle of the second download."""
+
+        def __init__(self, client):
+            self.client, self.downloads = client, 0
+
+        def __getattr__(self, name):
+            return getattr(self.client, name)
+
+        def get_object(self, **kwargs):
+            self.downloads += 1
+            answer = self.client.get_object(**kwargs)
+            if self.downloads == 2:
+                first = next(answer["Body"].iter_chunks(4))
+
+                class Broken:
+                    def iter_chunks(self, size):
+                        yield first
+                        raise Interrupted()
+                return {**answer, "Body": Broken()}
+            return answer
+
+    with pytest.raises(Interrupted):
+        s3_fetch.fetch(FailingClient(s3), BUCKET, "cur/", dest)
+    complete = [p for p in dest.rglob("*") if p.is_file() and not p.name.endswith(".part")
+                and p.name != s3_fetch.STATE_FILE]
+    assert len(complete) == 1 and len(list(dest.rglob("*.part"))) == 1  # no half file under a real name
+    code, summaries, err = run_fetch(moto_endpoint, dest, capsys)
+    assert code == 1  # the legacy CUR case's ragged row
+    assert "3 files fetched" in err and "1 unchanged" in err
+    assert sorted(s["rows_loaded"] for s in summaries) == [1, 4]
+    assert not list(dest.rglob("*.part"))
+
+
+def test_unknown_locations_and_profiles_are_reported(aws_env, tmp_path, capsys):
+    assert cli.main(["fetch", "bills/cur", "--dest", str(tmp_path)]) == 2
+    assert "is not an S3 location" in capsys.readouterr().err
+    assert cli.main(["fetch", "s3://bills/cur", "--profile", "nobody", "--dest", str(tmp_path)]) == 1
+    assert "cannot fetch s3://bills/cur" in capsys.readouterr().err
