@@ -238,3 +238,28 @@ def estimated_vs_billed(runs: pd.DataFrame) -> go.Figure:
                                 line=dict(dash="dot", color="grey", width=1), hoverinfo="skip"))
     figure.update_layout(margin=dict(t=30, b=10), legend_title_text="")
     return figure
+
+
+# --- Budgets ------------------------------------------------------------------------------
+
+def budget_burn(daily: pd.DataFrame, projection: pd.DataFrame, pace: pd.DataFrame, amount: float,
+                currency: str) -> go.Figure:
+    """Cumulative spend to date against the budget line and an even pace, with the forecast to
+    period end and its band (one point per day: a quarter is at most 92)."""
+    figure = go.Figure()
+    figure.add_trace(go.Scatter(x=projection["day"], y=projection["high"], mode="lines", line=dict(width=0),
+                                showlegend=False, hoverinfo="skip"))
+    figure.add_trace(go.Scatter(x=projection["day"], y=projection["low"], mode="lines", line=dict(width=0),
+                                fill="tonexty", fillcolor="rgba(239, 85, 59, 0.15)",
+                                name="Forecast band (P10-P90 day)"))
+    figure.add_trace(go.Scatter(x=projection["day"], y=projection["forecast"], mode="lines",
+                                line=dict(dash="dash", color="#EF553B"), name="Forecast (last 7 days' rate)"))
+    figure.add_trace(go.Scatter(x=pace["day"], y=pace["allowed"], mode="lines",
+                                line=dict(dash="dot", color="#888888"), name="Even pace"))
+    figure.add_trace(go.Scatter(x=daily["day"], y=daily["cumulative"].astype(float), mode="lines+markers",
+                                line=dict(color="#636EFA"), marker=dict(size=4), name="Spent"))
+    figure.add_hline(y=amount, line=dict(color="#00CC96", width=2),
+                     annotation_text=f"Budget {amount:,.0f} {currency}", annotation_position="top left")
+    figure.update_layout(margin=dict(t=30, b=10), yaxis_title=f"Cumulative spend ({currency})",
+                         xaxis_title="Day (UTC)", legend=dict(orientation="h", y=-0.2))
+    return figure

@@ -15,6 +15,8 @@ PAGES = [
     st.Page("app_pages/idle_gpus.py", title="Idle GPUs", icon=":material/memory:"),
     st.Page("app_pages/billing.py", title="Billing", icon=":material/receipt_long:"),
     st.Page("app_pages/reconciliation.py", title="Reconciliation", icon=":material/compare_arrows:"),
+    st.Page("app_pages/budgets.py", title="Budgets", icon=":material/account_balance_wallet:"),
+    st.Page("app_pages/alerts.py", title="Alerts", icon=":material/notifications:"),
     st.Page("app_pages/data.py", title="Data", icon=":material/upload_file:"),
 ]
 

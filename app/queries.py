@@ -5,6 +5,8 @@ figures come from the warehouse view `run_costs`, so pages and tests see one def
 """
 from __future__ import annotations
 
+import re
+
 import pandas as pd
 
 from app.filters import Filters
@@ -630,3 +632,129 @@ def unmatched_spend(filters: Filters, run_tag: str, project_tag: str, slack_s: f
         WHERE charge_category = 'usage' AND line_key NOT IN (SELECT line_key FROM matched)
         GROUP BY ALL ORDER BY billing_currency, billed_cost DESC
     """, {**_charge_range(filters), "run_tag": run_tag, "project_tag": project_tag, "slack_s": slack_s})
+
+
+# --- Budgets -----------------------------------------------------------------------------------
+#
+# A budget's spend is billed cost (bill lines in the budget's currency, by UTC day of
+# charge_period_start) when the bill has lines in the period, else estimated cost (runs by
+# the UTC day they started, serving windows by the day they started; USD). The scope picks
+# lines by tag (project and team tags as [reconciliation] names them, or any KEY=VALUE) or by
+# provider, and runs by their project, team or tags. Money comes back exact (Decimal).
+
+BUDGET_SCOPE_BILLED = """
+    CASE $scope WHEN 'all' THEN true
+                WHEN 'project' THEN tags[$project_tag] = $value
+                WHEN 'team' THEN tags[$team_tag] = $value
+                WHEN 'tag' THEN tags[$tag_key] = $tag_value
+                WHEN 'provider' THEN lower(provider) = lower($value) END
+"""
+BUDGET_SCOPE_RUNS = """
+    CASE $scope WHEN 'all' THEN true
+                WHEN 'project' THEN project = $value
+                WHEN 'team' THEN team = $value
+                WHEN 'tag' THEN tags[$tag_key] = $tag_value
+                ELSE false END
+"""
+
+
+def _budget_query(sql: str, budget, tags: tuple[str, str], start, end, **more) -> pd.DataFrame:
+    """Run a budget query (exact money) with the parameters of the BUDGET_SCOPE_* fragments
+    that it uses; `tags` is (project tag, team tag)."""
+    params = {**_budget_params(budget, tags, start, end), **more}
+    return warehouse.query_exact(sql, {name: value for name, value in params.items()
+                                       if re.search(rf"\${name}\b", sql)})
+
+
+def _budget_params(budget, tags: tuple[str, str], start, end) -> dict:
+    return {"scope": budget.scope, "value": budget.scope_value or "", "tag_key": budget.tag_key or "",
+            "tag_value": budget.tag_value or "", "project_tag": tags[0], "team_tag": tags[1],
+            "currency": budget.currency, "start": start, "end": end}
+
+
+def bill_days() -> pd.DataFrame:
+    """One row: the first and last UTC day with bill lines (NULL when there is no bill)."""
+    return warehouse.query_exact("SELECT min(day) AS first_day, max(day) AS last_day FROM billing_costs")
+
+
+def estimate_days() -> pd.DataFrame:
+    """One row: the first and last UTC day with a priced run start or serving window."""
+    return warehouse.query_exact("""
+        SELECT min(day) AS first_day, max(day) AS last_day FROM (
+            SELECT (started_at AT TIME ZONE 'UTC')::DATE AS day FROM runs WHERE cost_usd IS NOT NULL
+            UNION ALL SELECT day FROM serving_costs WHERE cost_usd IS NOT NULL)
+    """)
+
+
+def budget_daily_billed(budget, tags: tuple[str, str], start, end) -> pd.DataFrame:
+    """Per UTC day in [start, end): the scope's billed cost in the budget's currency (`spend`,
+    Decimal, credits and taxes included) and its lines in other currencies (not counted)."""
+    return _budget_query(f"""
+        SELECT day, coalesce(sum(billed_cost) FILTER (WHERE billing_currency = $currency), 0) AS spend,
+               count(*) FILTER (WHERE billing_currency <> $currency) AS other_currency_lines
+        FROM billing_costs
+        WHERE day >= $start AND day < $end AND coalesce({BUDGET_SCOPE_BILLED}, false)
+        GROUP BY day ORDER BY day
+    """, budget, tags, start, end)
+
+
+def budget_daily_estimated(budget, start, end) -> pd.DataFrame:
+    """Per UTC day in [start, end): the scope's estimated cost in USD (`spend`, Decimal): runs
+    by start day, plus serving windows for a budget on everything (windows carry no project)."""
+    return _budget_query(f"""
+        SELECT day, sum(cost_usd) AS spend, 0 AS other_currency_lines FROM (
+            SELECT (started_at AT TIME ZONE 'UTC')::DATE AS day, cost_usd FROM runs
+            WHERE cost_usd IS NOT NULL AND coalesce({BUDGET_SCOPE_RUNS}, false)
+            UNION ALL
+            SELECT day, cost_usd FROM serving_costs WHERE cost_usd IS NOT NULL AND $scope = 'all'
+        ) WHERE day >= $start AND day < $end
+        GROUP BY day ORDER BY day
+    """, budget, ("", ""), start, end)
+
+
+def budget_top_runs(budget, start, end, limit: int = 5) -> pd.DataFrame:
+    """The scope's costliest runs started in [start, end) (estimated cost, USD, exact)."""
+    return _budget_query(f"""
+        SELECT run_id, project, team, instance_type, started_at, cost_usd
+        FROM runs
+        WHERE (started_at AT TIME ZONE 'UTC')::DATE >= $start AND (started_at AT TIME ZONE 'UTC')::DATE < $end
+          AND cost_usd IS NOT NULL AND coalesce({BUDGET_SCOPE_RUNS}, false)
+        ORDER BY cost_usd DESC, run_id LIMIT $limit
+    """, budget, ("", ""), start, end, limit=limit)
+
+
+def budget_top_services(budget, tags: tuple[str, str], billed: bool, start, end, limit: int = 5) -> pd.DataFrame:
+    """The scope's costliest services in [start, end): billed lines by their `service` tag
+    (budget currency), else serving windows' estimated cost (USD, budgets on everything only)."""
+    if billed:
+        return _budget_query(f"""
+            SELECT tags['service'] AS service, sum(billed_cost) AS cost
+            FROM billing_costs
+            WHERE day >= $start AND day < $end AND billing_currency = $currency
+              AND tags['service'] IS NOT NULL AND coalesce({BUDGET_SCOPE_BILLED}, false)
+            GROUP BY 1 ORDER BY cost DESC, service LIMIT $limit
+        """, budget, tags, start, end, limit=limit)
+    return _budget_query("""
+        SELECT service, sum(cost_usd) AS cost FROM serving_costs
+        WHERE day >= $start AND day < $end AND cost_usd IS NOT NULL AND $scope = 'all'
+        GROUP BY 1 ORDER BY cost DESC, service LIMIT $limit
+    """, budget, tags, start, end, limit=limit)
+
+
+def budget_top_projects(budget, tags: tuple[str, str], billed: bool, start, end, limit: int = 5) -> pd.DataFrame:
+    """The scope's spend per project in [start, end): billed lines by their project tag
+    ('(untagged)' without one; budget currency), else runs' estimated cost by project (USD)."""
+    if billed:
+        return _budget_query(f"""
+            SELECT coalesce(tags[$project_tag], '(untagged)') AS project, sum(billed_cost) AS cost
+            FROM billing_costs
+            WHERE day >= $start AND day < $end AND billing_currency = $currency
+              AND coalesce({BUDGET_SCOPE_BILLED}, false)
+            GROUP BY 1 ORDER BY cost DESC, project LIMIT $limit
+        """, budget, tags, start, end, limit=limit)
+    return _budget_query(f"""
+        SELECT coalesce(project, '(no project)') AS project, sum(cost_usd) AS cost FROM runs
+        WHERE (started_at AT TIME ZONE 'UTC')::DATE >= $start AND (started_at AT TIME ZONE 'UTC')::DATE < $end
+          AND cost_usd IS NOT NULL AND coalesce({BUDGET_SCOPE_RUNS}, false)
+        GROUP BY 1 ORDER BY cost DESC, project LIMIT $limit
+    """, budget, ("", ""), start, end, limit=limit)

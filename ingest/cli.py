@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 
 from ingest import config, loader, values, warehouse
@@ -17,6 +18,7 @@ SAMPLE_DIR = REPO_ROOT / "sample_data"
 # The sample files the demo loads: one entry per kind that has an ingestor (a folder is read whole).
 SAMPLE_FILES = ("runs.jsonl", "serving_windows.jsonl.gz", "gpu_traces", "billing")
 DEMO_DB = "mlcost-demo.duckdb"
+DEMO_CONFIG = "mlcost.toml"  # in sample_data/: the sample organisation's budgets
 FETCH_DIR = "mlcost-bills"
 EXIT_PROBLEMS, EXIT_USAGE, EXIT_BUSY = 1, 2, 3
 
@@ -72,6 +74,25 @@ def _parser() -> argparse.ArgumentParser:
     fetch.add_argument("--json", action="store_true", help="print a JSON array with one summary per ingested file")
     fetch.set_defaults(run=_fetch)
 
+    alerts = commands.add_parser("alerts", help="budget and waste alerts to Slack, for cron")
+    alert_commands = alerts.add_subparsers(required=True, metavar="ACTION")
+    check = alert_commands.add_parser("check", help="evaluate every alert rule and post new alerts to Slack")
+    check.add_argument("--dry-run", action="store_true", help="print what would fire; record and post nothing")
+    check.add_argument("--as-of", metavar="YYYY-MM-DD",
+                       help="evaluate as on this day, counting data up to the day before (default today, UTC)")
+    check.add_argument("--json", action="store_true", help="print the result as JSON")
+    check.set_defaults(run=_alerts_check)
+    test = alert_commands.add_parser("test", help="post a test message to a channel's webhook")
+    test.add_argument("--channel", help="a named channel (default: the default webhook)")
+    test.set_defaults(run=_alerts_test)
+    snooze = alert_commands.add_parser("snooze", help="hold the alerts of a budget (or other subject) for a while")
+    snooze.add_argument("subject", help='the budget name, "SERVICE VERSION" of a regression, or GPUs')
+    snooze.add_argument("--rule", choices=["budget_actual", "budget_forecast", "burn_spike",
+                                           "serving_regression", "idle_waste"],
+                        help="only this rule (default: every rule)")
+    snooze.add_argument("--days", type=float, default=7.0, help="how long (default 7 days; 0 lifts the snooze)")
+    snooze.set_defaults(run=_alerts_snooze)
+
     for name, help_text, runner in (
         ("dashboard", "open the dashboard on the warehouse", _dashboard),
         ("demo", f"load the bundled sample data into ./{DEMO_DB} (or $MLCOST_DB) and open the dashboard", _demo),
@@ -118,6 +139,8 @@ def _dashboard(args: argparse.Namespace) -> int:
 def _demo(args: argparse.Namespace) -> int:
     db = Path(os.environ.get("MLCOST_DB") or DEMO_DB)
     os.environ["MLCOST_DB"] = str(db)
+    if config.user_path() is None:  # no settings of the user's: the sample organisation's budgets
+        os.environ["MLCOST_CONFIG"] = str(SAMPLE_DIR / DEMO_CONFIG)
     for _, summary in loader.ingest_paths([str(SAMPLE_DIR / name) for name in SAMPLE_FILES]):
         print("\n".join(summary_lines(summary)), flush=True)
     return _serve(args, db)
@@ -174,7 +197,76 @@ def _fetch(args: argparse.Namespace) -> int:
     return 0 if all(s.ok for s in summaries) and not fetched.refused else EXIT_PROBLEMS
 
 
+def _alerts_check(args: argparse.Namespace) -> int:
+    """Evaluate, record, post; exit 1 when a post failed (the alert waits for the next check)."""
+    from app import alerts, slack
+
+    try:
+        as_of = date.fromisoformat(args.as_of) if args.as_of else datetime.now(timezone.utc).date()
+    except ValueError:
+        print(f"mlcost: --as-of {args.as_of!r} is not a date (YYYY-MM-DD)", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        result = alerts.check(config.load(), as_of, dry_run=args.dry_run)
+    except slack.SecretsError as error:
+        print(f"mlcost: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    by_key = {alert.key: alert for alert in result.alerts}
+    if args.json:
+        print(json.dumps({
+            "as_of": as_of.isoformat(), "dry_run": args.dry_run,
+            "firing": [alert.key for alert in result.alerts], "new": result.new, "resolved": result.resolved,
+            "delivered": result.delivered, "snoozed": result.snoozed, "superseded": result.superseded,
+            "failed": [{"alerts": keys, "reason": reason} for keys, reason in result.failed],
+        }, indent=2))
+    else:
+        verb = "would fire" if args.dry_run else "new"
+        print(f"mlcost: {len(result.alerts)} alert conditions hold as of {as_of}; {len(result.new)} {verb}, "
+              f"{len(result.resolved)} resolved, {len(result.delivered)} posted to Slack"
+              + (f", {len(result.superseded)} left unposted under a higher threshold" if result.superseded else "")
+              + (f", {len(result.snoozed)} snoozed" if result.snoozed else ""))
+        for key in result.new:
+            print(f"  {'WOULD FIRE' if args.dry_run else 'NEW'} {by_key[key].title}\n    {by_key[key].message}")
+        for keys, reason in result.failed:
+            print(f"  NOT POSTED ({len(keys)} alerts, retried on the next check): {reason}", file=sys.stderr)
+    return EXIT_PROBLEMS if result.failed else 0
+
+
+def _alerts_test(args: argparse.Namespace) -> int:
+    from app import alerts, slack
+
+    try:
+        outcome = alerts.test_message(args.channel, config.load())
+    except slack.SecretsError as error:
+        print(f"mlcost: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    channel = args.channel or "default"
+    if outcome.ok:
+        print(f"mlcost: test message posted to the {channel} channel")
+        return 0
+    print(f"mlcost: test message to the {channel} channel failed: {outcome.error}", file=sys.stderr)
+    return EXIT_PROBLEMS
+
+
+def _alerts_snooze(args: argparse.Namespace) -> int:
+    from app import alert_store
+
+    rule = args.rule or alert_store.ANY_RULE
+    at = alert_store.now()
+    if args.days <= 0:
+        alert_store.unsnooze(rule, args.subject)
+        print(f"mlcost: alerts of {args.subject!r} are no longer snoozed")
+        return 0
+    until = at + timedelta(days=args.days)
+    alert_store.snooze(rule, args.subject, until, at)
+    print(f"mlcost: {'every' if args.rule is None else args.rule} alert of {args.subject!r} is held until "
+          f"{until:%Y-%m-%d %H:%M} UTC")
+    return 0
+
+
 def _serve(args: argparse.Namespace, db: Path) -> int:
+    from app import slack
+
     print(f"mlcost: warehouse {db.resolve()}; dashboard on http://{args.address}:{args.port}", flush=True)
     command = [
         sys.executable, "-m", "streamlit", "run", str(REPO_ROOT / "app" / "main.py"),
@@ -185,6 +277,9 @@ def _serve(args: argparse.Namespace, db: Path) -> int:
     settings = config.user_path()  # the dashboard runs from the repository: pass ./mlcost.toml on
     if settings is not None:
         env["MLCOST_CONFIG"] = str(settings.resolve())
+    secrets = slack.secrets_path()  # and the Slack webhooks of ./.streamlit/secrets.toml
+    if secrets is not None:
+        env["MLCOST_SECRETS"] = str(secrets.resolve())
     return subprocess.call(command, env=env, cwd=REPO_ROOT)
 
 

@@ -98,8 +98,58 @@ class Reconciliation:
 
     run_id_tag: str = "run_id"
     project_tag: str = "project"
+    team_tag: str = "team"
     gap_pct: float = 10.0
     match_slack_minutes: float = 60.0
+
+
+SCOPES = ("all", "project", "team", "tag", "provider")
+PERIODS = ("month", "quarter")
+
+
+@dataclass(frozen=True)
+class Budget:
+    """One [[budgets]] entry: how much a scope may spend per period, and when to say so.
+
+    scope is all, project, team, tag or provider; scope_value names which (for tag
+    "key=value", split into tag_key and tag_value). Thresholds are percent of `amount`."""
+
+    name: str
+    scope: str
+    scope_value: str | None
+    period: str
+    amount: Decimal
+    currency: str
+    actual_thresholds_pct: tuple[float, ...] = (50.0, 80.0, 100.0)
+    forecast_thresholds_pct: tuple[float, ...] = (100.0,)
+    channel: str | None = None
+    owner: str | None = None
+
+    @property
+    def scope_label(self) -> str:
+        """'everything', 'project vision', 'tag team=genai'."""
+        return "everything" if self.scope == "all" else f"{self.scope} {self.scope_value}"
+
+    @property
+    def tag_key(self) -> str | None:
+        return self.scope_value.split("=", 1)[0] if self.scope == "tag" else None
+
+    @property
+    def tag_value(self) -> str | None:
+        return self.scope_value.split("=", 1)[1] if self.scope == "tag" else None
+
+
+@dataclass(frozen=True)
+class Alerts:
+    """The alert rules besides budget thresholds (app/alerts.py), and how alerts are delivered."""
+
+    burn_spike_factor: float = 2.0
+    burn_spike_baseline_days: int = 28
+    regression_lookback_days: int = 30
+    idle_waste_usd_per_week: Decimal = Decimal("200")
+    channel: str | None = None
+    digest: bool = False
+    retry_after_max_s: float = 60.0
 
 
 @dataclass(frozen=True)
@@ -111,6 +161,8 @@ class Config:
     energy: Energy = field(default_factory=Energy)
     billing: Billing = field(default_factory=Billing)
     reconciliation: Reconciliation = field(default_factory=Reconciliation)
+    alerts: Alerts = field(default_factory=Alerts)
+    budgets: tuple[Budget, ...] = ()
 
 
 def user_path() -> Path | None:
@@ -129,7 +181,9 @@ def load(path: Path | None = None) -> Config:
     """The defaults with the user file (`path`, else user_path()) laid over them, checked."""
     defaults = tomllib.loads(resources.files("ingest").joinpath(DEFAULTS).read_text())
     path = path or user_path()
-    merged = _merge(defaults, _read(path) if path else {}, str(path))
+    user = _read(path) if path else {}
+    budgets = user.pop("budgets", [])
+    merged = _merge(defaults, user, str(path))
     source = str(path) if path else f"ingest/{DEFAULTS}"
     prices = Prices(**{
         table: MappingProxyType({
@@ -155,6 +209,8 @@ def load(path: Path | None = None) -> Config:
             gpu_sku_words=_words(merged["billing"]["gpu_sku_words"], source, "billing.gpu_sku_words"),
         ),
         reconciliation=_reconciliation(merged["reconciliation"], source),
+        alerts=_alerts(merged["alerts"], source),
+        budgets=_budgets(budgets, source),
     )
 
 
@@ -250,7 +306,7 @@ def _words(value: object, file: str, key: str) -> tuple[str, ...]:
 
 def _reconciliation(section: dict, file: str) -> Reconciliation:
     tags = {}
-    for key in ("run_id_tag", "project_tag"):
+    for key in ("run_id_tag", "project_tag", "team_tag"):
         value = section[key]
         if not isinstance(value, str) or not value:
             raise ConfigError(file, f"reconciliation.{key}", f"must be a tag name, got {value!r}")
@@ -259,6 +315,115 @@ def _reconciliation(section: dict, file: str) -> Reconciliation:
                           gap_pct=_number(section["gap_pct"], file, "reconciliation.gap_pct"),
                           match_slack_minutes=_number(section["match_slack_minutes"], file,
                                                       "reconciliation.match_slack_minutes"))
+
+
+def _alerts(section: dict, file: str) -> Alerts:
+    channel = section["channel"]
+    if not isinstance(channel, str):
+        raise ConfigError(file, "alerts.channel", f"must be a channel name, got {channel!r}")
+    if not isinstance(section["digest"], bool):
+        raise ConfigError(file, "alerts.digest", f"must be true or false, got {section['digest']!r}")
+    return Alerts(
+        burn_spike_factor=_number(section["burn_spike_factor"], file, "alerts.burn_spike_factor"),
+        burn_spike_baseline_days=_whole(section["burn_spike_baseline_days"], file, "alerts.burn_spike_baseline_days"),
+        regression_lookback_days=_whole(section["regression_lookback_days"], file, "alerts.regression_lookback_days"),
+        idle_waste_usd_per_week=_price(section["idle_waste_usd_per_week"], file, "alerts.idle_waste_usd_per_week"),
+        channel=_channel(channel, file, "alerts.channel"),
+        digest=section["digest"],
+        retry_after_max_s=_number(section["retry_after_max_s"], file, "alerts.retry_after_max_s"),
+    )
+
+
+BUDGET_KEYS = ("name", "scope", "period", "amount", "currency", "actual_thresholds_pct",
+               "forecast_thresholds_pct", "channel", "owner")
+
+
+def _budgets(entries: object, file: str) -> tuple[Budget, ...]:
+    """[[budgets]] entries, each checked; names must be unique (alert state is keyed by them)."""
+    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+        raise ConfigError(file, "budgets", "must be an array of tables: [[budgets]]")
+    budgets: list[Budget] = []
+    for number, entry in enumerate(entries, start=1):
+        where = f"budgets[{number}]"
+        for key in entry:
+            if key not in BUDGET_KEYS:
+                raise ConfigError(file, f"{where}.{key}", f"is not a budget setting (known: {', '.join(BUDGET_KEYS)})")
+        for key in ("name", "amount"):
+            if key not in entry:
+                raise ConfigError(file, f"{where}.{key}", "is required")
+        name = entry["name"]
+        if not isinstance(name, str) or not name.strip():
+            raise ConfigError(file, f"{where}.name", f"must be a name, got {name!r}")
+        where = f'budgets[{number}] ("{name}")'
+        if any(b.name == name.strip() for b in budgets):
+            raise ConfigError(file, f"{where}.name", "is used by an earlier budget; names must be unique")
+        scope, scope_value = _scope(entry.get("scope", "all"), file, f"{where}.scope")
+        period = entry.get("period", "month")
+        if period not in PERIODS:
+            raise ConfigError(file, f"{where}.period", f"must be one of {', '.join(PERIODS)}, got {period!r}")
+        amount = _price(entry["amount"], file, f"{where}.amount")
+        if amount <= 0:
+            raise ConfigError(file, f"{where}.amount", "must be more than 0")
+        currency = entry.get("currency", "USD")
+        if not isinstance(currency, str) or len(currency.strip()) != 3 or not currency.strip().isalpha():
+            raise ConfigError(file, f"{where}.currency", f"must be a 3-letter currency code such as USD, got {currency!r}")
+        budgets.append(Budget(
+            name=name.strip(), scope=scope, scope_value=scope_value, period=period, amount=amount,
+            currency=currency.strip().upper(),
+            actual_thresholds_pct=_percents(entry.get("actual_thresholds_pct", [50, 80, 100]), file,
+                                            f"{where}.actual_thresholds_pct"),
+            forecast_thresholds_pct=_percents(entry.get("forecast_thresholds_pct", [100]), file,
+                                              f"{where}.forecast_thresholds_pct"),
+            channel=_channel(entry.get("channel", ""), file, f"{where}.channel"),
+            owner=_optional_text(entry.get("owner"), file, f"{where}.owner"),
+        ))
+    return tuple(budgets)
+
+
+def _scope(value: object, file: str, key: str) -> tuple[str, str | None]:
+    """'all' | 'project:NAME' | 'team:NAME' | 'tag:KEY=VALUE' | 'provider:NAME'."""
+    hint = 'must be "all", "project:NAME", "team:NAME", "tag:KEY=VALUE" or "provider:NAME"'
+    if not isinstance(value, str):
+        raise ConfigError(file, key, f"{hint}, got {value!r}")
+    kind, _, name = value.strip().partition(":")
+    kind, name = kind.strip().lower(), name.strip()
+    if kind == "all" and not name:
+        return "all", None
+    if kind not in SCOPES or kind == "all" or not name or (kind == "tag" and not _is_tag(name)):
+        raise ConfigError(file, key, f"{hint}, got {value!r}")
+    return kind, name
+
+
+def _is_tag(name: str) -> bool:
+    tag_key, equals, tag_value = name.partition("=")
+    return bool(equals and tag_key.strip() and tag_value.strip()) and tag_key == tag_key.strip()
+
+
+def _percents(value: object, file: str, key: str) -> tuple[float, ...]:
+    if not isinstance(value, list):
+        raise ConfigError(file, key, f"must be a list of percentages such as [50, 80, 100], got {value!r}")
+    percents = [_number(v, file, key) for v in value]
+    if any(p <= 0 for p in percents):
+        raise ConfigError(file, key, f"must hold percentages above 0, got {value!r}")
+    return tuple(sorted(set(percents)))
+
+
+def _channel(value: object, file: str, key: str) -> str | None:
+    """A named Slack channel (its webhook comes from the environment or secrets), or None for the default."""
+    if not isinstance(value, str):
+        raise ConfigError(file, key, f"must be a channel name, got {value!r}")
+    name = value.strip().lstrip("#")
+    if name and not all(c.isalnum() or c in "-_" for c in name):
+        raise ConfigError(file, key, f"must be a channel name of letters, digits, - and _, got {value!r}")
+    return name or None
+
+
+def _optional_text(value: object, file: str, key: str) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ConfigError(file, key, f"must be text, got {value!r}")
+    return value.strip() or None
 
 
 def _gpu_key(name: str) -> str:

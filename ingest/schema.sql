@@ -381,3 +381,44 @@ SELECT r.run_id, r.project, r.team, r.status, r.started_at, r.ended_at, r.instan
        CASE WHEN b.billing_currency = 'USD' AND r.cost_usd > 0
             THEN CAST((b.billed_cost - r.cost_usd) * 100 / r.cost_usd AS DOUBLE) END AS gap_pct
 FROM billed b JOIN runs r USING (run_id);
+
+-- Alerts (app/alerts.py): one row per rule, subject, threshold and period that fired. A row is
+-- written once (OK -> alarm), resolved when its condition no longer holds, and never fires again
+-- in its period; delivery goes pending -> delivered (or snoozed), and a failed post stays pending
+-- for the next check.
+CREATE TABLE IF NOT EXISTS alerts (
+    alert_key      VARCHAR PRIMARY KEY,
+    rule           VARCHAR NOT NULL,
+    subject        VARCHAR NOT NULL,
+    threshold      VARCHAR NOT NULL,
+    period_start   DATE NOT NULL,
+    channel        VARCHAR,
+    status         VARCHAR NOT NULL,
+    delivery       VARCHAR NOT NULL,
+    title          VARCHAR NOT NULL,
+    message        VARCHAR NOT NULL,
+    fired_at       TIMESTAMPTZ NOT NULL,
+    resolved_at    TIMESTAMPTZ,
+    delivered_at   TIMESTAMPTZ,
+    attempts       INTEGER NOT NULL,
+    last_error     VARCHAR
+);
+
+-- Every post to Slack, alert or test message (alert_key NULL), and what Slack answered.
+CREATE TABLE IF NOT EXISTS alert_deliveries (
+    attempted_at  TIMESTAMPTZ NOT NULL,
+    alert_key     VARCHAR,
+    channel       VARCHAR,
+    ok            BOOLEAN NOT NULL,
+    http_status   INTEGER,
+    error         VARCHAR
+);
+
+-- Snoozed alert subjects: alerts of this rule and subject are not posted until `until`.
+CREATE TABLE IF NOT EXISTS alert_snoozes (
+    rule        VARCHAR NOT NULL,
+    subject     VARCHAR NOT NULL,
+    until       TIMESTAMPTZ NOT NULL,
+    created_at  TIMESTAMPTZ NOT NULL,
+    PRIMARY KEY (rule, subject)
+);

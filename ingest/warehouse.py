@@ -102,6 +102,27 @@ def query(sql: str, params: list | dict | None = None, path: Path | None = None)
         return con.execute(sql, params or []).df()
 
 
+def query_exact(sql: str, params: list | dict | None = None, path: Path | None = None) -> pd.DataFrame:
+    """Like query(), but DECIMAL columns come back as decimal.Decimal (money stays exact)."""
+    with connect(path) as con:
+        result = con.execute(sql, params or [])
+        columns = [column[0] for column in result.description]
+        return pd.DataFrame(result.fetchall(), columns=columns, dtype=object)
+
+
+def execute(statements: list[tuple[str, list | dict]], path: Path | None = None) -> None:
+    """Run write statements with bound parameters in one transaction (all or nothing)."""
+    with connect(path) as con:
+        con.execute("BEGIN TRANSACTION")
+        try:
+            for sql, params in statements:
+                con.execute(sql, params)
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+
+
 def find_load(sha256: str, kind: str, path: Path | None = None) -> int | None:
     """The load_id of an earlier load of this exact content as this kind, if any."""
     with connect(path) as con:

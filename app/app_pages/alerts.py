@@ -1,0 +1,88 @@
+"""Alerts: what fires now, the alert history and Slack posts, snoozes and a test message."""
+from datetime import datetime, timedelta, timezone
+
+import streamlit as st
+
+from app import alert_store, alerts, budgets, slack
+from ingest import config
+
+st.title("Alerts")
+try:
+    settings = config.load()
+except config.ConfigError as error:
+    st.error(f"The settings file cannot be used: {error}")
+    st.stop()
+
+rules = settings.alerts
+st.caption(
+    f"`mlcost alerts check` (run it from cron) evaluates every rule and posts each new alert to Slack once: "
+    f"budget thresholds ({len(settings.budgets)} budgets in mlcost.toml), a day's spend over "
+    f"{rules.burn_spike_factor:g}× its {rules.burn_spike_baseline_days}-day mean, cost or energy per 1k requests "
+    f"regressions started in the last {rules.regression_lookback_days} days, and idle GPUs costing over "
+    f"${rules.idle_waste_usd_per_week:,.0f} a week. Each rule and threshold fires once per period; a failed "
+    "post is retried on the next check." + (" New alerts go out as one digest per channel." if rules.digest else ""))
+
+today = datetime.now(timezone.utc).date()
+as_of = budgets.default_as_of(today)
+st.subheader(f"Holding now (as of {as_of:%Y-%m-%d})")
+try:
+    holding = alerts.check(settings, as_of, dry_run=True)
+except slack.SecretsError as error:
+    st.error(str(error))
+    st.stop()
+if not holding.alerts:
+    st.success("No alert condition holds.")
+for alert in holding.alerts:
+    fresh = alert.key in holding.new
+    with st.expander(f"{'🆕 ' if fresh else ''}{alert.title}", expanded=fresh):
+        st.text(alert.message)
+        st.caption(f"rule `{alert.rule}`, threshold {alert.threshold}, period from {alert.period_start}, channel "
+                   f"{alert.channel or 'default'}" + ("; not posted yet: the next check will" if fresh else ""))
+
+st.subheader("History")
+history = alert_store.history()
+if history.empty:
+    st.info("No alert has fired yet. Run `mlcost alerts check` (or `--dry-run` to see what it would send).")
+else:
+    st.dataframe(history, hide_index=True, width="stretch",
+                 column_order=["fired_at", "title", "status", "delivery", "channel", "attempts", "delivered_at",
+                               "resolved_at", "last_error", "rule", "subject", "threshold", "period_start"])
+
+st.subheader("Slack posts")
+posts = alert_store.deliveries()
+if posts.empty:
+    st.caption("Nothing posted yet.")
+else:
+    st.dataframe(posts, hide_index=True, width="stretch")
+
+snooze_col, test_col = st.columns(2)
+with snooze_col.form("snooze"):
+    st.markdown("**Snooze**: hold a subject's alerts; those that fire meanwhile are never posted.")
+    subjects = sorted({b.name for b in settings.budgets} | {a.subject for a in holding.alerts}
+                      | set(history["subject"] if not history.empty else []))
+    subject = st.selectbox("Budget or subject", subjects)
+    days = st.number_input("Days", min_value=0.0, value=7.0, step=1.0, help="0 lifts the snooze")
+    if st.form_submit_button("Snooze") and subject:
+        now = alert_store.now()
+        if days > 0:
+            alert_store.snooze(alert_store.ANY_RULE, subject, now + timedelta(days=days), now)
+            st.success(f"Alerts of {subject} are held until {now + timedelta(days=days):%Y-%m-%d %H:%M} UTC.")
+        else:
+            alert_store.unsnooze(alert_store.ANY_RULE, subject)
+            st.success(f"Alerts of {subject} are no longer snoozed.")
+active = alert_store.snoozes(alert_store.now())
+if not active.empty:
+    snooze_col.dataframe(active, hide_index=True)
+
+with test_col.form("test_message"):
+    st.markdown("**Send a test message** to a channel's webhook.")
+    channels = ["default"] + sorted({b.channel for b in settings.budgets if b.channel}
+                                    | ({rules.channel} if rules.channel else set()))
+    channel = st.selectbox("Channel", channels)
+    if st.form_submit_button("Send test message"):
+        name = None if channel == "default" else channel
+        outcome = alerts.test_message(name, settings)
+        if outcome.ok:
+            st.success(f"Posted to the {channel} channel.")
+        else:
+            st.error(f"Not posted: {outcome.error}")

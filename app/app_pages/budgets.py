@@ -1,0 +1,98 @@
+"""Budget burn: each budget's spend to date against its amount, the forecast, and what drives it."""
+from datetime import datetime, timezone
+
+import pandas as pd
+import streamlit as st
+
+from app import budgets, charts, queries
+from app.format import money
+from ingest import config
+
+st.title("Budgets")
+try:
+    settings = config.load()
+except config.ConfigError as error:
+    st.error(f"The settings file cannot be used: {error}")
+    st.stop()
+if not settings.budgets:
+    st.info("No budgets yet. Add them to `mlcost.toml` (or the file `$MLCOST_CONFIG` names), e.g.:")
+    st.code('[[budgets]]\nname = "vision"\nscope = "project:vision"   # all | project:X | team:X | '
+            'tag:KEY=VALUE | provider:X\nperiod = "month"            # or quarter\namount = 10000\n'
+            'currency = "USD"\nactual_thresholds_pct = [50, 80, 100]\nforecast_thresholds_pct = [100]\n'
+            'owner = "alice"', language="toml")
+    st.stop()
+
+today = datetime.now(timezone.utc).date()
+as_of = st.date_input("As of (spend is counted up to the day before)", value=budgets.default_as_of(today),
+                      key="budget_as_of")
+st.caption("The sidebar filters do not apply here: each budget has its own scope and period. Days are UTC.")
+burns = [budgets.burn(budget, settings, as_of) for budget in settings.budgets]
+
+
+def breach_text(burn: budgets.Burn) -> str:
+    if burn.days_to_breach == 0:
+        return f"reached {burn.breach_day:%b %d}"
+    if burn.breach_in_period:
+        return f"in {burn.days_to_breach} days ({burn.breach_day:%b %d})"
+    return "not this period"
+
+
+st.dataframe(pd.DataFrame([{
+    "budget": b.budget.name, "scope": b.budget.scope_label, "period": f"{b.budget.period} from {b.period_start}",
+    "amount": money(b.budget.amount, b.budget.currency), "spent": money(b.spent, b.budget.currency),
+    "used %": round(b.used_pct, 1), "forecast": money(b.forecast, b.budget.currency),
+    "forecast %": round(b.forecast_pct, 1), "breach": breach_text(b), "source": b.source,
+} for b in burns]), hide_index=True, width="stretch",
+    column_config={"used %": st.column_config.ProgressColumn("used %", min_value=0, max_value=100, format="%.1f %%"),
+                   "forecast %": st.column_config.NumberColumn("forecast %", format="%.1f %%")})
+
+names = [b.budget.name for b in burns]
+burn = burns[names.index(st.selectbox("Budget", names, key="budget_name"))]
+budget, currency = burn.budget, burn.budget.currency
+through = f"through {burn.through:%Y-%m-%d}" if burn.through else "no data yet"
+left, middle, right, last = st.columns(4)
+left.metric(f"Spent this {budget.period}", money(burn.spent, currency))
+left.caption(f"{burn.used_pct:.1f} % of {money(budget.amount, currency)}, {through}")
+middle.metric("Forecast to period end", money(burn.forecast, currency))
+middle.caption(f"band {money(burn.forecast_low, currency)} to {money(burn.forecast_high, currency)}; "
+               f"{burn.forecast_pct:.0f} % of the budget")
+right.metric("Days until breach", "reached" if burn.days_to_breach == 0 else
+             str(burn.days_to_breach) if burn.breach_in_period else "none this period")
+right.caption(breach_text(burn))
+last.metric("Burn rate, last 7 days", f"{money(burn.rate_per_day, currency)}/day",
+            delta=f"{money(burn.rate_per_day - burn.allowed_per_day, currency)}/day vs allowed",
+            delta_color="inverse")
+last.caption(f"allowed {money(burn.allowed_per_day, currency)}/day")
+st.info(burn.source_note)
+if burn.other_currency_lines:
+    st.warning(f"{burn.other_currency_lines:,} bill lines in this scope are in other currencies than "
+               f"{currency}: they are not counted (currencies are never converted).")
+st.plotly_chart(charts.budget_burn(burn.daily, budgets.projection(burn), budgets.pace(burn),
+                                   float(budget.amount), currency), width="stretch")
+st.caption(f"Forecast: spent + the mean daily spend of the last 7 days × the {burn.days_left} days left. "
+           "Band: the same with the 10th and 90th percentile day of the last 28 days.")
+
+st.subheader("What drives it")
+start, end = burn.period_start, burn.period_end
+billed = burn.source == "billed"
+cost = {"cost": st.column_config.NumberColumn(f"cost ({currency})", format="%.2f"),
+        "cost_usd": st.column_config.NumberColumn("estimated cost (USD)", format="%.2f")}
+runs_col, services_col, projects_col = st.columns(3)
+runs_col.caption("Costliest runs started this period (estimated cost)")
+runs_col.dataframe(queries.budget_top_runs(budget, start, end).astype({"cost_usd": float}), hide_index=True,
+                   column_order=["run_id", "instance_type", "cost_usd"], column_config=cost)
+services_col.caption("Services (" + ("bill lines by their service tag)" if billed else "estimated)"))
+services_col.dataframe(queries.budget_top_services(budget, (settings.reconciliation.project_tag,
+                       settings.reconciliation.team_tag), billed, start, end).astype({"cost": float}),
+                       hide_index=True, column_config=cost)
+projects_col.caption("Projects (" + (f"bill lines by their `{settings.reconciliation.project_tag}` tag)"
+                                     if billed else "estimated)"))
+projects_col.dataframe(queries.budget_top_projects(budget, (settings.reconciliation.project_tag,
+                       settings.reconciliation.team_tag), billed, start, end).astype({"cost": float}),
+                       hide_index=True, column_config=cost)
+
+st.subheader("Alert thresholds")
+st.write(f"Alerts at {', '.join(f'{p:g} %' for p in budget.actual_thresholds_pct) or 'no'} of the budget spent "
+         f"and {', '.join(f'{p:g} %' for p in budget.forecast_thresholds_pct) or 'no'} forecast; Slack channel "
+         f"**{budget.channel or 'default'}**; owner **{budget.owner or 'not set'}**. `mlcost alerts check` sends "
+         "them (see the **Alerts** page).")
