@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import date, timedelta
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Decimal
 
 import pandas as pd
 
@@ -275,7 +275,7 @@ def _sentence(text: str) -> str:
 
 
 def _money(amount, currency: str) -> str:
-    value = Decimal(str(amount)).quantize(CENT)
+    value = Decimal(str(amount)).quantize(CENT, rounding=ROUND_HALF_UP)
     return f"${value:,.2f}" if currency == "USD" else f"{value:,.2f} {currency}"
 
 

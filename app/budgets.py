@@ -38,7 +38,7 @@ class Burn:
     source: str               # "billed" or "estimated"
     source_note: str
     daily: pd.DataFrame       # day, spend (Decimal), cumulative (Decimal): period start .. through
-    recent: pd.DataFrame      # day, spend: the BAND_DAYS days ending at through (zeros filled)
+    recent: pd.DataFrame      # day, spend: every day read up to through (zeros filled), for rates and spikes
     spent: Decimal
     rate_per_day: Decimal
     allowed_per_day: Decimal
@@ -112,10 +112,10 @@ def burn(budget: Budget, settings: Config, as_of: date) -> Burn:
     daily = _days(spend_by_day, period_start, counted_end)
     daily["cumulative"] = _cumulative(daily["spend"])
     recent_end = through + timedelta(days=1) if through is not None else as_of
-    recent = _days(spend_by_day, recent_end - timedelta(days=BAND_DAYS), recent_end)
+    recent = _days(spend_by_day, window_start, recent_end)
     spent = sum(daily["spend"], Decimal(0))
     rate = sum(recent["spend"].iloc[-RATE_DAYS:], Decimal(0)) / RATE_DAYS
-    low, high = (_percentile(list(recent["spend"]), p) for p in BAND_PERCENTILES)
+    low, high = (_percentile(list(recent["spend"].iloc[-BAND_DAYS:]), p) for p in BAND_PERCENTILES)
     days_left = (period_end - counted_end).days
     days_in_period = (period_end - period_start).days
     breach_day, days_to_breach = _breach(budget.amount, daily, spent, rate, counted_end)

@@ -227,8 +227,8 @@ def _alerts_check(args: argparse.Namespace) -> int:
               + (f", {len(result.snoozed)} snoozed" if result.snoozed else ""))
         for key in result.new:
             print(f"  {'WOULD FIRE' if args.dry_run else 'NEW'} {by_key[key].title}\n    {by_key[key].message}")
-        for keys, reason in result.failed:
-            print(f"  NOT POSTED ({len(keys)} alerts, retried on the next check): {reason}", file=sys.stderr)
+    for keys, reason in result.failed:  # on stderr with --json too, for cron's mail and logs
+        print(f"mlcost: NOT POSTED ({len(keys)} alerts, retried on the next check): {reason}", file=sys.stderr)
     return EXIT_PROBLEMS if result.failed else 0
 
 

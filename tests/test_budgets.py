@@ -158,6 +158,7 @@ SCOPES = {
     "all": (lambda row, tags: True),
     "team:genai": (lambda row, tags: tags.get("team") == "genai"),
     "project:vision": (lambda row, tags: tags.get("project") == "vision"),
+    "project:search-ranking": (lambda row, tags: tags.get("project") == "search-ranking"),
     "provider:AWS": (lambda row, tags: row["ProviderName"] == "AWS"),
 }
 
