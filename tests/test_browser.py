@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import os
+from datetime import date
+from decimal import Decimal
 import shutil
 import socket
 import subprocess
@@ -76,10 +78,13 @@ def chromium() -> Path:
 
 
 @contextmanager
-def running_dashboard(db: Path, log: Path) -> Iterator[str]:
-    """`streamlit run app/main.py` on a free port over the warehouse `db`; yields its base URL."""
+def running_dashboard(db: Path, log: Path, settings: Path | None = None) -> Iterator[str]:
+    """`streamlit run app/main.py` on a free port over the warehouse `db` (and the settings file
+    `settings`, if given); yields its base URL."""
     port = free_port()
     env = {**os.environ, "MLCOST_DB": str(db)}
+    if settings is not None:
+        env["MLCOST_CONFIG"] = str(settings)
     with log.open("w") as output:
         server = subprocess.Popen(
             [sys.executable, "-m", "streamlit", "run", "app/main.py", "--server.address", "127.0.0.1",
@@ -115,7 +120,7 @@ def sample_dashboard(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple
         loaded = subprocess.run([sys.executable, "-m", "ingest.cli", "ingest", str(SAMPLE_DIR / name)],
                                 env={**os.environ, "MLCOST_DB": str(db)}, capture_output=True, text=True)
         assert loaded.returncode == 0, loaded.stdout + loaded.stderr
-    with running_dashboard(db, folder / "server.log") as base_url:
+    with running_dashboard(db, folder / "server.log", SAMPLE_DIR / "mlcost.toml") as base_url:
         yield base_url, db
 
 
@@ -175,7 +180,7 @@ def test_uploaded_run_shows_on_training_runs(chromium, dashboard, tmp_path):
 
 @pytest.mark.parametrize("path, heading", [
     ("", "Overview"), ("training_runs", "Training runs"), ("serving", "Serving"), ("data", "Data"),
-    ("billing", "Billing"), ("reconciliation", "Reconciliation"),
+    ("billing", "Billing"), ("reconciliation", "Reconciliation"), ("budgets", "Budgets"),
 ])
 def test_every_page_renders_on_the_sample_data(chromium, sample_dashboard, tmp_path, path, heading):
     from playwright.sync_api import expect
@@ -236,3 +241,30 @@ def test_idle_gpus_page_renders_on_the_sample_data(chromium, sample_dashboard, t
         expect(page.get_by_test_id("stException")).to_have_count(0)
         page.screenshot(path=tmp_path / "idle_gpus.png", full_page=True)
         shutil.copyfile(tmp_path / "idle_gpus.png", Path("/tmp/mlcost_browser_idle_gpus.png"))
+
+
+def test_budget_burn_page_renders_on_the_sample_data(chromium, sample_dashboard, tmp_path):
+    """The Budgets page over the sample bills: the first budget's spend to date and days to breach
+    equal the figures computed from the bill files, the burn chart draws, no error."""
+    from playwright.sync_api import expect
+
+    from tests.test_budgets import SCOPES, bill_spend_by_day, expected_burn
+
+    want = expected_burn(bill_spend_by_day(SCOPES["all"]), Decimal(38000), date(2026, 11, 1), date(2026, 12, 1),
+                         date(2026, 11, 21))
+    base_url, _ = sample_dashboard
+    with browser_page(chromium) as page:
+        page.goto(f"{base_url}/budgets")
+        expect(page.get_by_role("heading", name="Budgets", exact=True)).to_be_visible()
+        spent = page.get_by_test_id("stMetric").filter(has_text="Spent this month")
+        expect(spent.get_by_test_id("stMetricValue")).to_have_text(f"${want['spent'].quantize(Decimal('0.01')):,}")
+        breach = page.get_by_test_id("stMetric").filter(has_text="Days until breach")
+        expect(breach.get_by_test_id("stMetricValue")).to_have_text(str(want["days_to_breach"]))
+        expect(page.get_by_test_id("stPlotlyChart").locator(".main-svg").first).to_be_visible()
+        expect(page.get_by_test_id("stException")).to_have_count(0)
+        page.screenshot(path=tmp_path / "budgets.png", full_page=True)
+        shutil.copyfile(tmp_path / "budgets.png", Path("/tmp/mlcost_browser_budgets.png"))
+        page.goto(f"{base_url}/alerts")
+        expect(page.get_by_role("heading", name="Alerts", exact=True)).to_be_visible()
+        expect(page.get_by_text("ML org: 72 % of the budget spent (threshold 50 %)")).to_be_visible()
+        expect(page.get_by_test_id("stException")).to_have_count(0)

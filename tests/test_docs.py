@@ -26,11 +26,22 @@ def test_ci_runs_the_readme_test_command_verbatim():
     assert quick_start_commands()[1] in ci_lines
 
 
+def commands(parser, prefix: str = "mlcost") -> list[tuple[str, object]]:
+    """(`mlcost ingest`, its parser), ... including nested ones such as `mlcost alerts check`."""
+    found = []
+    for action in parser._actions:
+        if action.__class__.__name__ == "_SubParsersAction":
+            for name, command in action.choices.items():
+                nested = commands(command, f"{prefix} {name}")
+                found += nested or [(f"{prefix} {name}", command)]
+    return found
+
+
 def test_every_command_and_option_is_documented():
-    parser = cli._parser()
-    subparsers = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction")
-    for name, command in subparsers.choices.items():
-        assert f"`mlcost {name}" in README, f"command {name} is not in the README"
+    found = commands(cli._parser())
+    assert "mlcost alerts check" in dict(found)
+    for name, command in found:
+        assert f"`{name}" in README, f"command {name} is not in the README"
         for action in command._actions:
             for option in action.option_strings:
                 if option.startswith("--") and option != "--help":
@@ -54,7 +65,7 @@ def test_every_warehouse_column_is_documented(warehouse):
             "('loads', 'rejects', 'runs', 'run_evals', 'serving_windows', 'serving_costs', "
             "'billing_lines', 'billing_costs', 'billing_currency_totals', "
             "'gpu_samples', 'gpu_minutes', 'gpu_gaps', 'gpu_rollup_settings', 'run_gpus', "
-            "'run_gpu_minutes', 'run_energy', 'gpu_minute_use')"
+            "'run_gpu_minutes', 'run_energy', 'gpu_minute_use', 'alerts', 'alert_deliveries', 'alert_snoozes')"
         ).fetchall()
     missing = [f"{t}.{c}" for t, c in columns if f"`{c}`" not in documented]
     assert not missing, f"columns missing from docs/schema.md: {missing}"
