@@ -13,6 +13,7 @@ day, the month for idle waste.
 """
 from __future__ import annotations
 
+import fcntl
 from dataclasses import dataclass, field
 from datetime import date, timedelta
 from decimal import ROUND_HALF_UP, Decimal
@@ -21,6 +22,7 @@ import pandas as pd
 
 from app import alert_store, budgets, queries, slack
 from app.filters import Filters
+from ingest import warehouse as wh
 from ingest.config import Config
 
 RULES = ("budget_actual", "budget_forecast", "burn_spike", "serving_regression", "idle_waste")
@@ -166,16 +168,34 @@ def idle_alerts(settings: Config, as_of: date) -> list[Alert]:
                   settings.alerts.channel, f"Idle GPUs cost ${cost:,.2f} in the last 7 days", text)]
 
 
+class CheckRunning(RuntimeError):
+    """Another `mlcost alerts check` on the same warehouse has not finished."""
+
+
 def check(settings: Config, as_of: date, dry_run: bool = False, send=slack.send) -> CheckResult:
     """Evaluate every rule, record what fired or resolved, and post every pending alert.
 
     A dry run writes nothing and posts nothing: `new` lists what a real check would fire.
-    `send(url, text, blocks, retry_after_max_s)` posts one message (tests hand in their own)."""
-    result = CheckResult(alerts=evaluate(settings, as_of))
+    `send(url, text, blocks, retry_after_max_s)` posts one message (slack.send; the I/O is
+    handed in). Two checks on one warehouse never overlap (a lock file beside it), so a
+    pending alert cannot be posted twice by checks started close together."""
     if dry_run:
+        result = CheckResult(alerts=evaluate(settings, as_of))
         known = alert_store.known_keys([a.key for a in result.alerts])
         result.new = [a.key for a in result.alerts if a.key not in known]
         return result
+    lock_path = wh.db_path().with_name(wh.db_path().name + ".alerts.lock")
+    with open(lock_path, "a") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise CheckRunning(f"another `mlcost alerts check` on {wh.db_path()} is still running "
+                               f"(lock {lock_path}); this one did nothing") from None
+        return _check(settings, as_of, send)
+
+
+def _check(settings: Config, as_of: date, send) -> CheckResult:
+    result = CheckResult(alerts=evaluate(settings, as_of))
     at = alert_store.now()
     recorded, result.resolved = alert_store.record(result.alerts, at)
     result.new = list(recorded)

@@ -211,6 +211,9 @@ def _alerts_check(args: argparse.Namespace) -> int:
     except slack.SecretsError as error:
         print(f"mlcost: {error}", file=sys.stderr)
         return EXIT_USAGE
+    except alerts.CheckRunning as running:
+        print(f"mlcost: {running}", file=sys.stderr)
+        return EXIT_PROBLEMS
     by_key = {alert.key: alert for alert in result.alerts}
     if args.json:
         print(json.dumps({

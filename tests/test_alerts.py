@@ -362,3 +362,17 @@ def test_the_alerts_page_on_an_empty_warehouse(warehouse, tmp_path, monkeypatch)
     assert not at.exception
     assert any("No alert condition holds" in s.value for s in at.success)
     assert any("No alert has fired yet" in i.value for i in at.info)
+
+
+def test_two_checks_never_overlap(hand):
+    import fcntl
+
+    slack, settings = hand
+    tight = settings('name = "p"\nscope = "project:p"\namount = 250')
+    lock_path = wh.db_path().with_name(wh.db_path().name + ".alerts.lock")
+    with open(lock_path, "a") as held:  # another check is running
+        fcntl.flock(held, fcntl.LOCK_EX)
+        with pytest.raises(alerts.CheckRunning, match="still running"):
+            alerts.check(tight, date(2026, 3, 21))
+    assert slack.posts == [] and stored("SELECT count(*) FROM alerts") == [(0,)]
+    assert alerts.check(tight, date(2026, 3, 21)).delivered  # once it is released
