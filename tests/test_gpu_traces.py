@@ -460,3 +460,20 @@ def test_training_runs_page_shows_measured_energy(on_sample, run_kwh):
     at.segmented_control(key="runs_x_axis").set_value("GPU energy").run()
     assert not at.exception
     assert any(s.value.startswith("GPU energy vs ") for s in at.subheader)
+
+
+def test_overview_counts_measured_gpu_energy_of_traced_runs(on_sample, run_kwh):
+    """The sample runs carry no energy_kwh of their own: Overview's energy and emissions are the
+    traced runs' GPU energy (plain Python above) and that energy x PUE x grid of us-east-1."""
+    at = AppTest.from_file(str(APP), default_timeout=60).run()
+    assert not at.exception, [e.message for e in at.exception]
+    shown = {metric.label: metric.value for metric in at.metric}
+    energy = config.load().energy
+    kwh = sum(run_kwh[run["run_id"]] for run in node_runs())
+    kg = kwh * energy.pue_for("us-east-1") * energy.grid_for("us-east-1") / 1000
+    assert shown["Measured energy"] == f"{kwh:,.2f} kWh"
+    assert shown["Emissions"] == f"{kg:,.3f} kg CO₂e"
+    runs = sum(1 for line in (SAMPLE_DIR / "runs.jsonl").read_text().splitlines() if line.strip())
+    traced = len(node_runs())
+    captions = [caption.value for caption in at.caption]
+    assert captions.count(f"{traced:,} of {runs:,} runs measured ({traced:,} from GPU traces)") == 2
