@@ -98,6 +98,11 @@ def ingest_file(path: Path, kind: str | None = None, tz: tzinfo = timezone.utc,
             return summary
     else:
         parser = KINDS.get(kind) if kind else detect(name, text[:SNIFF_CHARS])
+    if parser is None and text is not None and is_prometheus(text[:SNIFF_CHARS]):
+        summary.error = (f"{name}: a Prometheus scrape without DCGM GPU metrics (DCGM_FI_*): mlcost reads "
+                         "GPU power from DCGM exporter scrapes only, and serving figures from serving-window "
+                         "files (JSONL or CSV), not from an inference server's /metrics")
+        return summary
     if parser is None:
         summary.error = (f"{name}: could not tell what kind of file this is; "
                          f"pass --kind ({', '.join(KINDS)})")
@@ -121,6 +126,12 @@ def ingest_file(path: Path, kind: str | None = None, tz: tzinfo = timezone.utc,
         summary.rejects = [{"line": r.line, "reason": r.reason} for r in parsed.rejects[:REJECTS_SHOWN]]
         summary.totals = parser.totals(parsed)
     return summary
+
+
+def is_prometheus(head: str) -> bool:
+    """Prometheus text exposition: its first non-blank line is a # HELP or # TYPE comment."""
+    first = next((line.strip() for line in head.splitlines() if line.strip()), "")
+    return first.startswith(("# HELP ", "# TYPE "))
 
 
 def detect(name: str, head: str) -> ModuleType | None:
