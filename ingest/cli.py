@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -185,7 +186,19 @@ def _serve(args: argparse.Namespace, db: Path) -> int:
     settings = config.user_path()  # the dashboard runs from the repository: pass ./mlcost.toml on
     if settings is not None:
         env["MLCOST_CONFIG"] = str(settings.resolve())
-    return subprocess.call(command, env=env, cwd=REPO_ROOT)
+    server = subprocess.Popen(command, env=env, cwd=REPO_ROOT)
+    # `kill` (SIGTERM) of mlcost must stop the dashboard too, not leave it serving on the port.
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: server.terminate())
+    try:
+        return server.wait()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        if server.poll() is None:  # Ctrl-C: the server got it too; give it time to stop
+            server.terminate()
+            try:
+                server.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                server.kill()
 
 
 def _show_progress(args: argparse.Namespace) -> bool:
