@@ -48,7 +48,8 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def wait_until_healthy(base_url: str, server: subprocess.Popen, log: Path, limit_s: float = SERVER_START_S) -> None:
+def wait_until_healthy(base_url: str, server: subprocess.Popen, log: Path,
+                       limit_s: float = SERVER_START_S) -> None:
     """Poll /_stcore/health until it answers `ok`, for at most limit_s seconds."""
     deadline = time.monotonic() + limit_s
     while time.monotonic() < deadline:
