@@ -2,7 +2,7 @@
 import streamlit as st
 
 from app import cache, charts, queries
-from app.format import count_of, usd
+from app.format import count_of, kg_co2e, usd
 from ingest import config
 
 st.title("Overview")
@@ -31,7 +31,7 @@ right.metric("Measured energy", "—" if totals["runs_with_energy"] == 0 else f"
 from_traces = int(totals["runs_energy_from_traces"])
 right.caption(count_of(totals["runs_with_energy"], runs, "measured")
               + (f" ({from_traces:,} from GPU traces)" if from_traces else ""))
-last.metric("Emissions", "—" if totals["runs_with_emissions"] == 0 else f"{totals['emissions_kg']:,.3f} kg CO₂e",
+last.metric("Emissions", "—" if totals["runs_with_emissions"] == 0 else kg_co2e(totals["emissions_kg"]),
             help="A run's own emissions, else its measured GPU energy × PUE × the grid's g CO₂e/kWh "
                  "of its region (`[energy]` in mlcost.toml).")
 last.caption(count_of(totals["runs_with_emissions"], runs, "measured")
