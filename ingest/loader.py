@@ -62,7 +62,11 @@ def expand(patterns: list[str]) -> tuple[list[Path], list[FileSummary]]:
         matches = [Path(p) for p in sorted(glob.glob(pattern, recursive=True))] or [Path(pattern)]
         for match in matches:
             if match.is_dir():
-                files.extend(sorted(p for p in match.rglob("*") if p.is_file() and p.suffix.lower() in FILE_SUFFIXES))
+                found = sorted(p for p in match.rglob("*") if p.is_file() and p.suffix.lower() in FILE_SUFFIXES)
+                if not found:  # say so: an empty folder must not end in silence
+                    missing.append(FileSummary(str(match), error=f"{match}: a folder without files to load "
+                                                                 f"({', '.join(sorted(FILE_SUFFIXES))})"))
+                files.extend(found)
             elif match.is_file():
                 files.append(match)
             else:
@@ -90,6 +94,9 @@ def ingest_file(path: Path, kind: str | None = None, tz: tzinfo = timezone.utc,
         return summary
     except UnicodeDecodeError as error:
         summary.error = f"{name}: not UTF-8 text (byte {error.start})"
+        return summary
+    if text is not None and not text.strip():
+        summary.error = f"{name}: the file is empty"
         return summary
     if text is None:  # Parquet: only parsers that read bytes
         parser = KINDS.get(kind) if kind else detect_bytes(name, data)
