@@ -31,3 +31,10 @@ def money(amount: Decimal | float | None, currency: str) -> str:
     if currency == "USD":
         return f"{'-' if value < 0 else ''}${abs(value):,.2f}"
     return f"{value:,.2f} {currency}"
+
+
+def kg_co2e(kg: float) -> str:
+    """'0.500 kg CO₂e', '45.3 kg CO₂e', '367 kg CO₂e', '12.3 t CO₂e': short enough for a metric."""
+    if kg >= 10_000:
+        return f"{kg / 1000:,.1f} t CO₂e"
+    return f"{kg:,.{3 if kg < 10 else 1 if kg < 100 else 0}f} kg CO₂e"

@@ -49,19 +49,40 @@ def filter_choices() -> dict:
     }
 
 
-def overview_totals(filters: Filters) -> pd.DataFrame:
-    """One row: run count, estimated cost (USD), energy (kWh), emissions (kg), GPU-hours, and how many runs carry each."""
+def overview_totals(filters: Filters, regions: tuple[tuple[str, float, float], ...] = (),
+                    pue: float = 1.0, grid_gco2_per_kwh: float = 0.0) -> pd.DataFrame:
+    """One row: run count, estimated cost (USD), energy (kWh), emissions (kg), GPU-hours, and how many runs carry each.
+
+    A run's energy is its own `energy_kwh` (summary, CodeCarbon), else its measured GPU energy
+    (view run_energy); its emissions likewise, the GPU energy x PUE x grid g/kWh / 1000 with the
+    factors of `regions` as in run_energy_figures. `runs_energy_from_traces` counts the latter."""
     return warehouse.query(FILTERED_RUNS + """
+        , factors AS (
+            SELECT unnest($regions::VARCHAR[]) AS region, unnest($pues::DOUBLE[]) AS pue,
+                   unnest($grids::DOUBLE[]) AS gco2_per_kwh
+        ), per_run AS (
+            SELECT r.cost_usd, r.gpu_hours,
+                   coalesce(r.energy_kwh, e.gpu_energy_kwh) AS energy_kwh,
+                   r.energy_kwh IS NULL AND e.gpu_energy_kwh IS NOT NULL AS energy_from_traces,
+                   coalesce(r.emissions_kg, CASE WHEN r.energy_kwh IS NULL THEN
+                       e.gpu_energy_kwh * coalesce(f.pue, $pue) * coalesce(f.gco2_per_kwh, $grid) / 1000 END)
+                       AS emissions_kg
+            FROM filtered_runs r LEFT JOIN run_energy e USING (run_id)
+            LEFT JOIN factors f ON f.region = lower(trim(r.region))
+        )
         SELECT count(*)                       AS runs,
                sum(cost_usd)                  AS cost_usd,
                count(cost_usd)                AS runs_with_cost,
                sum(energy_kwh)                AS energy_kwh,
                count(energy_kwh)              AS runs_with_energy,
+               count(*) FILTER (WHERE energy_from_traces) AS runs_energy_from_traces,
                sum(emissions_kg)              AS emissions_kg,
                count(emissions_kg)            AS runs_with_emissions,
                sum(gpu_hours)                 AS gpu_hours
-        FROM filtered_runs
-    """, filters.params())
+        FROM per_run
+    """, {**filters.params(), "regions": [r.strip().lower() for r, _, _ in regions],
+          "pues": [p for _, p, _ in regions], "grids": [g for _, _, g in regions],
+          "pue": pue, "grid": grid_gco2_per_kwh})
 
 
 def spend_by_month(filters: Filters) -> pd.DataFrame:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 from datetime import date, datetime, timedelta, timezone
@@ -283,7 +284,19 @@ def _serve(args: argparse.Namespace, db: Path) -> int:
     secrets = slack.secrets_path()  # and the Slack webhooks of ./.streamlit/secrets.toml
     if secrets is not None:
         env["MLCOST_SECRETS"] = str(secrets.resolve())
-    return subprocess.call(command, env=env, cwd=REPO_ROOT)
+    server = subprocess.Popen(command, env=env, cwd=REPO_ROOT)
+    # `kill` (SIGTERM) of mlcost must stop the dashboard too, not leave it serving on the port.
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: server.terminate())
+    try:
+        return server.wait()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        if server.poll() is None:  # Ctrl-C: the server got it too; give it time to stop
+            server.terminate()
+            try:
+                server.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                server.kill()
 
 
 def _show_progress(args: argparse.Namespace) -> bool:

@@ -62,7 +62,11 @@ def expand(patterns: list[str]) -> tuple[list[Path], list[FileSummary]]:
         matches = [Path(p) for p in sorted(glob.glob(pattern, recursive=True))] or [Path(pattern)]
         for match in matches:
             if match.is_dir():
-                files.extend(sorted(p for p in match.rglob("*") if p.is_file() and p.suffix.lower() in FILE_SUFFIXES))
+                found = sorted(p for p in match.rglob("*") if p.is_file() and p.suffix.lower() in FILE_SUFFIXES)
+                if not found:  # say so: an empty folder must not end in silence
+                    missing.append(FileSummary(str(match), error=f"{match}: a folder without files to load "
+                                                                 f"({', '.join(sorted(FILE_SUFFIXES))})"))
+                files.extend(found)
             elif match.is_file():
                 files.append(match)
             else:
@@ -91,6 +95,9 @@ def ingest_file(path: Path, kind: str | None = None, tz: tzinfo = timezone.utc,
     except UnicodeDecodeError as error:
         summary.error = f"{name}: not UTF-8 text (byte {error.start})"
         return summary
+    if text is not None and not text.strip():
+        summary.error = f"{name}: the file is empty"
+        return summary
     if text is None:  # Parquet: only parsers that read bytes
         parser = KINDS.get(kind) if kind else detect_bytes(name, data)
         if parser is not None and not getattr(parser, "BINARY", False):
@@ -98,6 +105,11 @@ def ingest_file(path: Path, kind: str | None = None, tz: tzinfo = timezone.utc,
             return summary
     else:
         parser = KINDS.get(kind) if kind else detect(name, text[:SNIFF_CHARS])
+    if parser is None and text is not None and is_prometheus(text[:SNIFF_CHARS]):
+        summary.error = (f"{name}: a Prometheus scrape without DCGM GPU metrics (DCGM_FI_*): mlcost reads "
+                         "GPU power from DCGM exporter scrapes only, and serving figures from serving-window "
+                         "files (JSONL or CSV), not from an inference server's /metrics")
+        return summary
     if parser is None:
         summary.error = (f"{name}: could not tell what kind of file this is; "
                          f"pass --kind ({', '.join(KINDS)})")
@@ -121,6 +133,12 @@ def ingest_file(path: Path, kind: str | None = None, tz: tzinfo = timezone.utc,
         summary.rejects = [{"line": r.line, "reason": r.reason} for r in parsed.rejects[:REJECTS_SHOWN]]
         summary.totals = parser.totals(parsed)
     return summary
+
+
+def is_prometheus(head: str) -> bool:
+    """Prometheus text exposition: its first non-blank line is a # HELP or # TYPE comment."""
+    first = next((line.strip() for line in head.splitlines() if line.strip()), "")
+    return first.startswith(("# HELP ", "# TYPE "))
 
 
 def detect(name: str, head: str) -> ModuleType | None:

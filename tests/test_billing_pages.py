@@ -234,3 +234,15 @@ def test_reconciliation_on_an_empty_warehouse(warehouse):
     at = open_page(RECONCILIATION)
     assert "No runs with bill lines" in " ".join(i.value for i in at.info)
     assert not at.metric
+
+
+def test_reconciliation_with_bills_but_no_matching_runs_says_what_to_load(warehouse):
+    for path in BILLS:
+        assert loader.ingest_file(path).ok
+    at = open_page(RECONCILIATION)
+    advice = " ".join(i.value for i in at.info)
+    assert "No run in this selection matched a bill line" in advice and "`run_id` tag" in advice
+    assert not at.metric and not at.get("plotly_chart")  # no row of zeros, no empty chart
+    usage = sum((Decimal(r["BilledCost"]) for r in bill_rows() if r["ChargeCategory"] == "Usage"), Decimal(0))
+    [line] = [c.value for c in at.caption if c.value.startswith("USD: ")]
+    assert line.startswith(f"USD: {dollars(usage)} of usage")

@@ -50,9 +50,10 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def wait_until_healthy(base_url: str, server: subprocess.Popen, log: Path) -> None:
-    """Poll /_stcore/health until it answers `ok`, for at most SERVER_START_S seconds."""
-    deadline = time.monotonic() + SERVER_START_S
+def wait_until_healthy(base_url: str, server: subprocess.Popen, log: Path,
+                       limit_s: float = SERVER_START_S) -> None:
+    """Poll /_stcore/health until it answers `ok`, for at most limit_s seconds."""
+    deadline = time.monotonic() + limit_s
     while time.monotonic() < deadline:
         if server.poll() is not None:
             pytest.fail(f"the dashboard exited with {server.returncode}:\n{log.read_text()}")
@@ -63,7 +64,7 @@ def wait_until_healthy(base_url: str, server: subprocess.Popen, log: Path) -> No
         except OSError:
             pass
         time.sleep(0.5)
-    pytest.fail(f"the dashboard did not answer {base_url}/_stcore/health within {SERVER_START_S} s:\n"
+    pytest.fail(f"the dashboard did not answer {base_url}/_stcore/health within {limit_s} s:\n"
                 f"{log.read_text()}")
 
 
@@ -268,3 +269,35 @@ def test_budget_burn_page_renders_on_the_sample_data(chromium, sample_dashboard,
         expect(page.get_by_role("heading", name="Alerts", exact=True)).to_be_visible()
         expect(page.get_by_text("ML org: 72 % of the budget spent (threshold 50 %)")).to_be_visible()
         expect(page.get_by_test_id("stException")).to_have_count(0)
+
+
+def test_mlcost_demo_serves_the_sample_and_stops_with_it(chromium, tmp_path):
+    """The README's first command (`mlcost demo`, as `python -m ingest.cli demo`): the sample loads,
+    the Training runs page shows it, and stopping mlcost (SIGTERM) stops the dashboard too."""
+    from playwright.sync_api import expect
+
+    port, log = free_port(), tmp_path / "demo.log"
+    env = {**os.environ, "MLCOST_DB": str(tmp_path / "demo.duckdb")}
+    env.pop("MLCOST_CONFIG", None)
+    with log.open("w") as output:
+        demo = subprocess.Popen([sys.executable, "-m", "ingest.cli", "demo", "--port", str(port),
+                                 "--address", "127.0.0.1"], cwd=tmp_path, env=env,
+                                stdout=output, stderr=subprocess.STDOUT)
+    base_url = f"http://127.0.0.1:{port}"
+    try:
+        wait_until_healthy(base_url, demo, log, limit_s=SERVER_START_S + 180)  # loads the sample first
+        runs = sum(1 for line in (SAMPLE_DIR / "runs.jsonl").read_text().splitlines() if line.strip())
+        with browser_page(chromium) as page:
+            page.goto(f"{base_url}/training_runs")
+            expect(page.get_by_role("heading", name="Training runs", exact=True)).to_be_visible()
+            expect(page.get_by_test_id("stPlotlyChart").locator(".main-svg").first).to_be_visible()
+            expect(page.get_by_text("on the Pareto frontier")).to_be_visible()
+            expect(page.get_by_test_id("stException")).to_have_count(0)
+            page.get_by_test_id("stSidebar").get_by_role("link", name="Overview").click()
+            runs_metric = page.get_by_test_id("stMetric").filter(has_text="Training runs")
+            expect(runs_metric.get_by_test_id("stMetricValue")).to_have_text(f"{runs:,}")
+    finally:
+        demo.terminate()
+        demo.wait(timeout=30)
+    with pytest.raises(OSError):  # nothing is left serving on the port
+        urllib.request.urlopen(f"{base_url}/_stcore/health", timeout=2)

@@ -139,6 +139,19 @@ def test_real_dcgm_scrape_needs_at_and_then_loads_its_gpu(warehouse, formats_dir
                               "last_ts": "2025-11-20T10:00:00Z", "energy_kwh_total": None}
 
 
+@pytest.mark.parametrize("name", ["serving_metrics/vllm_metrics_scrape_kops.prom",
+                                  "serving_metrics/triton_2.24_metrics_after_traffic_P100.prom"])
+def test_inference_server_scrapes_are_refused_saying_why(warehouse, formats_dir, name):
+    """vLLM and Triton /metrics are Prometheus text but not DCGM: the reason says what mlcost reads
+    instead of suggesting a --kind under which every line would be rejected."""
+    summary = loader.ingest_file(formats_dir / name)
+    assert (summary.status, summary.kind, summary.rows_loaded) == ("failed", None, 0)
+    assert summary.error == (f"{formats_dir / name}: a Prometheus scrape without DCGM GPU metrics (DCGM_FI_*): "
+                             "mlcost reads GPU power from DCGM exporter scrapes only, and serving figures from "
+                             "serving-window files (JSONL or CSV), not from an inference server's /metrics")
+    assert wh.query("SELECT count(*) AS n FROM loads")["n"][0] == 0
+
+
 def test_cli_passes_at_and_host_through(warehouse, formats_dir, capsys):
     code = cli.main(["ingest", "--json", "--at", "2025-11-20 11:00", "--tz", "Europe/Paris",
                      "--host", "l4-box", str(formats_dir / DCGM)])
@@ -460,3 +473,20 @@ def test_training_runs_page_shows_measured_energy(on_sample, run_kwh):
     at.segmented_control(key="runs_x_axis").set_value("GPU energy").run()
     assert not at.exception
     assert any(s.value.startswith("GPU energy vs ") for s in at.subheader)
+
+
+def test_overview_counts_measured_gpu_energy_of_traced_runs(on_sample, run_kwh):
+    """The sample runs carry no energy_kwh of their own: Overview's energy and emissions are the
+    traced runs' GPU energy (plain Python above) and that energy x PUE x grid of us-east-1."""
+    at = AppTest.from_file(str(APP), default_timeout=60).run()
+    assert not at.exception, [e.message for e in at.exception]
+    shown = {metric.label: metric.value for metric in at.metric}
+    energy = config.load().energy
+    kwh = sum(run_kwh[run["run_id"]] for run in node_runs())
+    kg = kwh * energy.pue_for("us-east-1") * energy.grid_for("us-east-1") / 1000
+    assert shown["Measured energy"] == f"{kwh:,.2f} kWh"
+    assert shown["Emissions"] == f"{kg:,.0f} kg CO₂e"  # 367 kg: whole kilograms fit the metric
+    runs = sum(1 for line in (SAMPLE_DIR / "runs.jsonl").read_text().splitlines() if line.strip())
+    traced = len(node_runs())
+    captions = [caption.value for caption in at.caption]
+    assert captions.count(f"{traced:,} of {runs:,} runs measured ({traced:,} from GPU traces)") == 2

@@ -221,3 +221,16 @@ def test_cli_exits_3_with_one_line_when_the_warehouse_stays_locked(tmp_path, war
     assert line.startswith("mlcost:")
     assert str(warehouse) in line
     assert result.stdout == ""
+
+
+def test_cli_says_so_for_an_empty_folder_and_an_empty_file(tmp_path, warehouse, capsys):
+    from ingest import cli
+
+    (tmp_path / "nothing_here").mkdir()
+    (tmp_path / "notes.txt").write_text("not a kind mlcost reads")
+    (tmp_path / "empty.jsonl").write_text("\n")
+    assert cli.main(["ingest", str(tmp_path / "nothing_here"), str(tmp_path / "empty.jsonl")]) == 1
+    assert capsys.readouterr().out.splitlines() == [
+        f"FAILED {tmp_path / 'nothing_here'}: a folder without files to load "
+        "(.csv, .gz, .json, .jsonl, .ndjson, .parquet, .prom)",
+        f"FAILED {tmp_path / 'empty.jsonl'}: the file is empty"]

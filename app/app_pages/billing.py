@@ -54,6 +54,7 @@ categories = cache.fetch(queries.billing_by_category, picked, currency)
 st.plotly_chart(charts.billing_by_category(categories, currency), width="stretch")
 by_category = categories.pivot_table(index="month", columns="charge_category", values="billed_cost",
                                      aggfunc="sum", fill_value=0)
+by_category.index = by_category.index.map(lambda month: str(month)[:7])  # 2026-08, not a midnight timestamp
 st.dataframe(by_category.astype(float), width="stretch",
              column_config={c: st.column_config.NumberColumn(c, format="%.2f") for c in by_category.columns})
 

@@ -1,4 +1,4 @@
-"""Data: upload run logs and serving windows, see the validation report, the load history and the rejected lines."""
+"""Data: upload any file mlcost ingests, see the validation report, the load history and the rejected lines."""
 import tempfile
 from pathlib import Path
 
@@ -17,7 +17,8 @@ st.write("Upload training-run summaries (JSONL or `run_meta.json`), CodeCarbon `
          "bad lines are listed with their line number and reason, and a file loaded before is skipped.")
 
 with st.form("upload", clear_on_submit=True):
-    files = st.file_uploader("Run logs or serving windows", accept_multiple_files=True,
+    files = st.file_uploader("Files to load (runs, CodeCarbon, serving windows, GPU traces, bills)",
+                             accept_multiple_files=True,
                              type=["jsonl", "ndjson", "json", "csv", "gz", "prom", "parquet"])
     left, right = st.columns(2)
     kind = left.selectbox("Kind", ["detect", *loader.KINDS], help="Leave on detect unless detection guesses wrong.")

@@ -2,11 +2,19 @@
 import streamlit as st
 
 from app import cache, charts, queries
-from app.format import count_of, usd
+from app.format import count_of, kg_co2e, usd
+from ingest import config
 
 st.title("Overview")
 picked = st.session_state["filters"]
-totals = cache.fetch(queries.overview_totals, picked).iloc[0]
+try:
+    energy = config.load().energy
+except config.ConfigError as error:
+    st.warning(f"The settings file cannot be used ({error}); emissions use the shipped defaults.")
+    energy = config.Energy()
+regions = tuple((region, energy.pue_for(region), energy.grid_for(region))
+                for region in sorted({*energy.pue_by_region, *energy.grid_gco2_per_kwh_by_region}))
+totals = cache.fetch(queries.overview_totals, picked, regions, energy.pue, energy.grid_gco2_per_kwh).iloc[0]
 
 if totals["runs"] == 0:
     st.info("No training runs in this selection. Load some with `mlcost ingest PATH` or upload "
@@ -20,9 +28,14 @@ middle.metric("Estimated training cost", usd(totals["cost_usd"]),
               help="Sum of each run's estimated cost (given, or hours × price per hour).")
 middle.caption(count_of(totals["runs_with_cost"], runs, "priced"))
 right.metric("Measured energy", "—" if totals["runs_with_energy"] == 0 else f"{totals['energy_kwh']:,.2f} kWh")
-right.caption(count_of(totals["runs_with_energy"], runs, "measured"))
-last.metric("Emissions", "—" if totals["runs_with_emissions"] == 0 else f"{totals['emissions_kg']:,.3f} kg CO₂e")
-last.caption(count_of(totals["runs_with_emissions"], runs, "measured"))
+from_traces = int(totals["runs_energy_from_traces"])
+right.caption(count_of(totals["runs_with_energy"], runs, "measured")
+              + (f" ({from_traces:,} from GPU traces)" if from_traces else ""))
+last.metric("Emissions", "—" if totals["runs_with_emissions"] == 0 else kg_co2e(totals["emissions_kg"]),
+            help="A run's own emissions, else its measured GPU energy × PUE × the grid's g CO₂e/kWh "
+                 "of its region (`[energy]` in mlcost.toml).")
+last.caption(count_of(totals["runs_with_emissions"], runs, "measured")
+             + (f" ({from_traces:,} from GPU traces)" if from_traces else ""))
 
 st.subheader("Estimated cost by month")
 by_month = cache.fetch(queries.spend_by_month, picked)

@@ -27,14 +27,17 @@ st.caption(f"A usage line belongs to the run its tag `{rule.run_id_tag}` names; 
            f"{rule.match_slack_minutes:g} min). A gap over {rule.gap_pct:g} % is flagged "
            "(`[reconciliation]` in mlcost.toml). Runs follow the sidebar's filters; spend below, its date range.")
 
-usd = runs[runs["billing_currency"] == "USD"]
-left, middle, right, last = st.columns(4)
-left.metric("Runs with bill lines", f"{runs['run_id'].nunique():,}")
-middle.metric("Estimated (USD)", money(usd["estimated_cost_usd"].sum(), "USD"))
-right.metric("Billed (USD)", money(usd["billed_cost"].sum(), "USD"))
-last.metric("Large gaps", f"{int(runs['large_gap'].fillna(False).sum()):,}")
-
-if not runs.empty:
+if runs.empty:
+    st.info("No run in this selection matched a bill line. A usage line belongs to a run when its "
+            f"`{rule.run_id_tag}` tag names a loaded run, or its resource id is a run's `tags.resource_id`: "
+            "load the runs' logs (`mlcost ingest`, or the **Data** page) — or widen the filters in the sidebar.")
+else:
+    usd = runs[runs["billing_currency"] == "USD"]
+    left, middle, right, last = st.columns(4)
+    left.metric("Runs with bill lines", f"{runs['run_id'].nunique():,}")
+    middle.metric("Estimated (USD)", money(usd["estimated_cost_usd"].sum(), "USD"))
+    right.metric("Billed (USD)", money(usd["billed_cost"].sum(), "USD"))
+    last.metric("Large gaps", f"{int(runs['large_gap'].fillna(False).sum()):,}")
     st.subheader("Estimated against billed")
     st.plotly_chart(charts.estimated_vs_billed(usd), width="stretch")
     flagged = runs[runs["large_gap"].fillna(False)]
