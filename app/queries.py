@@ -5,6 +5,8 @@ figures come from the warehouse view `run_costs`, so pages and tests see one def
 """
 from __future__ import annotations
 
+from datetime import date
+
 import pandas as pd
 
 from app.filters import Filters
@@ -630,3 +632,21 @@ def unmatched_spend(filters: Filters, run_tag: str, project_tag: str, slack_s: f
         WHERE charge_category = 'usage' AND line_key NOT IN (SELECT line_key FROM matched)
         GROUP BY ALL ORDER BY billing_currency, billed_cost DESC
     """, {**_charge_range(filters), "run_tag": run_tag, "project_tag": project_tag, "slack_s": slack_s})
+
+
+# --- The monthly retrospective (app/retrospective.py builds on the queries above) ------------
+
+def serving_by_service(filters: Filters) -> pd.DataFrame:
+    """Per service: its model versions and the SERVING_FIGURES of its windows in the date range."""
+    return warehouse.query(SERVING_WINDOWS + """
+        SELECT service, string_agg(DISTINCT model_version, ', ' ORDER BY model_version) AS versions,"""
+                           + SERVING_FIGURES + """
+        FROM windows GROUP BY service ORDER BY service
+    """, _window_range(filters))
+
+
+def decisions(month: date) -> pd.DataFrame:
+    """The decisions log of `month` (the month of that date), oldest first."""
+    return warehouse.query(
+        "SELECT decision_id, month, kind, text, author, written_at FROM decisions "
+        "WHERE month = date_trunc('month', ?::DATE)::DATE ORDER BY written_at, decision_id", [month])

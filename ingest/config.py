@@ -103,6 +103,17 @@ class Reconciliation:
 
 
 @dataclass(frozen=True)
+class Retrospective:
+    """When a figure of the month becomes a recommendation (app/retrospective.py)."""
+
+    right_size_min_gpu_h: float = 8.0
+    dominated_min_ratio: float = 1.5
+    weekend_idle_min_usd: float = 50.0
+    idle_share_pct: float = 33.0
+    spend_change_pct: float = 10.0
+
+
+@dataclass(frozen=True)
 class Config:
     prices: Prices
     serving: Serving
@@ -111,6 +122,7 @@ class Config:
     energy: Energy = field(default_factory=Energy)
     billing: Billing = field(default_factory=Billing)
     reconciliation: Reconciliation = field(default_factory=Reconciliation)
+    retrospective: Retrospective = field(default_factory=Retrospective)
 
 
 def user_path() -> Path | None:
@@ -155,6 +167,7 @@ def load(path: Path | None = None) -> Config:
             gpu_sku_words=_words(merged["billing"]["gpu_sku_words"], source, "billing.gpu_sku_words"),
         ),
         reconciliation=_reconciliation(merged["reconciliation"], source),
+        retrospective=_retrospective(merged["retrospective"], source),
     )
 
 
@@ -259,6 +272,17 @@ def _reconciliation(section: dict, file: str) -> Reconciliation:
                           gap_pct=_number(section["gap_pct"], file, "reconciliation.gap_pct"),
                           match_slack_minutes=_number(section["match_slack_minutes"], file,
                                                       "reconciliation.match_slack_minutes"))
+
+
+def _retrospective(section: dict, file: str) -> Retrospective:
+    values = {key: _number(section[key], file, f"retrospective.{key}") for key in section}
+    if values["idle_share_pct"] > 100:
+        raise ConfigError(file, "retrospective.idle_share_pct",
+                          f"must be a percentage (0 to 100), got {values['idle_share_pct']:g}")
+    if values["dominated_min_ratio"] < 1:
+        raise ConfigError(file, "retrospective.dominated_min_ratio",
+                          f"must be 1 or more (a cost ratio), got {values['dominated_min_ratio']:g}")
+    return Retrospective(**values)
 
 
 def _gpu_key(name: str) -> str:

@@ -381,3 +381,17 @@ SELECT r.run_id, r.project, r.team, r.status, r.started_at, r.ended_at, r.instan
        CASE WHEN b.billing_currency = 'USD' AND r.cost_usd > 0
             THEN CAST((b.billed_cost - r.cost_usd) * 100 / r.cost_usd AS DOUBLE) END AS gap_pct
 FROM billed b JOIN runs r USING (run_id);
+
+-- The decisions log of the monthly efficiency retrospective: notes and decisions written on the
+-- Retrospective page (ingest/warehouse.py add_decision), shown in its report. Not a load: rows
+-- are only ever added.
+CREATE SEQUENCE IF NOT EXISTS decision_ids START 1;
+
+CREATE TABLE IF NOT EXISTS decisions (
+    decision_id  BIGINT PRIMARY KEY DEFAULT nextval('decision_ids'),
+    month        DATE NOT NULL,
+    kind         VARCHAR NOT NULL CHECK (kind IN ('decision', 'note')),
+    text         VARCHAR NOT NULL,
+    author       VARCHAR,
+    written_at   TIMESTAMPTZ NOT NULL
+);
