@@ -15,6 +15,7 @@ PAGES = [
     st.Page("app_pages/idle_gpus.py", title="Idle GPUs", icon=":material/memory:"),
     st.Page("app_pages/billing.py", title="Billing", icon=":material/receipt_long:"),
     st.Page("app_pages/reconciliation.py", title="Reconciliation", icon=":material/compare_arrows:"),
+    st.Page("app_pages/retrospective.py", title="Retrospective", icon=":material/event_note:"),
     st.Page("app_pages/data.py", title="Data", icon=":material/upload_file:"),
 ]
 

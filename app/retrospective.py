@@ -80,7 +80,7 @@ class Figure:
     @property
     def change_pct(self) -> float | None:
         """(current / previous - 1) x 100; None without both or when previous is 0."""
-        if _missing(self.current) or _missing(self.previous) or float(self.previous) == 0:
+        if is_missing(self.current) or is_missing(self.previous) or float(self.previous) == 0:
             return None
         return (float(self.current) / float(self.previous) - 1) * 100
 
@@ -166,17 +166,17 @@ class Context:
 
 # --- helpers ----------------------------------------------------------------------------
 
-def _missing(value: object) -> bool:
+def is_missing(value: object) -> bool:
     return value is None or (not isinstance(value, Decimal) and pd.isna(value))
 
 
 def money(value: object) -> Decimal | None:
     """An amount from a query result as an exact Decimal (None when unknown)."""
-    return None if _missing(value) else Decimal(str(value))
+    return None if is_missing(value) else Decimal(str(value))
 
 
 def _sum_money(values: pd.Series) -> Decimal | None:
-    known = [money(v) for v in values if not _missing(v)]
+    known = [money(v) for v in values if not is_missing(v)]
     return sum(known, Decimal(0)) if known else None
 
 
@@ -331,7 +331,7 @@ def _versions(ctx: Context) -> Section | None:
     section = Section("versions", "Model versions that changed cost per 1k")
     section.table = changes[["service", "metric", "from_version", "to_version", "start_date",
                              "before", "after", "change_pct", "is_regression"]]
-    section.units = {"change_pct": "%"}
+    section.units = {"start_date": "date", "before": "decimal", "after": "decimal", "change_pct": "%"}
     section.notes.append(f"Per 1k successful requests, over this month's windows; a change over "
                          f"{rule.regression_pct:g} % worse is a regression (`[serving]`).")
     return section
@@ -424,9 +424,8 @@ def _coverage(ctx: Context) -> Section:
     if unknown:
         notes.append(f"{unknown:,} bill lines name a run that is not loaded.")
     rejected = int(ctx.fetch(queries.loads)["rows_rejected"].sum())
-    if rejected:
-        notes.append(f"{rejected:,} lines were rejected across all loads (Data page).")
-    section.figures.append(Figure("Rejected lines, all loads", "count", rejected, None, "Data"))
+    notes.append(f"{rejected:,} lines were rejected across all loads so far (Data page)." if rejected
+                 else "No line was rejected in any load so far.")
     return section
 
 
@@ -456,7 +455,7 @@ def _right_size(ctx: Context) -> list[Recommendation]:
     for c in candidates.itertuples():
         if c.run_gpu_h < ctx.settings.retrospective.right_size_min_gpu_h:
             continue
-        evidence = f"{c.mean_util_pct:.0f}%"
+        evidence = f"{c.mean_util_pct:.1f}%"
         found.append(Recommendation(
             "right_size",
             f"{c.host} GPU {c.gpu_index} ({c.gpu_name}) averaged {evidence} utilization over "
@@ -488,7 +487,7 @@ def _regressions(ctx: Context) -> list[Recommendation]:
     changes = version_changes(ctx)
     found = []
     for c in changes[changes["is_regression"]].itertuples() if not changes.empty else ():
-        evidence = f"{c.change_pct:.0f}%"
+        evidence = f"{c.change_pct:.1f}%"
         what = ("costs", "per 1k successful requests", f"${c.before:,.4f} -> ${c.after:,.4f}") \
             if c.metric == "cost_per_1k_success_usd" else \
             ("uses", "energy per 1k successful requests", f"{c.before:,.2f} -> {c.after:,.2f} Wh")
