@@ -81,7 +81,7 @@ def table_rows(section: Section) -> tuple[list[str], list[list[str]]]:
 
 
 def decision_rows(retro: Retrospective) -> list[list[str]]:
-    return [[f"{pd.Timestamp(d.written_at):%Y-%m-%d %H:%M}", d.kind, d.author or "", d.text]
+    return [[f"{pd.Timestamp(d.written_at):%Y-%m-%d %H:%M}", d.kind, "" if is_missing(d.author) else d.author, d.text]
             for d in retro.decisions.itertuples()]
 
 

@@ -261,7 +261,7 @@ def weekend_idle(ctx: Context, filters: Filters) -> tuple[float, Decimal | None]
     prices = ctx.fetch(queries.idle_by_gpu, filters, ctx.gpu_prices())
     if days.empty:
         return 0.0, None
-    weekend = days[pd.to_datetime(days["day"]).dt.dayofweek >= 5]
+    weekend = days[pd.to_datetime(days["day"]).dt.day_of_week >= 5]
     price_of = {(r.host, r.gpu_index): money(r.usd_per_gpu_hour) for r in prices.itertuples()}
     dollars = [Decimal(str(round(float(r.idle_h), 6))) * price_of[(r.host, r.gpu_index)]
                for r in weekend.itertuples() if price_of.get((r.host, r.gpu_index)) is not None]
