@@ -256,18 +256,21 @@ def month_comparison(figures: list, current: str, previous: str, unit: str) -> g
 
 
 def service_cost_month(services: pd.DataFrame, current: str, previous: str) -> go.Figure:
-    """Grouped bars: cost per 1k successful requests (USD) per service, previous and this month."""
+    """Cost per 1k successful requests (USD) per service, previous and this month: one panel per
+    service with its own scale (services differ by 100x)."""
     data = pd.concat([
         pd.DataFrame({"service": services["service"], "month": previous,
                       "value": services["cost_per_1k_success_usd_previous"].astype(float)}),
         pd.DataFrame({"service": services["service"], "month": current,
                       "value": services["cost_per_1k_success_usd"].astype(float)}),
     ]).dropna(subset=["value"])
-    figure = px.bar(data, x="service", y="value", color="month", barmode="group",
+    figure = px.bar(data, x="month", y="value", color="month", facet_col="service",
                     category_orders={"month": [previous, current]},
-                    labels={"value": "Cost per 1k successful requests (USD)", "service": "Service",
-                            "month": "Month (UTC)"})
-    figure.update_layout(margin=dict(t=30, b=10))
+                    labels={"value": "USD per 1k successful requests", "month": "Month (UTC)"})
+    figure.update_yaxes(matches=None, showticklabels=True)
+    figure.update_xaxes(type="category", title_text="")
+    figure.for_each_annotation(lambda a: a.update(text=a.text.split("=", 1)[-1]))
+    figure.update_layout(margin=dict(t=40, b=10), showlegend=False)
     return figure
 
 

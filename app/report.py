@@ -19,7 +19,8 @@ body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; ma
        max-width: 1100px; color: #1f2933; padding: 0 1rem; }
 h1 { margin-bottom: .2rem; } h2 { margin-top: 2.2rem; border-bottom: 1px solid #d9dee3; }
 table { border-collapse: collapse; margin: .6rem 0; font-size: .92rem; }
-th, td { border: 1px solid #d9dee3; padding: .3rem .6rem; text-align: left; vertical-align: top; }
+th, td { border: 1px solid #d9dee3; padding: .3rem .6rem; text-align: left; vertical-align: top; white-space: nowrap; }
+table.wrap td { white-space: normal; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
 th { background: #f3f5f7; } .note { color: #52606d; } .evidence { font-weight: 600; }
 ol.recs li { margin: .35rem 0; } .partial { background: #fff4d6; padding: .4rem .7rem; }
@@ -127,11 +128,12 @@ def markdown(retro: Retrospective) -> str:
 
 # --- HTML ---------------------------------------------------------------------------------
 
-def _html_table(header: list[str], rows: list[list[str]]) -> str:
+def _html_table(header: list[str], rows: list[list[str]], wrap: bool = False) -> str:
     head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
     body = "".join(
         "<tr>" + "".join(f'<td{_numeric(c)}>{html.escape(c)}</td>' for c in row) + "</tr>" for row in rows)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    opening = '<table class="wrap">' if wrap else "<table>"
+    return f"{opening}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
 def _numeric(text: str) -> str:
@@ -166,7 +168,7 @@ def html_report(retro: Retrospective) -> str:
         parts += [f'<p class="note">{html.escape(note)}</p>' for note in section.notes]
     parts.append("<h2>Decisions and notes</h2>")
     rows = decision_rows(retro)
-    parts.append(_html_table(["written (UTC)", "kind", "author", "text"], rows) if rows
+    parts.append(_html_table(["written (UTC)", "kind", "author", "text"], rows, wrap=True) if rows
                  else "<p>None written yet.</p>")
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<title>{TITLE} {month}</title><style>{CSS}</style></head><body>\n"

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import calendar
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import date, timedelta
 from decimal import Decimal
-from typing import Callable
 
 import pandas as pd
 
@@ -388,7 +388,7 @@ def _top_runs(ctx: Context) -> Section | None:
                      "val_metric": run.val_metric, "pareto_standing": where})
     section = Section("top_runs", "The five most expensive runs")
     section.table = pd.DataFrame(rows)
-    section.units = {"cost_usd": "USD"}
+    section.units = {"cost_usd": "USD", "val_metric": "decimal"}
     section.notes.append("Pareto standing among the month's completed runs of the same project and metric "
                          "(the Training runs page with this month as date range).")
     return section
@@ -466,7 +466,7 @@ def _right_size(ctx: Context) -> list[Recommendation]:
 
 def _dominated(ctx: Context) -> list[Recommendation]:
     standing = run_standing(ctx)
-    dominated = standing[(standing["on_frontier"] == False) & standing["dominating_cost_usd"].notna()]  # noqa: E712
+    dominated = standing[(standing["on_frontier"] == False) & standing["dominating_cost_usd"].notna()]
     dominated = dominated[dominated["cost_usd"].astype(float)
                           >= ctx.settings.retrospective.dominated_min_ratio
                           * dominated["dominating_cost_usd"].astype(float)]
@@ -478,7 +478,7 @@ def _dominated(ctx: Context) -> list[Recommendation]:
     projects = ", ".join(sorted(dominated["project"].unique()))
     return [Recommendation(
         "dominated_runs",
-        f"{len(dominated)} runs were dominated ({projects}): another run of the project reached the same metric "
+        f"{len(dominated)} run{'' if len(dominated) == 1 else 's'} {'was' if len(dominated) == 1 else 'were'} dominated ({projects}): another run of the project reached the same metric "
         f"or better for {evidence} less (${spent:,.2f} spent where ${cheaper:,.2f} did); reuse the frontier "
         "runs' configurations.", evidence, ratio)]
 
@@ -488,9 +488,9 @@ def _regressions(ctx: Context) -> list[Recommendation]:
     found = []
     for c in changes[changes["is_regression"]].itertuples() if not changes.empty else ():
         evidence = f"{c.change_pct:.1f}%"
-        what = ("costs", "per 1k successful requests", f"${c.before:,.4f} -> ${c.after:,.4f}") \
+        what = ("costs", "per 1k successful requests", f"${c.before:,.4f} → ${c.after:,.4f}") \
             if c.metric == "cost_per_1k_success_usd" else \
-            ("uses", "energy per 1k successful requests", f"{c.before:,.2f} -> {c.after:,.2f} Wh")
+            ("uses", "energy per 1k successful requests", f"{c.before:,.2f} → {c.after:,.2f} Wh")
         found.append(Recommendation(
             "serving_regression",
             f"Service {c.service} {c.to_version} {what[0]} {evidence} more {what[1]} than {c.from_version} "
@@ -527,17 +527,26 @@ def _idle_share(ctx: Context) -> list[Recommendation]:
 
 
 def _spend_change(ctx: Context) -> list[Recommendation]:
+    """A bill that moved more than spend_change_pct; in a partial month, by its daily rate so far."""
     found = []
     for figure in ctx.sections["spend"].figures if "spend" in ctx.sections else ():
         if not figure.label.startswith("Billed, invoice month") or figure.change_pct is None:
             continue
-        if abs(figure.change_pct) > ctx.settings.retrospective.spend_change_pct:
-            evidence = f"{figure.change_pct:+.0f}%"
+        if ctx.data_through is None:
+            change, detail = figure.change_pct, (f"{_money_text(figure.previous, figure.unit)} → "
+                                                 f"{_money_text(figure.current, figure.unit)}")
+        else:
+            days_before = calendar.monthrange(ctx.previous.year, ctx.previous.month)[1]
+            now, before = figure.current / ctx.data_through.day, figure.previous / days_before
+            change = (float(now) / float(before) - 1) * 100
+            detail = (f"{_money_text(before, figure.unit)} → {_money_text(now, figure.unit)} a day, "
+                      f"through {ctx.data_through:%Y-%m-%d}")
+        if abs(change) > ctx.settings.retrospective.spend_change_pct:
+            evidence = f"{change:+.1f}%"
             found.append(Recommendation(
                 "spend_change",
-                f"The {figure.unit} bill moved {evidence} against {_label(ctx.previous)} "
-                f"({_money_text(figure.previous, figure.unit)} -> {_money_text(figure.current, figure.unit)}): "
-                "see the Billing page's split by service and tag for where.", evidence, figure.change_pct))
+                f"The {figure.unit} bill moved {evidence} against {_label(ctx.previous)} ({detail}): "
+                "see the Billing page's split by service and tag for where.", evidence, change))
     return found
 
 
@@ -548,10 +557,11 @@ def _untagged(ctx: Context) -> list[Recommendation]:
     untagged = runs[runs["untagged"]] if not runs.empty else runs
     if untagged.empty:
         return []
-    evidence = f"{untagged['run_id'].nunique()}"
+    count = untagged["run_id"].nunique()
+    evidence = f"{count}"
     return [Recommendation(
         "untagged_runs",
-        f"{evidence} runs were billed without the `{run_tag}` tag ({', '.join(sorted(untagged['run_id'].unique()))}): "
+        f"{evidence} run{'' if count == 1 else 's'} {'was' if count == 1 else 'were'} billed without the `{run_tag}` tag ({', '.join(sorted(untagged['run_id'].unique()))}): "
         "only their resource id ties the bill to them; tag their instances.", evidence, float(evidence))]
 
 

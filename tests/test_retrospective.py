@@ -27,7 +27,14 @@ from ingest import warehouse as wh
 from ingest.cli import SAMPLE_FILES
 from tests.conftest import IN_CI, REPO_ROOT, SAMPLE_DIR
 from tests.test_pages import pareto
-from tests.test_sample_data import epoch, runs, serving_price_per_replica_hour, truth, window_cost, windows
+from tests.test_sample_data import (
+    epoch,
+    runs,
+    serving_price_per_replica_hour,
+    truth,
+    window_cost,
+    windows,
+)
 
 APP = REPO_ROOT / "app" / "main.py"
 OCTOBER, SEPTEMBER = date(2026, 10, 1), date(2026, 9, 1)
@@ -280,7 +287,7 @@ def test_an_empty_decision_is_refused(warehouse):
 # --- mlcost report ----------------------------------------------------------------------------
 
 def mlcost(db: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "ingest.cli", *args], capture_output=True, text=True, cwd=cwd,
+    return subprocess.run([sys.executable, "-m", "ingest.cli", *args], check=False, capture_output=True, text=True, cwd=cwd,
                           env={**os.environ, "MLCOST_DB": str(db), "PYTHONPATH": str(REPO_ROOT)})
 
 

@@ -5,6 +5,10 @@ import streamlit as st
 from app import cache, queries, report, retrospective
 from ingest import config, warehouse
 
+# How a table column of each unit (retrospective.Section.units) is shown.
+FORMATS = {"USD": "$%.2f", "USD/1k": "$%.4f", "GPU-h": "%.1f", "%": "%.1f%%", "decimal": "%.4f", "Wh": "%.2f",
+           "count": "%d"}
+
 st.title("Monthly retrospective")
 months = retrospective.months_with_data(cache.fetch(queries.filter_choices))
 if not months:
@@ -44,7 +48,10 @@ for section in retro.sections:
     if section.chart is not None:
         st.plotly_chart(section.chart, width="stretch")
     if section.table is not None and not section.table.empty:
-        st.dataframe(section.table, hide_index=True, width="stretch")
+        st.dataframe(section.table, hide_index=True, width="stretch", column_config={
+            column: st.column_config.DateColumn(column) if unit == "date"
+            else st.column_config.NumberColumn(column, format=FORMATS[unit])
+            for column, unit in section.units.items() if unit in FORMATS or unit == "date"})
     for note in section.notes:
         st.caption(note)
 
