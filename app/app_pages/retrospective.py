@@ -7,7 +7,7 @@ from ingest import config, warehouse
 
 # How a table column of each unit (retrospective.Section.units) is shown.
 FORMATS = {"USD": "$%.2f", "USD/1k": "$%.4f", "GPU-h": "%.1f", "%": "%.1f%%", "decimal": "%.4f", "Wh": "%.2f",
-           "count": "%d"}
+           "count": "localized"}
 
 st.title("Monthly retrospective")
 months = retrospective.months_with_data(cache.fetch(queries.filter_choices))
