@@ -1,12 +1,14 @@
 """The dashboard's caching: query results keyed by the data version, so new loads show at once."""
 from __future__ import annotations
 
+from datetime import date
 from typing import Callable
 
 import pandas as pd
 import streamlit as st
 
-from app import queries
+from app import queries, retrospective
+from ingest import config
 
 RESULT_TTL_S = 600
 VERSION_TTL_S = 2
@@ -30,3 +32,16 @@ def fetch(query: Callable[..., pd.DataFrame], *args: object) -> pd.DataFrame:
 def forget() -> None:
     """Drop every cached result (after this process loaded something)."""
     st.cache_data.clear()
+
+
+@st.cache_data(ttl=RESULT_TTL_S, max_entries=16, show_spinner="Assembling the month…")
+def _retrospective(month: date, version: int, settings: str) -> retrospective.Retrospective:
+    return retrospective.build(month, config.load())
+
+
+def month_retrospective(month: date, settings: config.Config) -> retrospective.Retrospective:
+    """retrospective.build(month) from the cache, recomputed on a newer load or other settings;
+    its decisions log is read fresh (entries are written on the page, not loaded)."""
+    retro = _retrospective(month, _data_version(), repr(settings))
+    retro.decisions = queries.decisions(month)
+    return retro

@@ -263,3 +263,62 @@ def budget_burn(daily: pd.DataFrame, projection: pd.DataFrame, pace: pd.DataFram
     figure.update_layout(margin=dict(t=30, b=10), yaxis_title=f"Cumulative spend ({currency})",
                          xaxis_title="Day (UTC)", legend=dict(orientation="h", y=-0.2))
     return figure
+
+
+# --- The monthly retrospective ------------------------------------------------------------
+
+def month_comparison(figures: list, current: str, previous: str, unit: str) -> go.Figure:
+    """Grouped bars: each figure (retrospective.Figure, all in `unit`) in the previous and this month."""
+    rows = [{"figure": f.label, "month": label, "value": float(value)}
+            for f in figures for label, value in ((previous, f.previous), (current, f.current))
+            if value is not None and not pd.isna(value)]
+    data = pd.DataFrame(rows, columns=["figure", "month", "value"])
+    figure = px.bar(data, x="figure", y="value", color="month", barmode="group",
+                    category_orders={"month": [previous, current]},
+                    labels={"value": unit, "figure": "", "month": "Month (UTC)"})
+    figure.update_layout(margin=dict(t=30, b=10))
+    return figure
+
+
+def service_cost_month(services: pd.DataFrame, current: str, previous: str) -> go.Figure:
+    """Cost per 1k successful requests (USD) per service, previous and this month: one panel per
+    service with its own scale (services differ by 100x)."""
+    data = pd.concat([
+        pd.DataFrame({"service": services["service"], "month": previous,
+                      "value": services["cost_per_1k_success_usd_previous"].astype(float)}),
+        pd.DataFrame({"service": services["service"], "month": current,
+                      "value": services["cost_per_1k_success_usd"].astype(float)}),
+    ]).dropna(subset=["value"])
+    figure = px.bar(data, x="month", y="value", color="month", facet_col="service",
+                    category_orders={"month": [previous, current]},
+                    labels={"value": "USD per 1k successful requests", "month": "Month (UTC)"})
+    figure.update_yaxes(matches=None, showticklabels=True)
+    figure.update_xaxes(type="category", title_text="")
+    figure.for_each_annotation(lambda a: a.update(text=a.text.split("=", 1)[-1]))
+    figure.update_layout(margin=dict(t=40, b=10), showlegend=False)
+    return figure
+
+
+def project_spend_month(projects: pd.DataFrame, current: str, previous: str) -> go.Figure:
+    """Grouped bars: estimated training cost (USD) per project, previous and this month."""
+    data = pd.concat([
+        pd.DataFrame({"project": projects["project"], "month": previous,
+                      "value": projects["cost_usd_previous"].astype(float)}),
+        pd.DataFrame({"project": projects["project"], "month": current,
+                      "value": projects["cost_usd"].astype(float)}),
+    ]).dropna(subset=["value"])
+    figure = px.bar(data, x="project", y="value", color="month", barmode="group",
+                    category_orders={"month": [previous, current]},
+                    labels={"value": "Estimated training cost (USD)", "project": "Project", "month": "Month (UTC)"})
+    figure.update_layout(margin=dict(t=30, b=10))
+    return figure
+
+
+def idle_by_gpu_month(gpus: pd.DataFrame) -> go.Figure:
+    """Bars: idle and busy-or-other observed GPU-hours per GPU in the month."""
+    data = gpus.assign(idle_h=gpus["idle_h"].astype(float),
+                       other_h=(gpus["observed_h"] - gpus["idle_h"]).astype(float))
+    figure = go.Figure([go.Bar(x=data["gpu"], y=data["idle_h"], name="idle"),
+                        go.Bar(x=data["gpu"], y=data["other_h"], name="not idle")])
+    figure.update_layout(barmode="stack", yaxis_title="GPU-hours", margin=dict(t=30, b=10))
+    return figure

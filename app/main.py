@@ -17,6 +17,7 @@ PAGES = [
     st.Page("app_pages/reconciliation.py", title="Reconciliation", icon=":material/compare_arrows:"),
     st.Page("app_pages/budgets.py", title="Budgets", icon=":material/account_balance_wallet:"),
     st.Page("app_pages/alerts.py", title="Alerts", icon=":material/notifications:"),
+    st.Page("app_pages/retrospective.py", title="Retrospective", icon=":material/event_note:"),
     st.Page("app_pages/data.py", title="Data", icon=":material/upload_file:"),
 ]
 

@@ -6,6 +6,7 @@ figures come from the warehouse view `run_costs`, so pages and tests see one def
 from __future__ import annotations
 
 import re
+from datetime import date
 
 import pandas as pd
 
@@ -779,3 +780,21 @@ def budget_top_projects(budget, tags: tuple[str, str], billed: bool, start, end,
           AND cost_usd IS NOT NULL AND coalesce({BUDGET_SCOPE_RUNS}, false)
         GROUP BY 1 ORDER BY cost DESC, project LIMIT $limit
     """, budget, ("", ""), start, end, limit=limit)
+
+
+# --- The monthly retrospective (app/retrospective.py builds on the queries above) ------------
+
+def serving_by_service(filters: Filters) -> pd.DataFrame:
+    """Per service: its model versions and the SERVING_FIGURES of its windows in the date range."""
+    return warehouse.query(SERVING_WINDOWS + """
+        SELECT service, string_agg(DISTINCT model_version, ', ' ORDER BY model_version) AS versions,"""
+                           + SERVING_FIGURES + """
+        FROM windows GROUP BY service ORDER BY service
+    """, _window_range(filters))
+
+
+def decisions(month: date) -> pd.DataFrame:
+    """The decisions log of `month` (the month of that date), oldest first."""
+    return warehouse.query(
+        "SELECT decision_id, month, kind, text, author, written_at FROM decisions "
+        "WHERE month = date_trunc('month', ?::DATE)::DATE ORDER BY written_at, decision_id", [month])

@@ -94,6 +94,13 @@ def _parser() -> argparse.ArgumentParser:
     snooze.add_argument("--days", type=float, default=7.0, help="how long (default 7 days; 0 lifts the snooze)")
     snooze.set_defaults(run=_alerts_snooze)
 
+    report = commands.add_parser("report", help="write the monthly efficiency retrospective as Markdown or HTML")
+    report.add_argument("--month", metavar="YYYY-MM", help="the UTC month (default: the latest month with data)")
+    report.add_argument("--format", choices=("md", "html"), default="md", help="md (default) or html")
+    report.add_argument("--out", metavar="PATH",
+                        help="file to write (default: Markdown to stdout, HTML to ./mlcost-report-YYYY-MM.html)")
+    report.set_defaults(run=_report)
+
     for name, help_text, runner in (
         ("dashboard", "open the dashboard on the warehouse", _dashboard),
         ("demo", f"load the bundled sample data into ./{DEMO_DB} (or $MLCOST_DB) and open the dashboard", _demo),
@@ -297,6 +304,33 @@ def _serve(args: argparse.Namespace, db: Path) -> int:
                 server.wait(timeout=15)
             except subprocess.TimeoutExpired:
                 server.kill()
+
+
+def _report(args: argparse.Namespace) -> int:
+    """The retrospective of one month (app/retrospective.py) rendered by app/report.py."""
+    from app import report, retrospective
+
+    if args.month is None:
+        month = retrospective.latest_month()
+        if month is None:
+            print("mlcost: the warehouse holds no data yet; load some with `mlcost ingest PATH` first",
+                  file=sys.stderr)
+            return EXIT_PROBLEMS
+    else:
+        try:
+            month = retrospective.parse_month(args.month)
+        except ValueError as error:
+            print(f"mlcost: --month {error}", file=sys.stderr)
+            return EXIT_USAGE
+    retro = retrospective.build(month, config.load())
+    text = report.markdown(retro) if args.format == "md" else report.html_report(retro)
+    out = args.out or (None if args.format == "md" else f"mlcost-report-{month:%Y-%m}.html")
+    if out is None:
+        sys.stdout.write(text)
+        return 0
+    Path(out).write_text(text, encoding="utf-8")
+    print(f"mlcost: wrote the {month:%Y-%m} retrospective to {out}", file=sys.stderr)
+    return 0
 
 
 def _show_progress(args: argparse.Namespace) -> bool:

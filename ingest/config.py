@@ -153,6 +153,17 @@ class Alerts:
 
 
 @dataclass(frozen=True)
+class Retrospective:
+    """When a figure of the month becomes a recommendation (app/retrospective.py)."""
+
+    right_size_min_gpu_h: float = 8.0
+    dominated_min_ratio: float = 1.5
+    weekend_idle_min_usd: float = 50.0
+    idle_share_pct: float = 33.0
+    spend_change_pct: float = 10.0
+
+
+@dataclass(frozen=True)
 class Config:
     prices: Prices
     serving: Serving
@@ -163,6 +174,7 @@ class Config:
     reconciliation: Reconciliation = field(default_factory=Reconciliation)
     alerts: Alerts = field(default_factory=Alerts)
     budgets: tuple[Budget, ...] = ()
+    retrospective: Retrospective = field(default_factory=Retrospective)
 
 
 def user_path() -> Path | None:
@@ -211,6 +223,7 @@ def load(path: Path | None = None) -> Config:
         reconciliation=_reconciliation(merged["reconciliation"], source),
         alerts=_alerts(merged["alerts"], source),
         budgets=_budgets(budgets, source),
+        retrospective=_retrospective(merged["retrospective"], source),
     )
 
 
@@ -424,6 +437,17 @@ def _optional_text(value: object, file: str, key: str) -> str | None:
     if not isinstance(value, str):
         raise ConfigError(file, key, f"must be text, got {value!r}")
     return value.strip() or None
+
+
+def _retrospective(section: dict, file: str) -> Retrospective:
+    values = {key: _number(section[key], file, f"retrospective.{key}") for key in section}
+    if values["idle_share_pct"] > 100:
+        raise ConfigError(file, "retrospective.idle_share_pct",
+                          f"must be a percentage (0 to 100), got {values['idle_share_pct']:g}")
+    if values["dominated_min_ratio"] < 1:
+        raise ConfigError(file, "retrospective.dominated_min_ratio",
+                          f"must be 1 or more (a cost ratio), got {values['dominated_min_ratio']:g}")
+    return Retrospective(**values)
 
 
 def _gpu_key(name: str) -> str:

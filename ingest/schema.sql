@@ -422,3 +422,17 @@ CREATE TABLE IF NOT EXISTS alert_snoozes (
     created_at  TIMESTAMPTZ NOT NULL,
     PRIMARY KEY (rule, subject)
 );
+
+-- The decisions log of the monthly efficiency retrospective: notes and decisions written on the
+-- Retrospective page (ingest/warehouse.py add_decision), shown in its report. Not a load: rows
+-- are only ever added.
+CREATE SEQUENCE IF NOT EXISTS decision_ids START 1;
+
+CREATE TABLE IF NOT EXISTS decisions (
+    decision_id  BIGINT PRIMARY KEY DEFAULT nextval('decision_ids'),
+    month        DATE NOT NULL,
+    kind         VARCHAR NOT NULL CHECK (kind IN ('decision', 'note')),
+    text         VARCHAR NOT NULL,
+    author       VARCHAR,
+    written_at   TIMESTAMPTZ NOT NULL
+);

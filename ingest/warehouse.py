@@ -12,7 +12,7 @@ import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import date, datetime, timezone
 from importlib import resources
 from pathlib import Path
 from typing import Iterator
@@ -417,3 +417,21 @@ def trace_energy_kwh(samples: pa.Table, max_gap_s: float) -> float | None:
     finally:
         con.close()
     return row[0]
+
+
+DECISION_KINDS = ("decision", "note")
+
+
+def add_decision(month: date, kind: str, text: str, author: str | None = None, path: Path | None = None) -> int:
+    """Add one entry to the retrospective's decisions log for `month` (its first day); returns its id."""
+    if kind not in DECISION_KINDS:
+        raise ValueError(f"kind must be one of {', '.join(DECISION_KINDS)}, not {kind!r}")
+    if not text.strip():
+        raise ValueError("an empty note says nothing: write what was observed or decided")
+    with connect(path) as con:
+        return con.execute(
+            "INSERT INTO decisions (month, kind, text, author, written_at) VALUES (?, ?, ?, ?, ?) "
+            "RETURNING decision_id",
+            [month.replace(day=1), kind, text.strip(), (author or "").strip() or None,
+             datetime.now(timezone.utc)],
+        ).fetchone()[0]

@@ -182,6 +182,7 @@ def test_uploaded_run_shows_on_training_runs(chromium, dashboard, tmp_path):
 @pytest.mark.parametrize("path, heading", [
     ("", "Overview"), ("training_runs", "Training runs"), ("serving", "Serving"), ("data", "Data"),
     ("billing", "Billing"), ("reconciliation", "Reconciliation"), ("budgets", "Budgets"),
+    ("retrospective", "Monthly retrospective"),
 ])
 def test_every_page_renders_on_the_sample_data(chromium, sample_dashboard, tmp_path, path, heading):
     from playwright.sync_api import expect
@@ -301,3 +302,39 @@ def test_mlcost_demo_serves_the_sample_and_stops_with_it(chromium, tmp_path):
         demo.wait(timeout=30)
     with pytest.raises(OSError):  # nothing is left serving on the port
         urllib.request.urlopen(f"{base_url}/_stcore/health", timeout=2)
+
+
+def test_exported_report_opens_offline_and_shows_its_charts(chromium, sample_dashboard, tmp_path):
+    """`mlcost report --format html` over the sample data, opened from file:// with every other
+    request refused and the browser offline: the plotly charts draw from the inline library."""
+    from playwright.sync_api import expect
+
+    _, db = sample_dashboard
+    out = tmp_path / "report.html"
+    written = subprocess.run([sys.executable, "-m", "ingest.cli", "report", "--month", "2026-10", "--format", "html",
+                              "--out", str(out)], env={**os.environ, "MLCOST_DB": str(db)}, capture_output=True,
+                             text=True, cwd=REPO_ROOT)
+    assert written.returncode == 0, written.stderr
+    refused: list[str] = []
+
+    def only_the_file(route) -> None:
+        if route.request.url.startswith("file://"):
+            route.continue_()
+        else:
+            refused.append(route.request.url)
+            route.abort()
+
+    with browser_page(chromium) as page:
+        page.context.set_offline(True)
+        page.route("**/*", only_the_file)
+        page.goto(out.as_uri())
+        expect(page.get_by_role("heading", name="Efficiency retrospective 2026-10")).to_be_visible()
+        charts = page.locator(".js-plotly-plot .main-svg")
+        expect(charts.first).to_be_visible()
+        assert page.locator(".js-plotly-plot").count() >= 4
+        expect(page.locator(".js-plotly-plot").nth(3).locator(".main-svg").first).to_be_visible()
+        assert page.locator(".js-plotly-plot .bars .point").count() > 0  # bars were drawn, not empty axes
+        expect(page.get_by_text("chat-assistant v1.0 costs")).to_be_visible()
+        page.screenshot(path=tmp_path / "report.png", full_page=True)
+        shutil.copyfile(tmp_path / "report.png", Path("/tmp/mlcost_browser_report.png"))
+    assert refused == [], refused

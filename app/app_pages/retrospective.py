@@ -1,0 +1,82 @@
+"""Retrospective: one month against the one before, recommendations with the number behind each,
+the decisions log, and the report (Markdown, or one HTML file that opens offline)."""
+import streamlit as st
+
+from app import cache, queries, report, retrospective
+from ingest import config, warehouse
+
+# How a table column of each unit (retrospective.Section.units) is shown.
+FORMATS = {"USD": "$%.2f", "USD/1k": "$%.4f", "GPU-h": "%.1f", "%": "%.1f%%", "decimal": "%.4f", "Wh": "%.2f",
+           "count": "localized"}
+
+st.title("Monthly retrospective")
+months = retrospective.months_with_data(cache.fetch(queries.filter_choices))
+if not months:
+    st.info("Nothing to look back on yet. Load runs, serving windows, GPU traces or bills with "
+            "`mlcost ingest PATH` (`mlcost demo` loads sample data) or upload them on the **Data** page.")
+    st.stop()
+try:
+    settings = config.load()
+except config.ConfigError as error:
+    st.error(f"The settings file cannot be used: {error}")
+    st.stop()
+
+st.caption("A UTC month against the month before, for every project and team: the sidebar's date range and "
+           "filters do not apply to this page. Each figure is the one its page shows with the month as date "
+           "range; recommendations follow `[retrospective]` in mlcost.toml.")
+month = st.selectbox("Month", months, format_func=lambda m: f"{m:%B %Y}", key="retro_month")
+retro = cache.month_retrospective(month, settings)
+if retro.data_through:
+    st.warning(f"{month:%B %Y} is partial: data runs through {retro.data_through:%Y-%m-%d}, so its totals "
+               "are not yet comparable with a whole month.")
+
+st.header("Recommendations")
+if not retro.recommendations:
+    st.success("No rule found anything to change this month.")
+for item in retro.recommendations:
+    st.markdown(f"- {item.text} — evidence: **{item.evidence}**")
+
+previous = f"{retro.previous:%Y-%m}"
+for section in retro.sections:
+    st.header(section.title)
+    columns = st.columns(4)
+    for i, figure in enumerate(section.figures):
+        columns[i % 4].metric(figure.label, report.number(figure.current, figure.unit),
+                              delta=None if figure.change_pct is None else report.change(figure), delta_color="off",
+                              help=f"{previous}: {report.number(figure.previous, figure.unit)}. "
+                                   f"The {figure.page} page shows the same figure for the month.")
+    if section.chart is not None:
+        st.plotly_chart(section.chart, width="stretch")
+    if section.table is not None and not section.table.empty:
+        st.dataframe(section.table, hide_index=True, width="stretch", column_config={
+            column: st.column_config.DateColumn(column) if unit == "date"
+            else st.column_config.NumberColumn(column, format=FORMATS[unit])
+            for column, unit in section.units.items() if unit in FORMATS or unit == "date"})
+    for note in section.notes:
+        st.caption(note)
+
+st.header("Decisions and notes")
+with st.form("decision", clear_on_submit=True):
+    kind = st.radio("Kind", warehouse.DECISION_KINDS, horizontal=True, key="decision_kind")
+    text = st.text_area("What the team decided or observed", key="decision_text")
+    author = st.text_input("Author (optional)", key="decision_author")
+    saved = st.form_submit_button("Save to the log", type="primary")
+if saved and not text.strip():
+    st.warning("Write the decision or note first.")
+elif saved:
+    warehouse.add_decision(month, kind, text, author)
+    retro.decisions = queries.decisions(month)
+    st.success(f"Saved to the {month:%B %Y} log.")
+if retro.decisions.empty:
+    st.caption("Nothing written for this month yet.")
+else:  # a table shows the text as text, never as markup
+    st.dataframe(retro.decisions[["written_at", "kind", "author", "text"]], hide_index=True, width="stretch")
+
+st.header("Report")
+name = f"mlcost-report-{month:%Y-%m}"
+left, right = st.columns(2)
+left.download_button("Download Markdown", report.markdown(retro), file_name=f"{name}.md", mime="text/markdown",
+                     icon=":material/download:")
+right.download_button("Download HTML (opens offline)", report.html_report(retro), file_name=f"{name}.html",
+                      mime="text/html", icon=":material/download:")
+st.caption(f"`mlcost report --month {month:%Y-%m} --format html` writes the same report from the command line.")

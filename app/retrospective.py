@@ -1,0 +1,595 @@
+"""The monthly efficiency retrospective: a month against the one before, and rule-based
+recommendations, each quoting the number behind it. No Streamlit here: the Retrospective page
+and `mlcost report` both build on `build()`, and app/report.py renders what it returns.
+
+Every figure comes from the query functions the other pages call (app/queries.py), with the
+month as the date range, so a figure here is the figure that page shows for that month.
+The report is an ordered tuple of sections (SECTIONS); each builder takes the month's Context
+and returns a Section (figures, a table, a chart, notes) or None when there is nothing to say.
+"""
+from __future__ import annotations
+
+import calendar
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import date, timedelta
+from decimal import Decimal
+
+import pandas as pd
+
+from app import charts, queries
+from app.filters import Filters
+from ingest import config
+
+MONTH_PATTERN = re.compile(r"^(\d{4})-(\d{2})$")
+Number = Decimal | float | int | None
+
+
+# --- months ------------------------------------------------------------------------------
+
+def parse_month(text: str) -> date:
+    """The first day of the month `YYYY-MM`; ValueError with one sentence otherwise."""
+    found = MONTH_PATTERN.match(text.strip())
+    if not found or not 1 <= int(found.group(2)) <= 12:
+        raise ValueError(f"{text!r} is not a month: write it as YYYY-MM, e.g. 2026-10")
+    return date(int(found.group(1)), int(found.group(2)), 1)
+
+
+def month_filters(month: date) -> Filters:
+    """The date range of the whole UTC month of `month` (every project and team)."""
+    first = month.replace(day=1)
+    return Filters(start=first, end=first.replace(day=calendar.monthrange(first.year, first.month)[1]))
+
+
+def previous_month(month: date) -> date:
+    """The first day of the month before `month`."""
+    return (month.replace(day=1) - timedelta(days=1)).replace(day=1)
+
+
+def months_with_data(choices: dict) -> list[date]:
+    """First days of the months between the first and last day of data (queries.filter_choices), newest first."""
+    if choices["first_day"] is None:
+        return []
+    month, last = _day(choices["first_day"]).replace(day=1), _day(choices["last_day"]).replace(day=1)
+    months = []
+    while month <= last:
+        months.append(month)
+        month = (month + timedelta(days=32)).replace(day=1)
+    return months[::-1]
+
+
+def _day(value: object) -> date:
+    """A date from a query's date value (a pandas Timestamp or a date)."""
+    return pd.Timestamp(value).date()
+
+
+# --- what a report is made of ---------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Figure:
+    """One figure of the month next to the previous month's, in `unit` (a currency code, kWh, ...);
+    `page` names the dashboard page showing the same figure."""
+
+    label: str
+    unit: str
+    current: Number
+    previous: Number
+    page: str
+
+    @property
+    def change_pct(self) -> float | None:
+        """(current / previous - 1) x 100; None without both or when previous is 0."""
+        if is_missing(self.current) or is_missing(self.previous) or float(self.previous) == 0:
+            return None
+        return (float(self.current) / float(self.previous) - 1) * 100
+
+
+@dataclass
+class Section:
+    """A part of the report: figures (this month and the previous), a table whose columns'
+    units are in `units`, a chart (plotly figure), and notes (sentences)."""
+
+    key: str
+    title: str
+    figures: list[Figure] = field(default_factory=list)
+    table: pd.DataFrame | None = None
+    units: dict[str, str] = field(default_factory=dict)
+    chart: object | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    """One rule's finding: `text` quotes `evidence`, the number that justifies it."""
+
+    rule: str
+    text: str
+    evidence: str
+    value: float
+
+
+@dataclass
+class Retrospective:
+    month: date
+    previous: date
+    data_through: date | None  # the last day with data when the month is partial, else None
+    sections: list[Section]
+    recommendations: list[Recommendation]
+    decisions: pd.DataFrame
+
+    def section(self, key: str) -> Section | None:
+        return next((s for s in self.sections if s.key == key), None)
+
+    def figure(self, label: str) -> Figure:
+        return next(f for s in self.sections for f in s.figures if f.label == label)
+
+
+class Context:
+    """The month, the month before, the settings; each query result fetched once."""
+
+    def __init__(self, month: date, settings: config.Config) -> None:
+        self.month, self.previous = month.replace(day=1), previous_month(month)
+        self.current_range, self.previous_range = month_filters(self.month), month_filters(self.previous)
+        self.settings = settings
+        self.data_through: date | None = None  # the last day with data, when the month is partial
+        self.sections: dict[str, Section] = {}  # the sections built so far, by key
+        self._results: dict[tuple, object] = {}
+
+    def fetch(self, query: Callable, *args: object) -> object:
+        key = (query.__name__, *args)
+        if key not in self._results:
+            self._results[key] = query(*args)
+        return self._results[key]
+
+    def both(self, query: Callable, *args: object) -> tuple:
+        """query(current month, *args), query(previous month, *args)."""
+        return self.fetch(query, self.current_range, *args), self.fetch(query, self.previous_range, *args)
+
+    # the arguments the pages pass, from the settings
+
+    def gpu_prices(self) -> tuple[tuple[str, str], ...]:
+        models = self.fetch(queries.gpu_models)
+        return tuple((name, str(self.settings.prices.gpu(name))) for name in models["gpu_name"]
+                     if self.settings.prices.gpu(name) is not None)
+
+    def energy_factors(self) -> tuple:
+        energy = self.settings.energy
+        regions = tuple((region, energy.pue_for(region), energy.grid_for(region))
+                        for region in sorted({*energy.pue_by_region, *energy.grid_gco2_per_kwh_by_region}))
+        return regions, energy.pue, energy.grid_gco2_per_kwh
+
+    def reconciliation_args(self) -> tuple[str, float]:
+        rule = self.settings.reconciliation
+        return rule.run_id_tag, rule.match_slack_minutes * 60
+
+
+# --- helpers ----------------------------------------------------------------------------
+
+def is_missing(value: object) -> bool:
+    return value is None or (not isinstance(value, Decimal) and pd.isna(value))
+
+
+def money(value: object) -> Decimal | None:
+    """An amount from a query result as an exact Decimal (None when unknown)."""
+    return None if is_missing(value) else Decimal(str(value))
+
+
+def _sum_money(values: pd.Series) -> Decimal | None:
+    known = [money(v) for v in values if not is_missing(v)]
+    return sum(known, Decimal(0)) if known else None
+
+
+def _sum(values: pd.Series) -> float | None:
+    known = values.dropna()
+    return float(known.sum()) if len(known) else None
+
+
+def _first(frame: pd.DataFrame, column: str) -> object:
+    return None if frame.empty else frame[column].iloc[0]
+
+
+# --- sections ---------------------------------------------------------------------------
+
+def invoice_month_billed(ctx: Context, currency: str, month: date) -> Decimal | None:
+    """Billed cost in `currency` of the invoice month `month`: the Billing page's charges by
+    category (over all dates) for that month, credits and corrections included."""
+    lines = ctx.fetch(queries.billing_by_category, Filters(), currency)
+    of_month = lines[pd.to_datetime(lines["month"]).dt.date == month]
+    return _sum_money(of_month["billed_cost"])
+
+
+def _spend(ctx: Context) -> Section:
+    section = Section("spend", "Spend")
+    all_currencies = ctx.fetch(queries.billing_totals, Filters())
+    now, before = ctx.both(queries.billing_totals)
+    for currency in all_currencies["billing_currency"]:
+        section.figures.append(Figure(
+            f"Billed, invoice month ({currency})", currency, invoice_month_billed(ctx, currency, ctx.month),
+            invoice_month_billed(ctx, currency, ctx.previous), "Billing (charges by category)"))
+        charged = [_first(t[t["billing_currency"] == currency], "billed_cost") for t in (now, before)]
+        section.figures.append(Figure(
+            f"Charges for the month ({currency})", currency, money(charged[0]), money(charged[1]),
+            "Billing (this month as date range)"))
+    training = [money(_first(t, "cost_usd")) for t in ctx.both(queries.overview_totals)]
+    serving = [money(_first(t, "cost_usd")) for t in ctx.both(queries.serving_totals)]
+    section.figures += [
+        Figure("Estimated training cost (USD)", "USD", training[0], training[1], "Overview"),
+        Figure("Estimated serving cost (USD)", "USD", serving[0], serving[1], "Serving"),
+    ]
+    section.notes.append("Invoice month: the cloud bill of the month, credits, taxes and corrections included "
+                         "(a correction billed this month for an earlier one counts here). Charges for the month: "
+                         "lines whose charge period starts in it. Amounts are never added across currencies; "
+                         "estimated costs are USD.")
+    section.chart = charts.month_comparison(
+        [f for f in section.figures if f.unit == "USD"], _label(ctx.month), _label(ctx.previous), "USD")
+    return section
+
+
+def _idle_usd(gpus: pd.DataFrame) -> Decimal | None:
+    return _sum_money(gpus["idle_usd"]) if not gpus.empty else None
+
+
+def _energy(ctx: Context) -> Section:
+    section = Section("energy", "Energy and emissions")
+    measured = ctx.both(queries.run_energy_figures, *ctx.energy_factors())
+    gpus = ctx.both(queries.idle_by_gpu, ctx.gpu_prices())
+    serving = ctx.both(queries.serving_totals)
+    reported = ctx.both(queries.overview_totals)
+    section.figures += [
+        Figure("Measured GPU energy of training runs (kWh)", "kWh",
+               *[_sum(m["gpu_energy_kwh"]) for m in measured], "Training runs"),
+        Figure("Emissions of training runs (kg CO2e)", "kg CO2e",
+               *[_sum(m["gpu_emissions_kg"]) for m in measured], "Training runs"),
+        Figure("Energy of every traced GPU (kWh)", "kWh", *[_sum(g["energy_kwh"]) for g in gpus], "Idle GPUs"),
+        Figure("Serving energy (kWh)", "kWh", *[_first(s, "energy_kwh") for s in serving], "Serving"),
+    ]
+    if any(int(_first(r, "runs_with_energy") or 0) for r in reported):
+        section.figures += [
+            Figure("Energy reported by runs (kWh)", "kWh", *[_first(r, "energy_kwh") for r in reported], "Overview"),
+            Figure("Emissions reported by runs (kg CO2e)", "kg CO2e",
+                   *[_first(r, "emissions_kg") for r in reported], "Overview")]
+    section.notes.append("Training-run energy is measured from GPU traces, emissions = kWh x PUE x the grid's "
+                         "g CO2e/kWh of the run's region (`[energy]`); serving energy is what the services report.")
+    return section
+
+
+def weekend_idle(ctx: Context, filters: Filters) -> tuple[float, Decimal | None]:
+    """Idle GPU-hours on Saturdays and Sundays (UTC) in `filters`, and their dollars at the GPU-hour
+    prices of the Idle GPUs page (None when no idle GPU of those days is priced)."""
+    days = ctx.fetch(queries.idle_by_day, filters)
+    prices = ctx.fetch(queries.idle_by_gpu, filters, ctx.gpu_prices())
+    if days.empty:
+        return 0.0, None
+    weekend = days[pd.to_datetime(days["day"]).dt.day_of_week >= 5]
+    price_of = {(r.host, r.gpu_index): money(r.usd_per_gpu_hour) for r in prices.itertuples()}
+    dollars = [Decimal(str(round(float(r.idle_h), 6))) * price_of[(r.host, r.gpu_index)]
+               for r in weekend.itertuples() if price_of.get((r.host, r.gpu_index)) is not None]
+    return float(weekend["idle_h"].sum()), (sum(dollars, Decimal(0)) if dollars else None)
+
+
+def _idle(ctx: Context) -> Section | None:
+    now, before = ctx.both(queries.idle_by_gpu, ctx.gpu_prices())
+    if now.empty and before.empty:
+        return None
+    weekend = [weekend_idle(ctx, f) for f in (ctx.current_range, ctx.previous_range)]
+    section = Section("idle", "Idle GPUs")
+    section.figures += [
+        Figure("Idle GPU-hours", "GPU-h", *[_sum(g["idle_h"]) for g in (now, before)], "Idle GPUs"),
+        Figure("Observed GPU-hours", "GPU-h", *[_sum(g["observed_h"]) for g in (now, before)], "Idle GPUs"),
+        Figure("Idle energy (kWh)", "kWh", *[_sum(g["idle_kwh"]) for g in (now, before)], "Idle GPUs"),
+        Figure("Idle cost (USD)", "USD", _idle_usd(now), _idle_usd(before), "Idle GPUs"),
+        Figure("Allocated but idle GPU-hours", "GPU-h",
+               *[_sum(g["allocated_idle_h"]) for g in (now, before)], "Idle GPUs"),
+        Figure("Idle GPU-hours on weekends", "GPU-h", weekend[0][0], weekend[1][0], "Idle GPUs (heatmap)"),
+        Figure("Idle cost on weekends (USD)", "USD", weekend[0][1], weekend[1][1], "Idle GPUs (heatmap)"),
+    ]
+    if not now.empty:
+        table = now.assign(gpu=now["host"] + " GPU " + now["gpu_index"].astype(str))
+        section.table = table[["gpu", "gpu_name", "observed_h", "idle_h", "idle_usd", "busy_util_pct"]]
+        section.units = {"observed_h": "GPU-h", "idle_h": "GPU-h", "idle_usd": "USD", "busy_util_pct": "%"}
+        section.chart = charts.idle_by_gpu_month(section.table)
+    return section
+
+
+def _serving(ctx: Context) -> Section | None:
+    now, before = ctx.both(queries.serving_by_service)
+    if now.empty and before.empty:
+        return None
+    section = Section("serving", "Serving: cost per 1k requests by service")
+    totals = ctx.both(queries.serving_totals)
+    section.figures += [
+        Figure("Requests", "requests", *[_first(t, "requests_total") for t in totals], "Serving"),
+        Figure("Cost per 1k successful requests, all services (USD)", "USD/1k",
+               *[_first(t, "cost_per_1k_success_usd") for t in totals], "Serving"),
+    ]
+    merged = now.merge(before, on="service", how="outer", suffixes=("", "_previous"))
+    merged["change_pct"] = (merged["cost_per_1k_success_usd"].astype(float)
+                            / merged["cost_per_1k_success_usd_previous"].astype(float) - 1) * 100
+    section.table = merged[["service", "versions", "requests_success", "cost_usd",
+                            "cost_per_1k_success_usd_previous", "cost_per_1k_success_usd", "change_pct",
+                            "energy_wh_per_1k_success"]]
+    section.units = {"requests_success": "count", "cost_usd": "USD", "cost_per_1k_success_usd_previous": "USD/1k",
+                     "cost_per_1k_success_usd": "USD/1k", "change_pct": "%", "energy_wh_per_1k_success": "Wh"}
+    section.chart = charts.service_cost_month(merged, _label(ctx.month), _label(ctx.previous))
+    return section
+
+
+def version_changes(ctx: Context) -> pd.DataFrame:
+    """The Serving page's version changes (cost and energy per 1k successful requests) over the
+    month's windows, of the versions that started in the month."""
+    rule = ctx.settings.serving
+    changes = ctx.fetch(queries.serving_version_changes, ctx.current_range, rule.regression_pct, rule.min_requests)
+    return changes[pd.to_datetime(changes["start_date"]).dt.date >= ctx.month] if not changes.empty else changes
+
+
+def _versions(ctx: Context) -> Section | None:
+    changes = version_changes(ctx)
+    if changes.empty:
+        return None
+    rule = ctx.settings.serving
+    section = Section("versions", "Model versions that changed cost per 1k")
+    section.table = changes[["service", "metric", "from_version", "to_version", "start_date",
+                             "before", "after", "change_pct", "is_regression"]]
+    section.units = {"start_date": "date", "before": "decimal", "after": "decimal", "change_pct": "%"}
+    section.notes.append(f"Per 1k successful requests, over this month's windows; a change over "
+                         f"{rule.regression_pct:g} % worse is a regression (`[serving]`).")
+    return section
+
+
+def _projects(ctx: Context) -> Section | None:
+    now, before = ctx.both(queries.spend_by_month)
+    if now.empty and before.empty:
+        return None
+    section = Section("projects", "Training: runs and spend per project")
+    totals = ctx.both(queries.overview_totals)
+    section.figures.append(Figure("Training runs", "runs", *[_first(t, "runs") for t in totals], "Overview"))
+    merged = (now[["project", "runs", "cost_usd"]]
+              .merge(before[["project", "runs", "cost_usd"]], on="project", how="outer", suffixes=("", "_previous"))
+              .sort_values("project"))
+    section.table = merged[["project", "runs_previous", "runs", "cost_usd_previous", "cost_usd"]]
+    section.units = {"runs_previous": "count", "runs": "count", "cost_usd_previous": "USD", "cost_usd": "USD"}
+    section.chart = charts.project_spend_month(merged, _label(ctx.month), _label(ctx.previous))
+    return section
+
+
+def run_standing(ctx: Context) -> pd.DataFrame:
+    """Every ranked run of the month (Training runs page, the month as date range, each metric):
+    run_id, on_frontier, dominated_by, cost_usd and the dominating run's cost."""
+    frames = []
+    for metric in ctx.fetch(queries.metric_names, ctx.current_range)["val_metric_name"]:
+        runs = ctx.fetch(queries.training_runs, ctx.current_range, metric, None)
+        frames.append(runs[runs["val_metric_name"] == metric].dropna(subset=["on_frontier"]))
+    if not frames:
+        return pd.DataFrame(columns=["run_id", "project", "val_metric_name", "on_frontier", "dominated_by",
+                                     "cost_usd", "dominating_cost_usd"])
+    ranked = pd.concat(frames)[["run_id", "project", "val_metric_name", "on_frontier", "dominated_by", "cost_usd"]]
+    cost_of = ranked.set_index("run_id")["cost_usd"]
+    return ranked.assign(dominating_cost_usd=ranked["dominated_by"].map(cost_of))
+
+
+def _top_runs(ctx: Context) -> Section | None:
+    top = ctx.fetch(queries.top_runs, ctx.current_range, 5)
+    if top.empty:
+        return None
+    standing = run_standing(ctx).set_index("run_id")
+    rows = []
+    for run in top.itertuples():
+        if run.run_id not in standing.index:
+            where = "not ranked (failed, preempted, running or no metric)"
+        elif bool(standing.at[run.run_id, "on_frontier"]):
+            where = "on the frontier"
+        else:
+            other = standing.at[run.run_id, "dominated_by"]
+            ratio = float(run.cost_usd) / float(standing.at[run.run_id, "dominating_cost_usd"])
+            where = f"dominated by {other} ({ratio:.1f}x cheaper)"
+        rows.append({"run_id": run.run_id, "project": run.project, "instance_type": run.instance_type,
+                     "cost_usd": run.cost_usd, "val_metric_name": run.val_metric_name,
+                     "val_metric": run.val_metric, "pareto_standing": where})
+    section = Section("top_runs", "The five most expensive runs")
+    section.table = pd.DataFrame(rows)
+    section.units = {"cost_usd": "USD", "val_metric": "decimal"}
+    section.notes.append("Pareto standing among the month's completed runs of the same project and metric "
+                         "(the Training runs page with this month as date range).")
+    return section
+
+
+def _coverage(ctx: Context) -> Section:
+    section = Section("coverage", "Data coverage")
+    notes = section.notes
+    if ctx.data_through is not None:
+        notes.append(f"The month is partial: data runs through {ctx.data_through.isoformat()}.")
+    holes = ctx.fetch(queries.coverage_holes, ctx.current_range)
+    if not holes.empty:
+        notes.append(f"{len(holes)} GPU trace coverage holes ({holes['gap_h'].sum():,.1f} GPU-hours without samples; "
+                     "Idle GPUs page): that time counts as neither idle nor busy.")
+    overview = ctx.fetch(queries.overview_totals, ctx.current_range)
+    runs, priced = int(_first(overview, "runs") or 0), int(_first(overview, "runs_with_cost") or 0)
+    if runs > priced:
+        notes.append(f"{runs - priced} of {runs} runs have no cost (no price or estimated_cost_usd).")
+    serving = ctx.fetch(queries.serving_totals, ctx.current_range)
+    windows = int(_first(serving, "windows") or 0)
+    for column, what in (("windows_with_cost", "cost"), ("windows_with_energy", "energy")):
+        missing = windows - int(_first(serving, column) or 0)
+        if missing:
+            notes.append(f"{missing:,} of {windows:,} serving windows have no {what}.")
+    run_tag, slack_s = ctx.reconciliation_args()
+    for row in ctx.fetch(queries.reconciliation_totals, ctx.current_range, run_tag, slack_s).itertuples():
+        if row.unmatched_lines:
+            notes.append(f"{row.unmatched_lines:,} usage bill lines ({_money_text(row.unmatched_cost, row.billing_currency)}) "
+                         "match no run (nodes, serving, storage, or missing tags; Reconciliation page).")
+    unmatched = ctx.fetch(queries.unmatched_spend, ctx.current_range, run_tag,
+                          ctx.settings.reconciliation.project_tag, slack_s)
+    unknown = int(unmatched["lines_naming_unknown_runs"].sum()) if not unmatched.empty else 0
+    if unknown:
+        notes.append(f"{unknown:,} bill lines name a run that is not loaded.")
+    rejected = int(ctx.fetch(queries.loads)["rows_rejected"].sum())
+    notes.append(f"{rejected:,} lines were rejected across all loads so far (Data page)." if rejected
+                 else "No line was rejected in any load so far.")
+    return section
+
+
+def _money_text(amount: object, currency: str) -> str:
+    value = money(amount)
+    if value is None:
+        return "—"
+    return f"${value:,.2f}" if currency == "USD" else f"{value:,.2f} {currency}"
+
+
+def _label(month: date) -> str:
+    return month.strftime("%Y-%m")
+
+
+# The report's sections, in order. A section is a function of the Context returning a Section or None.
+SECTIONS: tuple[Callable[[Context], Section | None], ...] = (
+    _spend, _energy, _idle, _serving, _versions, _projects, _top_runs, _coverage,
+)
+
+
+# --- recommendations ----------------------------------------------------------------------
+
+def _right_size(ctx: Context) -> list[Recommendation]:
+    threshold = ctx.settings.gpu.right_size_util_pct
+    candidates = ctx.fetch(queries.right_size_candidates, ctx.current_range, threshold)
+    found = []
+    for c in candidates.itertuples():
+        if c.run_gpu_h < ctx.settings.retrospective.right_size_min_gpu_h:
+            continue
+        evidence = f"{c.mean_util_pct:.1f}%"
+        found.append(Recommendation(
+            "right_size",
+            f"{c.host} GPU {c.gpu_index} ({c.gpu_name}) averaged {evidence} utilization over "
+            f"{c.run_gpu_h:,.1f} GPU-hours of {c.project} runs (under {threshold:g} %): a smaller GPU would do.",
+            evidence, float(c.mean_util_pct)))
+    return found
+
+
+def _dominated(ctx: Context) -> list[Recommendation]:
+    standing = run_standing(ctx)
+    dominated = standing[(standing["on_frontier"] == False) & standing["dominating_cost_usd"].notna()]
+    dominated = dominated[dominated["cost_usd"].astype(float)
+                          >= ctx.settings.retrospective.dominated_min_ratio
+                          * dominated["dominating_cost_usd"].astype(float)]
+    if dominated.empty:
+        return []
+    spent, cheaper = _sum_money(dominated["cost_usd"]), _sum_money(dominated["dominating_cost_usd"])
+    ratio = float(spent) / float(cheaper)
+    evidence = f"{ratio:.1f}x"
+    projects = ", ".join(sorted(dominated["project"].unique()))
+    return [Recommendation(
+        "dominated_runs",
+        f"{len(dominated)} run{'' if len(dominated) == 1 else 's'} {'was' if len(dominated) == 1 else 'were'} dominated ({projects}): another run of the project reached the same metric "
+        f"or better for {evidence} less (${spent:,.2f} spent where ${cheaper:,.2f} did); reuse the frontier "
+        "runs' configurations.", evidence, ratio)]
+
+
+def _regressions(ctx: Context) -> list[Recommendation]:
+    changes = version_changes(ctx)
+    found = []
+    for c in changes[changes["is_regression"]].itertuples() if not changes.empty else ():
+        evidence = f"{c.change_pct:.1f}%"
+        what = ("costs", "per 1k successful requests", f"${c.before:,.4f} → ${c.after:,.4f}") \
+            if c.metric == "cost_per_1k_success_usd" else \
+            ("uses", "energy per 1k successful requests", f"{c.before:,.2f} → {c.after:,.2f} Wh")
+        found.append(Recommendation(
+            "serving_regression",
+            f"Service {c.service} {c.to_version} {what[0]} {evidence} more {what[1]} than {c.from_version} "
+            f"({what[2]}, since {c.start_date:%Y-%m-%d}): review its replicas or roll back.",
+            evidence, float(c.change_pct)))
+    return found
+
+
+def _weekend_idle(ctx: Context) -> list[Recommendation]:
+    hours, dollars = weekend_idle(ctx, ctx.current_range)
+    if dollars is None or dollars < Decimal(str(ctx.settings.retrospective.weekend_idle_min_usd)):
+        return []
+    evidence = f"${dollars:,.0f}"
+    return [Recommendation(
+        "weekend_idle",
+        f"{hours:,.0f} idle GPU-hours on weekends cost {evidence}: scale the nodes down or schedule batch jobs "
+        "on Saturdays and Sundays.", evidence, float(dollars))]
+
+
+def _idle_share(ctx: Context) -> list[Recommendation]:
+    gpus = ctx.fetch(queries.idle_by_gpu, ctx.current_range, ctx.gpu_prices())
+    if gpus.empty or not gpus["observed_h"].sum():
+        return []
+    share = float(gpus["idle_h"].sum() / gpus["observed_h"].sum() * 100)
+    if share <= ctx.settings.retrospective.idle_share_pct:
+        return []
+    evidence = f"{share:.0f}%"
+    dollars = _idle_usd(gpus)
+    cost = f" (${dollars:,.0f} at GPU-hour prices)" if dollars is not None else ""
+    return [Recommendation(
+        "idle_share",
+        f"The traced GPUs were idle {evidence} of their observed hours{cost}: fewer nodes, or more jobs "
+        "on them, would do the same work.", evidence, share)]
+
+
+def _spend_change(ctx: Context) -> list[Recommendation]:
+    """A bill that moved more than spend_change_pct; in a partial month, by its daily rate so far."""
+    found = []
+    for figure in ctx.sections["spend"].figures if "spend" in ctx.sections else ():
+        if not figure.label.startswith("Billed, invoice month") or figure.change_pct is None:
+            continue
+        if ctx.data_through is None:
+            change, detail = figure.change_pct, (f"{_money_text(figure.previous, figure.unit)} → "
+                                                 f"{_money_text(figure.current, figure.unit)}")
+        else:
+            days_before = calendar.monthrange(ctx.previous.year, ctx.previous.month)[1]
+            now, before = figure.current / ctx.data_through.day, figure.previous / days_before
+            change = (float(now) / float(before) - 1) * 100
+            detail = (f"{_money_text(before, figure.unit)} → {_money_text(now, figure.unit)} a day, "
+                      f"through {ctx.data_through:%Y-%m-%d}")
+        if abs(change) > ctx.settings.retrospective.spend_change_pct:
+            evidence = f"{change:+.1f}%"
+            found.append(Recommendation(
+                "spend_change",
+                f"The {figure.unit} bill moved {evidence} against {_label(ctx.previous)} ({detail}): "
+                "see the Billing page's split by service and tag for where.", evidence, change))
+    return found
+
+
+def _untagged(ctx: Context) -> list[Recommendation]:
+    run_tag, slack_s = ctx.reconciliation_args()
+    runs = ctx.fetch(queries.reconciliation_runs, ctx.current_range, run_tag, slack_s,
+                     ctx.settings.reconciliation.gap_pct)
+    untagged = runs[runs["untagged"]] if not runs.empty else runs
+    if untagged.empty:
+        return []
+    count = untagged["run_id"].nunique()
+    evidence = f"{count}"
+    return [Recommendation(
+        "untagged_runs",
+        f"{evidence} run{'' if count == 1 else 's'} {'was' if count == 1 else 'were'} billed without the `{run_tag}` tag ({', '.join(sorted(untagged['run_id'].unique()))}): "
+        "only their resource id ties the bill to them; tag their instances.", evidence, float(evidence))]
+
+
+# The rules, in the order their recommendations are listed.
+RULES: tuple[Callable[[Context], list[Recommendation]], ...] = (
+    _regressions, _right_size, _dominated, _weekend_idle, _idle_share, _spend_change, _untagged,
+)
+
+
+# --- the whole retrospective -------------------------------------------------------------
+
+def latest_month() -> date | None:
+    """The latest month with any data (runs, serving windows, GPU minutes, bills), or None."""
+    months = months_with_data(queries.filter_choices())
+    return months[0] if months else None
+
+
+def build(month: date, settings: config.Config | None = None) -> Retrospective:
+    """The retrospective of `month` (any day of it) against the month before."""
+    ctx = Context(month, settings or config.load())
+    last_day = queries.filter_choices()["last_day"]
+    last_day = None if last_day is None else _day(last_day)
+    if last_day is not None and ctx.month <= last_day < month_filters(ctx.month).end:
+        ctx.data_through = last_day
+    for builder in SECTIONS:
+        section = builder(ctx)
+        if section is not None:
+            ctx.sections[section.key] = section
+    recommendations = [r for rule in RULES for r in rule(ctx)]
+    return Retrospective(ctx.month, ctx.previous, ctx.data_through, list(ctx.sections.values()),
+                         recommendations, queries.decisions(ctx.month))

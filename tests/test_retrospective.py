@@ -1,0 +1,394 @@
+"""The monthly retrospective (app/retrospective.py, app/report.py, the Retrospective page and
+`mlcost report`) on the sample data: October 2026 against September.
+
+Two kinds of check: the report's figures are the figures the other pages show for the month
+(AppTest of those pages with the sidebar's date range set to the month), and they equal a
+second, plain computation from the sample files or truth.json (tests/test_sample_data.py's
+readers), never numbers copied from the program's output.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections import defaultdict
+from datetime import UTC, date, datetime
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from app import queries, report, retrospective
+from ingest import config, loader
+from ingest import warehouse as wh
+from ingest.cli import SAMPLE_FILES
+from tests.conftest import IN_CI, REPO_ROOT, SAMPLE_DIR
+from tests.test_pages import pareto
+from tests.test_sample_data import (
+    epoch,
+    runs,
+    serving_price_per_replica_hour,
+    truth,
+    window_cost,
+    windows,
+)
+
+APP = REPO_ROOT / "app" / "main.py"
+OCTOBER, SEPTEMBER = date(2026, 10, 1), date(2026, 9, 1)
+OCT_START, NOV_START = (datetime(2026, 10, 1, tzinfo=UTC).timestamp(), datetime(2026, 11, 1, tzinfo=UTC).timestamp())
+SEP_START = datetime(2026, 9, 1, tzinfo=UTC).timestamp()
+
+
+# --- fixtures ----------------------------------------------------------------------------
+
+@pytest.fixture(autouse=True)
+def _no_user_settings(tmp_path, monkeypatch):
+    """Run where no mlcost.toml is, with no $MLCOST_CONFIG: the shipped defaults apply."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MLCOST_CONFIG", raising=False)
+
+
+@pytest.fixture(scope="module")
+def sample_db(tmp_path_factory) -> Path:
+    """A warehouse holding every sample file (as `mlcost demo` loads them), built once for this module."""
+    if not (SAMPLE_DIR / "runs.jsonl").is_file():
+        if IN_CI:
+            pytest.fail("sample_data is missing in CI")
+        pytest.skip("sample_data is not generated yet")
+    path = tmp_path_factory.mktemp("retro") / "sample.duckdb"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("MLCOST_DB", str(path))
+        summaries = [s for _, s in loader.ingest_paths([str(SAMPLE_DIR / name) for name in SAMPLE_FILES])]
+    assert all(s.status == "loaded" for s in summaries), [s.to_json() for s in summaries]
+    return path
+
+
+@pytest.fixture
+def sample_warehouse(sample_db, warehouse) -> Path:
+    """A copy of the sample warehouse for one test (it may write decisions)."""
+    shutil.copyfile(sample_db, warehouse)
+    return warehouse
+
+
+@pytest.fixture(scope="module")
+def october(sample_db) -> retrospective.Retrospective:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("MLCOST_DB", str(sample_db))
+        patch.delenv("MLCOST_CONFIG", raising=False)
+        return retrospective.build(OCTOBER, config.load(REPO_ROOT / "ingest" / "defaults.toml"))
+
+
+def rule(retro: retrospective.Retrospective, name: str) -> list[retrospective.Recommendation]:
+    return [r for r in retro.recommendations if r.rule == name]
+
+
+# --- plain computations from the sample files ------------------------------------------------
+
+def runs_started(start: float, end: float) -> list[dict]:
+    return [r for r in runs() if start <= epoch(r["start_time"]) < end]
+
+
+def october_windows() -> list[dict]:
+    return [w for w in windows() if OCT_START <= epoch(w["window_start"]) < NOV_START]
+
+
+def cost_per_1k_success(ws: list[dict]) -> float:
+    prices = serving_price_per_replica_hour()
+    return sum(window_cost(w, prices) for w in ws) * 1000 / sum(w["requests_success"] for w in ws)
+
+
+# --- the report's figures are the pages' figures ----------------------------------------------
+
+def page_metrics(page: str, month: date) -> dict[str, str]:
+    """The metrics `page` shows with the sidebar's date range set to `month`."""
+    at = AppTest.from_file(str(APP), default_timeout=120).run()
+    at.switch_page(page).run()
+    at.date_input(key="date_range").set_value((month, retrospective.month_filters(month).end))
+    at.run()
+    assert not at.exception, [e.message for e in at.exception]
+    return {m.label: m.value for m in at.metric}
+
+
+def test_figures_equal_what_the_other_pages_show_for_the_month(sample_warehouse):
+    retro = retrospective.build(OCTOBER)
+    shown = {
+        "overview": page_metrics("app_pages/overview.py", OCTOBER),
+        "serving": page_metrics("app_pages/serving.py", OCTOBER),
+        "idle": page_metrics("app_pages/idle_gpus.py", OCTOBER),
+        "billing": page_metrics("app_pages/billing.py", OCTOBER),
+    }
+    figure = retro.figure
+    assert shown["overview"]["Estimated training cost"] == report.number(
+        figure("Estimated training cost (USD)").current, "USD")
+    assert shown["overview"]["Training runs"] == report.number(figure("Training runs").current, "count")
+    assert shown["serving"]["Serving cost"] == report.number(figure("Estimated serving cost (USD)").current, "USD")
+    assert shown["serving"]["Requests"] == report.number(figure("Requests").current, "count")
+    assert shown["idle"]["Idle GPU-hours"] == f"{figure('Idle GPU-hours').current:,.1f}"
+    assert shown["idle"]["Idle cost"] == report.number(figure("Idle cost (USD)").current, "USD")
+    assert shown["idle"]["Idle energy"] == f"{figure('Idle energy (kWh)').current:,.1f} kWh"
+    assert shown["billing"]["Billed (USD)"] == report.number(figure("Charges for the month (USD)").current, "USD")
+
+
+def test_serving_and_project_tables_are_the_page_queries_for_the_month(october, sample_db, monkeypatch):
+    monkeypatch.setenv("MLCOST_DB", str(sample_db))
+    month = retrospective.month_filters(OCTOBER)
+    by_month = queries.spend_by_month(month).set_index("project")
+    projects = october.section("projects").table.set_index("project")
+    assert projects["cost_usd"].to_dict() == by_month["cost_usd"].to_dict()
+    rule_ = config.load().serving
+    changes = queries.serving_version_changes(month, rule_.regression_pct, rule_.min_requests)
+    shown = october.section("versions").table
+    assert sorted(zip(shown["service"], shown["to_version"], shown["metric"])) == sorted(
+        zip(changes["service"], changes["to_version"], changes["metric"]))
+
+
+# --- ... and equal a plain computation from the sample files ------------------------------------
+
+@pytest.mark.parametrize("month, previous", [("2026-10", "2026-09"), ("2026-09", "2026-08")])
+def test_billed_cost_per_invoice_month_matches_truth(sample_db, monkeypatch, month, previous):
+    monkeypatch.setenv("MLCOST_DB", str(sample_db))
+    billed = retrospective.build(retrospective.parse_month(month)).figure("Billed, invoice month (USD)")
+    by_month = truth()["billing_by_month"]
+    assert round(billed.current, 2) == Decimal(str(by_month[month]["total_usd"]))
+    assert round(billed.previous, 2) == Decimal(str(by_month[previous]["total_usd"]))
+
+
+def test_runs_and_spend_per_project_match_runs_jsonl(october):
+    for month_start, month_end, suffix in ((OCT_START, NOV_START, ""), (SEP_START, OCT_START, "_previous")):
+        count, spend = defaultdict(int), defaultdict(Decimal)
+        for run in runs_started(month_start, month_end):
+            count[run["project"]] += 1
+            spend[run["project"]] += Decimal(str(run["estimated_cost_usd"]))
+        table = october.section("projects").table.set_index("project")
+        assert table[f"runs{suffix}"].astype(int).to_dict() == dict(count)
+        assert {p: round(Decimal(str(v)), 2) for p, v in table[f"cost_usd{suffix}"].items()} == dict(spend)
+
+
+def test_top_five_runs_are_the_costliest_of_the_month(october):
+    by_cost = sorted(runs_started(OCT_START, NOV_START), key=lambda r: (-r["estimated_cost_usd"], r["run_id"]))
+    assert list(october.section("top_runs").table["run_id"]) == [r["run_id"] for r in by_cost[:5]]
+
+
+def test_cost_per_1k_requests_per_service_matches_the_windows_file(october):
+    table = october.section("serving").table.set_index("service")
+    by_service = defaultdict(list)
+    for w in october_windows():
+        by_service[w["service"]].append(w)
+    assert set(table.index) == set(by_service)
+    for service, ws in by_service.items():
+        assert float(table.at[service, "cost_per_1k_success_usd"]) == pytest.approx(cost_per_1k_success(ws), rel=1e-9)
+
+
+def test_chat_assistant_regression_is_recommended_with_its_number(october):
+    regression = truth()["regression"]
+    ws = [w for w in october_windows() if w["service"] == regression["service"]]
+    before = cost_per_1k_success([w for w in ws if w["model_version"] == regression["from_version"]])
+    after = cost_per_1k_success([w for w in ws if w["model_version"] == regression["to_version"]])
+    expected = f"{(after / before - 1) * 100:.1f}%"
+    (found,) = [r for r in rule(october, "serving_regression") if "per 1k successful requests than" in r.text
+                and "costs" in r.text]
+    assert found.evidence == expected
+    assert (f"Service {regression['service']} {regression['to_version']} costs {expected} more"
+            f" per 1k successful requests than {regression['from_version']}") in found.text
+    assert regression["start_date"] in found.text
+    # The truth's change (all windows of each version) is the same story within a few points.
+    assert found.value == pytest.approx(regression["change_pct"], abs=3)
+
+
+def test_right_size_candidate_matches_truth(october):
+    candidate = truth()["right_size_candidate"]
+    node_runs = truth()["node_runs"]
+    spans = [(epoch(node_runs[r]["start"]), epoch(node_runs[r]["end"]), node_runs[r]["mean_gpu_util_pct"])
+             for r in candidate["run_ids"] if OCT_START <= epoch(node_runs[r]["start"]) < NOV_START]
+    weighted = sum((end - start) * util for start, end, util in spans) / sum(end - start for start, end, _ in spans)
+    (found,) = rule(october, "right_size")
+    assert found.text.startswith(f"{candidate['host']} GPU {candidate['gpu_index']} ")
+    assert found.value == pytest.approx(weighted, abs=0.05)  # truth's utilisation is rounded to 0.01
+    assert found.evidence == f"{found.value:.1f}%" and found.evidence in found.text
+
+
+def test_dominated_runs_match_brute_force(october):
+    completed = [r for r in runs_started(OCT_START, NOV_START) if r["status"] == "completed"]
+    points = {r["run_id"]: ((r["project"], r["val_metric_name"]), Decimal(str(r["estimated_cost_usd"])),
+                            -r["val_metric"] if r["goal"] == "min" else r["val_metric"]) for r in completed}
+    cost = {run: point[1] for run, point in points.items()}
+    dominated = {run: by for run, (on_frontier, by) in pareto(points).items()
+                 if not on_frontier and cost[run] >= Decimal("1.5") * cost[by]}
+    ratio = sum(cost[r] for r in dominated) / sum(cost[by] for by in dominated.values())
+    (found,) = rule(october, "dominated_runs")
+    assert found.text.startswith(f"{len(dominated)} runs were dominated")
+    assert found.evidence == f"{ratio:.1f}x"
+
+
+def test_weekend_idle_matches_truth(october):
+    names = {(g["host"], g["gpu_index"]): g["gpu_name"] for g in truth()["node_gpus"]}
+    prices = config.load(REPO_ROOT / "ingest" / "defaults.toml").prices
+    hours, dollars = 0.0, Decimal(0)
+    for day in truth()["gpu_idle_by_day"]:
+        when = date.fromisoformat(day["date"])
+        if when.replace(day=1) == OCTOBER and when.weekday() >= 5:
+            hours += day["idle_sustained_s"] / 3600
+            dollars += Decimal(day["idle_sustained_s"]) / 3600 * prices.gpu(names[(day["host"], day["gpu_index"])])
+    assert october.figure("Idle GPU-hours on weekends").current == pytest.approx(hours, abs=1e-6)
+    assert october.figure("Idle cost on weekends (USD)").current == pytest.approx(dollars, abs=Decimal("0.01"))
+    (found,) = rule(october, "weekend_idle")
+    assert found.evidence == f"${dollars:,.0f}" and f"{hours:,.0f} idle GPU-hours" in found.text
+
+
+@pytest.mark.parametrize("month", ["2026-08", "2026-09", "2026-10", "2026-11"])
+def test_every_recommendation_cites_its_evidence(sample_db, monkeypatch, month):
+    monkeypatch.setenv("MLCOST_DB", str(sample_db))
+    retro = retrospective.build(retrospective.parse_month(month))
+    assert retro.recommendations, month
+    for item in retro.recommendations:
+        assert re.search(r"\d", item.evidence), item
+        assert item.evidence in item.text, item
+        assert item.evidence in report.markdown(retro)
+
+
+def test_november_is_partial_and_says_so(sample_db, monkeypatch):
+    monkeypatch.setenv("MLCOST_DB", str(sample_db))
+    assert retrospective.latest_month() == date(2026, 11, 1)
+    retro = retrospective.build(date(2026, 11, 1))
+    last_window = max(epoch(w["window_start"]) for w in windows())
+    assert retro.data_through == datetime.fromtimestamp(last_window, UTC).date()
+    assert "partial" in report.markdown(retro)
+
+
+# --- decisions log --------------------------------------------------------------------------
+
+def test_decisions_are_stored_read_back_and_shown_escaped_in_both_reports(sample_warehouse):
+    text = "Move search-ranking jobs to the L4 <script>alert(1)</script> | by December"
+    wh.add_decision(OCTOBER, "decision", text, "dana")
+    wh.add_decision(date(2026, 10, 20), "note", "Weekend idle is the largest waste", None)
+    wh.add_decision(SEPTEMBER, "note", "a September note", "chen")
+    stored = queries.decisions(OCTOBER)
+    assert list(zip(stored["kind"], stored["text"], stored["author"].fillna(""))) == [
+        ("decision", text, "dana"), ("note", "Weekend idle is the largest waste", "")]
+    retro = retrospective.build(OCTOBER)
+    page = report.html_report(retro)
+    assert "alert(1)&lt;/script&gt;" in page and "<script>alert(1)" not in page
+    assert "Weekend idle is the largest waste" in page and "a September note" not in page
+    markdown = report.markdown(retro)
+    assert "&lt;script>alert(1)&lt;/script> \\| by December" in markdown
+    assert "a September note" not in markdown
+
+
+def test_an_empty_decision_is_refused(warehouse):
+    with pytest.raises(ValueError, match="empty"):
+        wh.add_decision(OCTOBER, "note", "   ")
+    with pytest.raises(ValueError, match="kind"):
+        wh.add_decision(OCTOBER, "wish", "more GPUs")
+
+
+# --- mlcost report ----------------------------------------------------------------------------
+
+def mlcost(db: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "ingest.cli", *args], check=False, capture_output=True, text=True, cwd=cwd,
+                          env={**os.environ, "MLCOST_DB": str(db), "PYTHONPATH": str(REPO_ROOT)})
+
+
+def test_mlcost_report_markdown_and_html(sample_db, tmp_path):
+    markdown = mlcost(sample_db, "report", "--month", "2026-10", cwd=tmp_path)
+    assert markdown.returncode == 0, markdown.stderr
+    total = Decimal(str(truth()["billing_by_month"]["2026-10"]["total_usd"]))
+    assert markdown.stdout.startswith("# Efficiency retrospective 2026-10\n")
+    assert f"| Billed, invoice month (USD) | ${Decimal(str(truth()['billing_by_month']['2026-09']['total_usd'])):,.2f}" \
+           f" | ${total:,.2f} |" in markdown.stdout
+    assert "## Recommendations" in markdown.stdout and "evidence: **" in markdown.stdout
+
+    written = mlcost(sample_db, "report", "--month", "2026-10", "--format", "html", cwd=tmp_path)
+    assert written.returncode == 0, written.stderr
+    page = (tmp_path / "mlcost-report-2026-10.html").read_text()
+    assert page.count("plotly.js v") == 1  # the library once, inline
+    assert not re.search(r"<(script|link|img)[^>]+(src|href)=", page)  # nothing fetched from outside
+    assert page.count('class="plotly-graph-div"') >= 4
+    assert f"${total:,.2f}" in page
+
+    elsewhere = mlcost(sample_db, "report", "--month", "2026-09", "--out", str(tmp_path / "sep.md"), cwd=tmp_path)
+    assert elsewhere.returncode == 0 and elsewhere.stdout == ""
+    assert (tmp_path / "sep.md").read_text().startswith("# Efficiency retrospective 2026-09")
+
+
+@pytest.mark.parametrize("month", ["2026-13", "10/2026", "2026-1", "October"])
+def test_mlcost_report_with_a_bad_month_is_a_usage_error(warehouse, tmp_path, month):
+    result = mlcost(warehouse, "report", "--month", month, cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.strip() == f"mlcost: --month {month!r} is not a month: write it as YYYY-MM, e.g. 2026-10"
+    assert "Traceback" not in result.stderr and result.stdout == ""
+
+
+@pytest.mark.parametrize("text, first_day", [("2026-10", date(2026, 10, 1)), (" 2024-02 ", date(2024, 2, 1))])
+def test_parse_month(text, first_day):
+    assert retrospective.parse_month(text) == first_day
+
+
+def test_month_range_and_previous_month():
+    assert retrospective.month_filters(date(2024, 2, 10)) == retrospective.Filters(date(2024, 2, 1), date(2024, 2, 29))
+    assert retrospective.previous_month(date(2026, 1, 15)) == date(2025, 12, 1)
+
+
+@pytest.mark.parametrize("settings, key", [
+    ("[retrospective]\ndominated_min_ratio = 0.5\n", "retrospective.dominated_min_ratio"),
+    ("[retrospective]\nidle_share_pct = 120\n", "retrospective.idle_share_pct"),
+    ("[retrospective]\nweekend_idle_min_usd = \"fifty\"\n", "retrospective.weekend_idle_min_usd"),
+    ("[retrospective]\nsurprise = 1\n", "retrospective.surprise"),
+])
+def test_bad_retrospective_settings_name_the_key(tmp_path, settings, key):
+    path = tmp_path / "mlcost.toml"
+    path.write_text(settings)
+    with pytest.raises(config.ConfigError) as error:
+        config.load(path)
+    assert error.value.key == key
+
+
+def test_a_stricter_setting_drops_a_recommendation(sample_db, monkeypatch, tmp_path):
+    monkeypatch.setenv("MLCOST_DB", str(sample_db))
+    path = tmp_path / "mlcost.toml"
+    path.write_text("[retrospective]\nweekend_idle_min_usd = 1000000\nright_size_min_gpu_h = 1000\n")
+    retro = retrospective.build(OCTOBER, config.load(path))
+    assert not rule(retro, "weekend_idle") and not rule(retro, "right_size")
+    assert rule(retro, "serving_regression")
+
+
+# --- the page ---------------------------------------------------------------------------------
+
+def open_retrospective() -> AppTest:
+    at = AppTest.from_file(str(APP), default_timeout=120).run()
+    at.switch_page("app_pages/retrospective.py").run()
+    assert not at.exception, [e.message for e in at.exception]
+    return at
+
+
+def test_page_on_the_sample_data_defaults_to_the_partial_latest_month_and_logs_decisions(sample_warehouse):
+    at = open_retrospective()
+    assert at.selectbox(key="retro_month").value == date(2026, 11, 1)
+    assert any("November 2026 is partial" in w.value for w in at.warning)
+    assert any("sidebar" in c.value and "do not apply" in c.value for c in at.caption)
+
+    at.selectbox(key="retro_month").set_value(OCTOBER).run()
+    assert not at.exception
+    total = Decimal(str(truth()["billing_by_month"]["2026-10"]["total_usd"]))
+    assert {m.label: m.value for m in at.metric}["Billed, invoice month (USD)"] == f"${total:,.2f}"
+    recommendations = " ".join(m.value for m in at.markdown)
+    assert "chat-assistant v1.0 costs" in recommendations and "evidence: **" in recommendations
+    assert not at.warning  # October is whole
+
+    at.radio(key="decision_kind").set_value("decision")
+    at.text_area(key="decision_text").set_value("Move search-ranking to the L4 node")
+    at.text_input(key="decision_author").set_value("dana")
+    at.button[0].click().run()
+    assert not at.exception
+    assert any("Saved to the October 2026 log" in s.value for s in at.success)
+    assert list(queries.decisions(OCTOBER)["text"]) == ["Move search-ranking to the L4 node"]
+    assert "Move search-ranking to the L4 node" in at.dataframe[-1].value["text"].tolist()
+
+
+def test_page_on_an_empty_warehouse_says_what_to_do(warehouse):
+    at = open_retrospective()
+    advice = " ".join(i.value for i in at.info)
+    assert "mlcost ingest" in advice and "**Data** page" in advice
+    assert not at.dataframe and not at.metric
