@@ -18,7 +18,7 @@ from decimal import Decimal
 
 import pandas as pd
 
-from app import charts, queries
+from app import budgets, charts, queries
 from app.filters import Filters
 from ingest import config
 
@@ -429,6 +429,49 @@ def _coverage(ctx: Context) -> Section:
     return section
 
 
+def budget_burns(ctx: Context, month: date) -> list:
+    """Each configured budget's burn (app/budgets.py) counted to the end of `month` (or to the
+    last day with data): what the Budgets page shows with the day after the month as its as-of."""
+    as_of = month_filters(month).end + timedelta(days=1)
+    return [budgets.burn(budget, ctx.settings, as_of) for budget in ctx.settings.budgets]
+
+
+def _budget_outcome(burn) -> str:
+    """'over by $1,234.00', 'within (82 % used)', or for a period still running its forecast."""
+    budget, over = burn.budget, burn.spent - burn.budget.amount
+    if over > 0:
+        return f"over by {_money_text(over, budget.currency)} ({burn.used_pct:.0f} % used)"
+    if burn.days_left > 0:
+        return (f"{burn.used_pct:.0f} % used with {burn.days_left} days left; forecast "
+                f"{_money_text(burn.forecast, budget.currency)} ({burn.forecast_pct:.0f} %)")
+    return f"within ({burn.used_pct:.0f} % used)"
+
+
+def _budgets(ctx: Context) -> Section | None:
+    """Each budget's spend in its period to the end of the month, against the month before."""
+    if not ctx.settings.budgets:
+        return None
+    current, previous = budget_burns(ctx, ctx.month), budget_burns(ctx, ctx.previous)
+    section = Section("budgets", "Budget outcomes")
+    rows = []
+    for now, before in zip(current, previous):
+        budget = now.budget
+        same_period = before.period_start == now.period_start  # a quarter's months: no change to show
+        label = f"Budget {budget.name}: {'quarter' if budget.period == 'quarter' else 'month'} to date ({budget.currency})"
+        section.figures.append(Figure(label, budget.currency, now.spent,
+                                      None if same_period or budget.period == "quarter" else before.spent, "Budgets"))
+        rows.append({"budget": budget.name, "scope": budget.scope_label,
+                     "period": f"{budget.period} from {now.period_start:%Y-%m-%d}",
+                     "amount": _money_text(budget.amount, budget.currency),
+                     "spent": _money_text(now.spent, budget.currency), "used_pct": now.used_pct,
+                     "outcome": _budget_outcome(now), "source": now.source})
+    section.table = pd.DataFrame(rows)
+    section.units = {"used_pct": "%"}
+    section.notes.append("Spend of each budget's period up to the end of the month (Budgets page, as of the "
+                         "day after it): billed cost where the bill covers the period, else estimated.")
+    return section
+
+
 def _money_text(amount: object, currency: str) -> str:
     value = money(amount)
     if value is None:
@@ -442,7 +485,7 @@ def _label(month: date) -> str:
 
 # The report's sections, in order. A section is a function of the Context returning a Section or None.
 SECTIONS: tuple[Callable[[Context], Section | None], ...] = (
-    _spend, _energy, _idle, _serving, _versions, _projects, _top_runs, _coverage,
+    _spend, _energy, _idle, _serving, _versions, _projects, _top_runs, _budgets, _coverage,
 )
 
 
@@ -565,9 +608,30 @@ def _untagged(ctx: Context) -> list[Recommendation]:
         "only their resource id ties the bill to them; tag their instances.", evidence, float(evidence))]
 
 
+def _budget_overrun(ctx: Context) -> list[Recommendation]:
+    """A budget whose period ended over its amount, or whose running period is forecast to."""
+    found = []
+    for burn in budget_burns(ctx, ctx.month):
+        budget = burn.budget
+        if burn.spent > budget.amount:
+            evidence = f"{burn.used_pct:.0f}%"
+            text = (f"Budget {budget.name} ({budget.scope_label}) spent {evidence} of its "
+                    f"{_money_text(budget.amount, budget.currency)}/{budget.period}")
+        elif burn.days_left > 0 and burn.forecast > budget.amount:
+            evidence = f"{burn.forecast_pct:.0f}%"
+            text = (f"Budget {budget.name} ({budget.scope_label}) is forecast to spend {evidence} of its "
+                    f"{_money_text(budget.amount, budget.currency)}/{budget.period}")
+        else:
+            continue
+        found.append(Recommendation("budget_overrun", text + ": raise the budget deliberately or cut the top "
+                                    "spenders on the Budgets page.", evidence, float(evidence.rstrip("%"))))
+    return found
+
+
 # The rules, in the order their recommendations are listed.
 RULES: tuple[Callable[[Context], list[Recommendation]], ...] = (
     _regressions, _right_size, _dominated, _weekend_idle, _idle_share, _spend_change, _untagged,
+    _budget_overrun,
 )
 
 

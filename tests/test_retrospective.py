@@ -392,3 +392,44 @@ def test_page_on_an_empty_warehouse_says_what_to_do(warehouse):
     advice = " ".join(i.value for i in at.info)
     assert "mlcost ingest" in advice and "**Data** page" in advice
     assert not at.dataframe and not at.metric
+
+
+# --- budget outcomes -------------------------------------------------------------------------
+
+def test_budget_outcomes_equal_the_budgets_page_and_the_bill_files(sample_warehouse, monkeypatch):
+    from tests.test_budgets import SCOPES, bill_spend_by_day
+
+    monkeypatch.setenv("MLCOST_CONFIG", str(SAMPLE_DIR / "mlcost.toml"))
+    retro = retrospective.build(OCTOBER)
+    section = retro.section("budgets")
+    assert [f.label for f in section.figures][0] == "Budget ML org: month to date (USD)"
+    at = AppTest.from_file(str(APP), default_timeout=120).run()
+    at.switch_page("app_pages/budgets.py").run()
+    at.date_input(key="budget_as_of").set_value(date(2026, 11, 1)).run()  # counts October
+    for name in ("ML org", "genai team", "vision"):
+        at.selectbox(key="budget_name").set_value(name).run()
+        shown = {m.label: m.value for m in at.metric}
+        assert shown["Spent this month"] == report.number(retro.figure(f"Budget {name}: month to date (USD)").current,
+                                                          "USD")
+    by_day = bill_spend_by_day(SCOPES["all"])
+    october_bill = sum((v for d, v in by_day.items() if d.year == 2026 and d.month == 10), Decimal(0))
+    september_bill = sum((v for d, v in by_day.items() if d.year == 2026 and d.month == 9), Decimal(0))
+    org = retro.figure("Budget ML org: month to date (USD)")
+    assert (org.current, org.previous) == (october_bill, september_bill)
+    quarter = retro.figure("Budget AWS quarter: quarter to date (USD)")
+    assert quarter.current == october_bill and quarter.previous is None  # Q3 and Q4 are not compared
+    outcomes = dict(zip(section.table["budget"], section.table["outcome"]))
+    assert outcomes["ML org"] == f"within ({october_bill * 100 / 38000:.0f} % used)"
+
+
+def test_a_budget_forecast_over_its_amount_is_recommended_with_its_number(sample_warehouse, monkeypatch):
+    from tests.test_budgets import SCOPES, bill_spend_by_day, expected_burn
+
+    monkeypatch.setenv("MLCOST_CONFIG", str(SAMPLE_DIR / "mlcost.toml"))
+    november = retrospective.build(date(2026, 11, 1))
+    want = expected_burn(bill_spend_by_day(SCOPES["team:genai"]), Decimal(14000), date(2026, 11, 1),
+                         date(2026, 12, 1), date(2026, 11, 21))
+    found = [r for r in rule(november, "budget_overrun") if "genai team" in r.text]
+    assert len(found) == 1 and found[0].evidence == f"{want['forecast'] * 100 / 14000:.0f}%"
+    assert found[0].evidence in found[0].text
+    assert not [r for r in rule(november, "budget_overrun") if "search-ranking" in r.text]  # 26 % forecast
