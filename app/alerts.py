@@ -266,7 +266,8 @@ def _budget_summary(burn: budgets.Burn) -> str:
         return f"No spend data for {budget.scope_label} yet."
     last_7 = sum(budgets.daily_spend(burn, burn.through - timedelta(days=6), burn.through + timedelta(days=1))["spend"],
                  Decimal(0))
-    text = (f"{_sentence(budget.scope_label)} spent {_money(last_7, currency)} in the last 7 days to "
+    who = "All spend came to" if budget.scope == "all" else f"{_sentence(budget.scope_label)} spent"
+    text = (f"{who} {_money(last_7, currency)} in the last 7 days to "
             f"{burn.through:%Y-%m-%d} (budget {_money(budget.amount, currency)}/{budget.period}, "
             f"{burn.used_pct:.0f} % used: {_money(burn.spent, currency)}, forecast {_money(burn.forecast, currency)} "
             f"by {burn.period_end - timedelta(days=1):%Y-%m-%d}; burning {_money(burn.rate_per_day, currency)}/day "

@@ -34,7 +34,7 @@ if not holding.alerts:
     st.success("No alert condition holds.")
 for alert in holding.alerts:
     fresh = alert.key in holding.new
-    with st.expander(f"{'🆕 ' if fresh else ''}{alert.title}", expanded=fresh):
+    with st.expander(f"{'**New** · ' if fresh else ''}{alert.title}"):
         st.text(alert.message)
         st.caption(f"rule `{alert.rule}`, threshold {alert.threshold}, period from {alert.period_start}, channel "
                    f"{alert.channel or 'default'}" + ("; not posted yet: the next check will" if fresh else ""))
