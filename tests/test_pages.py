@@ -17,6 +17,7 @@ The hand-made runs (cost = price x hours unless estimated_cost_usd is given):
 """
 from __future__ import annotations
 
+import base64
 import json
 import os
 import time
@@ -448,3 +449,25 @@ def test_sample_frontier_matches_truth_json(sample_warehouse):
         on_frontier = table["on_frontier"].fillna(False).astype(bool)
         shown[project] = sorted(table[(table["project"] == project) & on_frontier]["run_id"])
     assert shown == {project: sorted(p["frontier"]) for project, p in truth.items()}
+
+
+def test_a_chart_over_max_points_says_what_it_leaves_out(warehouse, tmp_path):
+    from app import charts
+
+    runs = charts.MAX_POINTS + 10
+    path = tmp_path / "many.jsonl"
+    path.write_text("".join(json.dumps({
+        "run_id": f"many-{i:05d}", "project": "many", "start_time": "2026-05-01T00:00:00Z",
+        "duration_hours": 1, "price_per_hour_usd": 1 + i / 1000, "val_metric": 0.5 + (i % 97) / 1000,
+        "val_metric_name": "accuracy", "status": "completed"}) + "\n" for i in range(runs)))
+    assert loader.ingest_file(path).rows_loaded == runs
+    at = open_page("Training runs")
+    captions = texts(at, "caption")
+    assert (f"The chart shows {charts.MAX_POINTS:,} of these {runs:,} runs: every frontier run and the cheapest "
+            "dominated ones. The table below lists them all.") in captions
+    [chart] = at.get("plotly_chart")
+    def points(x: list | dict) -> int:  # plotly sends numeric arrays as base64 typed arrays
+        return len(x) if isinstance(x, list) else len(base64.b64decode(x["bdata"])) // int(x["dtype"][1:])
+
+    figure = json.loads(chart.proto.spec)
+    assert sum(points(t["x"]) for t in figure["data"] if t["mode"] == "markers") == charts.MAX_POINTS

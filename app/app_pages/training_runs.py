@@ -53,13 +53,17 @@ if metric is not None:
     x, x_label = AXES[axis]
     st.subheader(f"{axis} vs {metric}")
     st.caption(f"{plural(len(frontier), 'run')} on the Pareto frontier (cheapest for their level of {metric}, "
-               f"per project); {len(dominated)} dominated: another run of the project scored as well for less. "
+               f"per project); {len(dominated):,} dominated: another run of the project scored as well for less. "
                f"{plural(len(unranked), 'failed, preempted or running run')} not ranked: their metric is partial.")
     if x != "cost_usd":
         st.caption(f"Measured from GPU traces (emissions: x PUE x the grid's g CO₂e/kWh of the run's region, "
                    f"`[energy]` in mlcost.toml); {plural(ranked[x].notna().sum(), 'ranked run')} of "
                    f"{len(ranked)} have traces. Symbols keep the cost frontier.")
     st.plotly_chart(charts.cost_vs_metric(ranked, metric, goal, x, x_label), width="stretch")
+    plotted = len(ranked.dropna(subset=["cost_usd", "val_metric", x]))
+    if plotted > charts.MAX_POINTS:  # the chart keeps the frontier and the cheapest dominated runs
+        st.caption(f"The chart shows {charts.MAX_POINTS:,} of these {plotted:,} runs: every frontier run and "
+                   "the cheapest dominated ones. The table below lists them all.")
     reached = runs.dropna(subset=["cost_to_target_usd"])
     if not reached.empty:
         cheapest = reached.loc[reached["cost_to_target_usd"].astype(float).idxmin()]
