@@ -93,6 +93,20 @@ class Family:
         """Does a header with these (raw) names carry every required column?"""
         return not self.missing({self.normalize(n) for n in names})
 
+    # The parser contract (ingest/contract.py): each bill module exposes these of its FAMILY.
+
+    def sniff(self, name: str, head: str) -> bool:
+        return sniff_text(self, head)
+
+    def sniff_bytes(self, name: str, data: bytes) -> bool:
+        return sniff_parquet(self, data)
+
+    def parse(self, lines: Lines, ctx: ParseContext) -> Parsed:
+        return parse_text(lines, ctx, self)
+
+    def parse_bytes(self, data: bytes, ctx: ParseContext) -> Parsed:
+        return parse_parquet(data, ctx, self)
+
 
 # --- reading ---------------------------------------------------------------------------------
 

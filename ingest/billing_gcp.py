@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from ingest import billing, values
 from ingest.billing import Record
-from ingest.contract import BadValue, Lines, ParseContext, Parsed
+from ingest.contract import BadValue
 
 KIND = "billing_gcp"
 TABLES = (billing.TABLE,)
@@ -102,20 +102,7 @@ FAMILY = billing.Family(
 )
 
 
-def sniff(name: str, head: str) -> bool:
-    return billing.sniff_text(FAMILY, head)
-
-
-def sniff_bytes(name: str, data: bytes) -> bool:
-    return billing.sniff_parquet(FAMILY, data)
-
-
-def parse(lines: Lines, ctx: ParseContext) -> Parsed:
-    return billing.parse_text(lines, ctx, FAMILY)
-
-
-def parse_bytes(data: bytes, ctx: ParseContext) -> Parsed:
-    return billing.parse_parquet(data, ctx, FAMILY)
+sniff, sniff_bytes, parse, parse_bytes = FAMILY.sniff, FAMILY.sniff_bytes, FAMILY.parse, FAMILY.parse_bytes
 
 
 totals = billing.totals
