@@ -1,7 +1,11 @@
 """The human-readable validation report of one ingested file, shared by the CLI and the Data page."""
 from __future__ import annotations
 
+from decimal import ROUND_HALF_UP, Decimal
+
 from ingest.loader import FileSummary
+
+CENT = Decimal("0.01")
 
 TOTAL_LABELS = {
     "runs": "runs",
@@ -21,6 +25,7 @@ TOTAL_LABELS = {
     "charge_period_min": "charges from",
     "charge_period_max": "to",
 }
+MONEY = {"cost_usd_total", "billed_cost_total", "effective_cost_total"}  # exact in --json, cents here
 
 
 def summary_lines(summary: FileSummary) -> list[str]:
@@ -32,7 +37,7 @@ def summary_lines(summary: FileSummary) -> list[str]:
     verdict = "OK" if summary.rows_rejected == 0 else "PARTLY LOADED"
     lines = [f"{verdict} {summary.path} [{summary.kind}]: {summary.rows_loaded} rows loaded, "
              f"{summary.rows_rejected} rejected"]
-    figures = [f"{label} {_figure(summary.totals[key])}" for key, label in TOTAL_LABELS.items()
+    figures = [f"{label} {_figure(summary.totals[key], key in MONEY)}" for key, label in TOTAL_LABELS.items()
                if summary.totals.get(key) is not None]
     if figures:
         lines.append("  " + "; ".join(figures))
@@ -43,8 +48,14 @@ def summary_lines(summary: FileSummary) -> list[str]:
     return lines
 
 
-def _figure(value: object) -> str:
-    """A total as text; amounts per currency (bills) as 'USD 12.50, EUR 3' (never added up)."""
+def _figure(value: object, money: bool = False) -> str:
+    """A total as text; amounts per currency (bills) as 'USD 1,012.50, EUR 3.00' (never added up)."""
+    text = _money if money else str
     if isinstance(value, dict):
-        return ", ".join(f"{currency} {amount}" for currency, amount in value.items()) or "nothing"
-    return str(value)
+        return ", ".join(f"{currency} {text(amount)}" for currency, amount in value.items()) or "nothing"
+    return text(value)
+
+
+def _money(amount: object) -> str:
+    """Decimal text rounded half-up to cents with thousands separators: '32565.9952' -> '32,566.00'."""
+    return f"{Decimal(str(amount)).quantize(CENT, rounding=ROUND_HALF_UP):,}"

@@ -330,7 +330,7 @@ def test_typed_target_applies_only_to_runs_of_the_chosen_metric(hand_warehouse):
 @pytest.mark.parametrize("name, content, kind, headline, details", [
     ("pages_runs.jsonl", HAND_RUNS.read_bytes(), "success",
      "OK pages_runs.jsonl [runs]: 8 rows loaded, 0 rejected",
-     ["runs 8; estimated cost (USD) 1023.25; measured energy (kWh) 4.5"]),
+     ["runs 8; estimated cost (USD) 1,023.25; measured energy (kWh) 4.5"]),
     ("pages_bad_lines.jsonl", BAD_LINES.read_bytes(), "warning",
      "PARTLY LOADED pages_bad_lines.jsonl [runs]: 1 rows loaded, 2 rejected",
      ["pages_bad_lines.jsonl:2: not valid JSON", "pages_bad_lines.jsonl:3: duration_hours is negative"]),
