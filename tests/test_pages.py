@@ -390,6 +390,31 @@ def test_unknown_zone_is_refused_before_loading(warehouse):
     assert wh.query("SELECT count(*) AS n FROM loads")["n"].iloc[0] == 0
 
 
+def test_a_dcgm_scrape_without_timestamps_loads_with_the_scrape_time(warehouse, formats_dir):
+    scrape = formats_dir / "nvidia_gpu" / "dcgm_exporter_scrape_L4_kops.prom"
+    file = (scrape.name, scrape.read_bytes())
+    at = upload(open_page("Data"), file)
+    (failed,) = texts(at, "error")
+    assert failed.startswith(f"FAILED {scrape.name}: its samples carry no timestamps"), failed
+    assert "Scrape time (UTC)" in " ".join(texts(at, "info"))
+
+    at.text_input(key="scrape_time").set_value("2025-11-20 10:00")
+    at = upload(at, file)
+    assert texts(at, "success") == [f"OK {scrape.name} [dcgm]: 1 rows loaded, 0 rejected"]
+    samples = wh.query("SELECT host, sampled_at FROM gpu_samples")
+    assert samples.values.tolist() == [["i-030791dc5a37cd257", pd.Timestamp("2025-11-20T10:00:00Z")]]
+
+
+def test_a_scrape_time_that_is_not_a_time_is_refused_before_loading(warehouse, formats_dir):
+    scrape = formats_dir / "nvidia_gpu" / "dcgm_exporter_scrape_L4_kops.prom"
+    at = open_page("Data")
+    at.text_input(key="scrape_time").set_value("yesterday")
+    at = upload(at, (scrape.name, scrape.read_bytes()))
+    assert texts(at, "error") == ["Scrape time 'yesterday' is not an ISO-8601 timestamp or epoch seconds: "
+                                  "write it as 2025-11-20T10:00:00Z, for example."]
+    assert wh.query("SELECT count(*) AS n FROM loads")["n"].iloc[0] == 0
+
+
 def test_load_without_a_file_asks_for_one(warehouse):
     at = open_page("Data")
     at.button(key="FormSubmitter:upload-Load files").click()

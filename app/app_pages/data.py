@@ -1,17 +1,19 @@
 """Data: upload any file mlcost ingests, see the validation report, the load history and the rejected lines."""
 import tempfile
+from datetime import timezone
 from pathlib import Path
 
 import streamlit as st
 
 from app import cache, queries
 from ingest import config, loader, values
+from ingest.contract import BadValue
 from ingest.report import summary_lines
 
 st.title("Data")
 st.write("Upload training-run summaries (JSONL or `run_meta.json`), CodeCarbon `emissions.csv` "
          "or serving-window files (JSONL or CSV), GPU traces (`mlcost collect` or nvidia-smi CSV, DCGM "
-         "`.prom` scrapes with sample timestamps), cloud bills (FOCUS, AWS CUR, GCP and Azure exports, CSV or "
+         "`.prom` scrapes), cloud bills (FOCUS, AWS CUR, GCP and Azure exports, CSV or "
          "Parquet), plain or `.gz`; the kind is detected from the content. "
          "The same checks run as for `mlcost ingest`: good lines load, "
          "bad lines are listed with their line number and reason, and a file loaded before is skipped.")
@@ -20,15 +22,24 @@ with st.form("upload", clear_on_submit=True):
     files = st.file_uploader("Files to load (runs, CodeCarbon, serving windows, GPU traces, bills)",
                              accept_multiple_files=True,
                              type=["jsonl", "ndjson", "json", "csv", "gz", "prom", "parquet"])
-    left, right = st.columns(2)
+    left, middle, right = st.columns(3)
     kind = left.selectbox("Kind", ["detect", *loader.KINDS], help="Leave on detect unless detection guesses wrong.")
-    zone_name = right.text_input("Time zone of times written without an offset", value="UTC",
-                                 help="An IANA name such as Europe/Paris; CodeCarbon writes local times.")
+    zone_name = middle.text_input("Time zone of times written without an offset", value="UTC",
+                                  help="An IANA name such as Europe/Paris; CodeCarbon writes local times.")
+    scrape_time = right.text_input("Scrape time (UTC)", placeholder="2025-11-20T10:00:00Z", key="scrape_time",
+                                   help="Only for a DCGM exporter scrape without sample timestamps: when it was "
+                                        "taken (`--at` of `mlcost ingest`). ISO-8601 or epoch seconds.")
     submitted = st.form_submit_button("Load files", type="primary")
 
 zone = values.zone(zone_name)
+try:
+    at, time_problem = values.timestamp(scrape_time, "Scrape time", timezone.utc), None
+except BadValue as error:
+    at, time_problem = None, error
 if submitted and zone is None:
     st.error(f"Unknown time zone {zone_name!r}: use an IANA name such as Europe/Paris, or UTC.")
+elif submitted and time_problem:
+    st.error(f"{time_problem}: write it as 2025-11-20T10:00:00Z, for example.")
 elif submitted and files:
     with tempfile.TemporaryDirectory() as folder:
         for upload in files:
@@ -36,7 +47,7 @@ elif submitted and files:
             path.write_bytes(upload.getvalue())
             try:
                 summary = loader.ingest_file(path, None if kind == "detect" else kind, zone,
-                                             display_name=upload.name)
+                                             display_name=upload.name, at=at)
             except config.ConfigError as error:  # the price catalog serving files are priced with
                 st.error(f"FAILED {upload.name}: the settings file cannot be used: {error}")
                 continue
@@ -45,6 +56,8 @@ elif submitted and files:
                 report.split("\n", 1)[0])
             if "\n" in report:
                 st.code(report.split("\n", 1)[1], language=None)
+            if summary.status == "failed" and summary.kind == "dcgm" and at is None:  # the scrape has no times
+                st.info("Enter when the scrape was taken under **Scrape time (UTC)** and load the file again.")
     cache.forget()
 elif submitted:
     st.warning("Choose one or more files first.")
