@@ -86,6 +86,9 @@ else:
                  column_config={"gap_h": st.column_config.NumberColumn("gap_h", format="%.2f")})
 
 st.subheader("Every GPU")
+formats = {"%,.1f": ("observed_h", "idle_h", "allocated_idle_h", "unallocated_idle_h", "busy_h"),
+           "%,.2f": ("energy_kwh", "idle_kwh", "allocated_idle_kwh", "unallocated_idle_kwh"),
+           "$%,.2f": ("usd_per_gpu_hour", "idle_usd", "allocated_idle_usd", "unallocated_idle_usd"),
+           "%.1f %%": ("busy_util_pct",)}
 st.dataframe(gpus, hide_index=True, width="stretch",
-             column_config={c: st.column_config.NumberColumn(c, format="$%.2f")
-                            for c in ("idle_usd", "allocated_idle_usd", "unallocated_idle_usd", "usd_per_gpu_hour")})
+             column_config={c: st.column_config.NumberColumn(c, format=f) for f, cs in formats.items() for c in cs})
