@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -28,6 +29,32 @@ def formats_dir() -> Path:
             pytest.fail(f"{FORMATS_DIR} is missing in CI")
         pytest.skip(f"{FORMATS_DIR} is absent (only beside the team's checkout)")
     return FORMATS_DIR
+
+
+@pytest.fixture(scope="session")
+def demo_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A warehouse holding every sample file, as `mlcost demo` loads them, built once per test
+    session; tests read it, or copy it (demo_warehouse) to write."""
+    from ingest import loader
+    from ingest.cli import SAMPLE_FILES
+
+    if not (SAMPLE_DIR / "billing").is_dir():
+        if IN_CI:
+            pytest.fail("sample_data is incomplete in CI")
+        pytest.skip("sample_data is not generated yet")
+    path = tmp_path_factory.mktemp("demo") / "demo.duckdb"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("MLCOST_DB", str(path))
+        summaries = [s for _, s in loader.ingest_paths([str(SAMPLE_DIR / name) for name in SAMPLE_FILES])]
+    assert all(s.ok for s in summaries), [s.to_json() for s in summaries if not s.ok]
+    return path
+
+
+@pytest.fixture
+def demo_warehouse(demo_db: Path, warehouse: Path) -> Path:
+    """A copy of demo_db as this test's warehouse (MLCOST_DB)."""
+    shutil.copyfile(demo_db, warehouse)
+    return warehouse
 
 
 @pytest.fixture(autouse=True)

@@ -8,7 +8,6 @@ from __future__ import annotations
 import gzip
 import json
 import os
-import shutil
 import subprocess
 import sys
 from datetime import date, timedelta
@@ -20,7 +19,7 @@ from streamlit.testing.v1 import AppTest
 
 from app import alert_store, alerts
 from ingest import config, loader, warehouse as wh
-from tests.conftest import IN_CI, REPO_ROOT, SAMPLE_DIR
+from tests.conftest import REPO_ROOT, SAMPLE_DIR
 from tests.slack_server import refused_url, slack_stand_in
 from tests.test_budgets import SCOPES, bill_spend_by_day, expected_burn, run_line
 
@@ -31,26 +30,10 @@ APP = REPO_ROOT / "app" / "main.py"
 GPU_PRICES = {"NVIDIA A100-SXM4-40GB": Decimal("4.096575"), "NVIDIA L4": Decimal("0.8048")}  # defaults.toml
 
 
-@pytest.fixture(scope="module")
-def full_db(tmp_path_factory) -> Path:
-    """The whole sample dataset (runs, serving, traces, bills) in one warehouse, built once."""
-    if not (SAMPLE_DIR / "billing").is_dir():
-        if IN_CI:
-            pytest.fail("sample_data is incomplete in CI")
-        pytest.skip("sample_data is not generated yet")
-    path = tmp_path_factory.mktemp("alerts") / "sample.duckdb"
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("MLCOST_DB", str(path))
-        summaries = [s for _, s in loader.ingest_paths([str(SAMPLE_DIR / name) for name in (
-            "runs.jsonl", "serving_windows.jsonl.gz", "gpu_traces", "billing")])]
-    assert all(s.ok for s in summaries), [s.to_json() for s in summaries if not s.ok]
-    return path
-
-
 @pytest.fixture
-def on_sample(full_db, warehouse, tmp_path, monkeypatch) -> Path:
+def on_sample(demo_warehouse, tmp_path, monkeypatch) -> Path:
     """A fresh copy of the sample warehouse, the sample budgets, no webhook and no secrets file."""
-    shutil.copyfile(full_db, warehouse)
+    warehouse = demo_warehouse
     monkeypatch.setenv("MLCOST_CONFIG", str(SAMPLE_CONFIG))
     monkeypatch.setenv("MLCOST_SECRETS", str(tmp_path / "no-secrets.toml"))
     for name in list(os.environ):

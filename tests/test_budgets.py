@@ -9,7 +9,6 @@ import io
 import json
 import math
 import os
-import shutil
 from datetime import date, timedelta
 from decimal import Decimal
 from pathlib import Path
@@ -19,7 +18,7 @@ from streamlit.testing.v1 import AppTest
 
 from app import budgets
 from ingest import config, loader
-from tests.conftest import IN_CI, REPO_ROOT, SAMPLE_DIR
+from tests.conftest import REPO_ROOT, SAMPLE_DIR
 
 BILLS = sorted((SAMPLE_DIR / "billing").glob("focus_*.csv.gz"))
 SAMPLE_CONFIG = SAMPLE_DIR / "mlcost.toml"
@@ -107,25 +106,10 @@ def test_period_bounds(day, period, bounds):
 
 # --- burn on the sample bills ----------------------------------------------------------------
 
-@pytest.fixture(scope="module")
-def bills_db(tmp_path_factory) -> Path:
-    """A warehouse holding the sample runs and bills, built once for this module."""
-    if not BILLS:
-        if IN_CI:
-            pytest.fail("sample_data/billing is missing in CI")
-        pytest.skip("sample_data/billing is not generated yet")
-    path = tmp_path_factory.mktemp("budgets") / "sample.duckdb"
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("MLCOST_DB", str(path))
-        summaries = [loader.ingest_file(p) for p in [SAMPLE_DIR / "runs.jsonl", *BILLS]]
-    assert all(s.ok for s in summaries), [s.to_json() for s in summaries]
-    return path
-
-
 @pytest.fixture
-def on_bills(bills_db, warehouse) -> Path:
-    shutil.copyfile(bills_db, warehouse)
-    return warehouse
+def on_bills(demo_warehouse) -> Path:
+    """The sample data (its runs, serving windows, traces and bills) in this test's warehouse."""
+    return demo_warehouse
 
 
 def bill_spend_by_day(keep) -> dict[date, Decimal]:

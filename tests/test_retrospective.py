@@ -22,10 +22,9 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from app import queries, report, retrospective
-from ingest import config, loader
+from ingest import config
 from ingest import warehouse as wh
-from ingest.cli import SAMPLE_FILES
-from tests.conftest import IN_CI, REPO_ROOT, SAMPLE_DIR
+from tests.conftest import REPO_ROOT, SAMPLE_DIR
 from tests.test_pages import pareto
 from tests.test_sample_data import (
     epoch,
@@ -52,18 +51,9 @@ def _no_user_settings(tmp_path, monkeypatch):
 
 
 @pytest.fixture(scope="module")
-def sample_db(tmp_path_factory) -> Path:
-    """A warehouse holding every sample file (as `mlcost demo` loads them), built once for this module."""
-    if not (SAMPLE_DIR / "runs.jsonl").is_file():
-        if IN_CI:
-            pytest.fail("sample_data is missing in CI")
-        pytest.skip("sample_data is not generated yet")
-    path = tmp_path_factory.mktemp("retro") / "sample.duckdb"
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("MLCOST_DB", str(path))
-        summaries = [s for _, s in loader.ingest_paths([str(SAMPLE_DIR / name) for name in SAMPLE_FILES])]
-    assert all(s.status == "loaded" for s in summaries), [s.to_json() for s in summaries]
-    return path
+def sample_db(demo_db) -> Path:
+    """A warehouse holding every sample file (as `mlcost demo` loads them), read-only here."""
+    return demo_db
 
 
 @pytest.fixture
