@@ -501,16 +501,16 @@ def test_page_headline_equals_the_raw_windows_and_the_toggle_switches_to_all_req
     assert metrics(at) == {
         "Requests": f"{total:,}",
         "Serving cost": f"${cost:,.2f}",
-        "Cost per 1k successful requests (USD)": f"${cost * 1000 / success:,.4f}",
-        "Energy per 1k successful requests (Wh)":
+        "USD per 1k successful requests": f"${cost * 1000 / success:,.4f}",
+        "Wh per 1k successful requests":
             f"{energy_wh * 1000 / sum(w['requests_success'] for w in metered):,.2f} Wh",
     }
     at.toggle(key="serving_per_total").set_value(True)
     assert metrics(rendered(at.run())) == {
         "Requests": f"{total:,}",
         "Serving cost": f"${cost:,.2f}",
-        "Cost per 1k requests (USD)": f"${cost * 1000 / total:,.4f}",
-        "Energy per 1k requests (Wh)":
+        "USD per 1k requests": f"${cost * 1000 / total:,.4f}",
+        "Wh per 1k requests":
             f"{energy_wh * 1000 / sum(w['requests_total'] for w in metered):,.2f} Wh",
     }
     assert "No energy_kwh in the windows of vision-tagger" in " ".join(c.value for c in at.caption)
@@ -631,7 +631,7 @@ def test_windows_without_a_price_are_counted_on_the_page(tmp_path, warehouse):
     shown = metrics(at)
     # only the priced window counts: 11.344 USD over its 5,167 successful requests
     assert shown["Serving cost"] == "$11.34"
-    assert shown["Cost per 1k successful requests (USD)"] == f"${Decimal('11.344') * 1000 / 5167:,.4f}"
+    assert shown["USD per 1k successful requests"] == f"${Decimal('11.344') * 1000 / 5167:,.4f}"
     assert shown["Requests"] == "10,398"
 
 

@@ -27,7 +27,7 @@ per_total = st.toggle("Per request, failed ones included", key="serving_per_tota
 unit = "requests" if per_total else "successful requests"
 cost_column = "cost_per_1k_requests_usd" if per_total else "cost_per_1k_success_usd"
 energy_column = "energy_wh_per_1k_requests" if per_total else "energy_wh_per_1k_success"
-cost_label, energy_label = f"Cost per 1k {unit} (USD)", f"Energy per 1k {unit} (Wh)"
+cost_label, energy_label = f"USD per 1k {unit}", f"Wh per 1k {unit}"  # short enough not to be cut off
 windows = int(totals["windows"])
 
 left, middle, right, last = st.columns(4)
