@@ -7,7 +7,7 @@ from typing import Callable
 import pandas as pd
 import streamlit as st
 
-from app import queries, retrospective
+from app import alerts, budgets, queries, retrospective
 from ingest import config
 
 RESULT_TTL_S = 600
@@ -45,3 +45,24 @@ def month_retrospective(month: date, settings: config.Config) -> retrospective.R
     retro = _retrospective(month, _data_version(), repr(settings))
     retro.decisions = queries.decisions(month)
     return retro
+
+
+@st.cache_data(ttl=RESULT_TTL_S, max_entries=16, show_spinner=False)
+def _burns(as_of: date, version: int, settings: str) -> list[budgets.Burn]:
+    loaded = config.load()
+    return [budgets.burn(budget, loaded, as_of) for budget in loaded.budgets]
+
+
+def budget_burns(as_of: date, settings: config.Config) -> list[budgets.Burn]:
+    """Every configured budget's burn as of `as_of`, recomputed on a newer load or other settings."""
+    return _burns(as_of, _data_version(), repr(settings))
+
+
+@st.cache_data(ttl=RESULT_TTL_S, max_entries=16, show_spinner="Evaluating the alert rules…")
+def _alert_conditions(as_of: date, version: int, settings: str) -> list[alerts.Alert]:
+    return alerts.evaluate(config.load(), as_of)
+
+
+def alert_conditions(as_of: date, settings: config.Config) -> list[alerts.Alert]:
+    """alerts.evaluate(as_of): the alerts whose condition holds, recomputed on a newer load or other settings."""
+    return _alert_conditions(as_of, _data_version(), repr(settings))

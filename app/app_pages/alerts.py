@@ -3,7 +3,7 @@ from datetime import datetime, timedelta, timezone
 
 import streamlit as st
 
-from app import alert_store, alerts, budgets, slack
+from app import alert_store, alerts, budgets, cache, slack
 from ingest import config
 
 st.title("Alerts")
@@ -25,15 +25,12 @@ st.caption(
 today = datetime.now(timezone.utc).date()
 as_of = budgets.default_as_of(today)
 st.subheader(f"Holding now (as of {as_of:%Y-%m-%d})")
-try:
-    holding = alerts.check(settings, as_of, dry_run=True)
-except slack.SecretsError as error:
-    st.error(str(error))
-    st.stop()
-if not holding.alerts:
+holding = cache.alert_conditions(as_of, settings)
+posted_before = alert_store.known_keys([alert.key for alert in holding])
+if not holding:
     st.success("No alert condition holds.")
-for alert in holding.alerts:
-    fresh = alert.key in holding.new
+for alert in holding:
+    fresh = alert.key not in posted_before
     with st.expander(f"{'**New** · ' if fresh else ''}{alert.title}"):
         st.text(alert.message)
         st.caption(f"rule `{alert.rule}`, threshold {alert.threshold}, period from {alert.period_start}, channel "
@@ -58,7 +55,7 @@ else:
 snooze_col, test_col = st.columns(2)
 with snooze_col.form("snooze"):
     st.markdown("**Snooze**: hold a subject's alerts; those that fire meanwhile are never posted.")
-    subjects = sorted({b.name for b in settings.budgets} | {a.subject for a in holding.alerts}
+    subjects = sorted({b.name for b in settings.budgets} | {a.subject for a in holding}
                       | set(history["subject"] if not history.empty else []))
     subject = st.selectbox("Budget or subject", subjects)
     days = st.number_input("Days", min_value=0.0, value=7.0, step=1.0, help="0 lifts the snooze")
@@ -81,7 +78,10 @@ with test_col.form("test_message"):
     channel = st.selectbox("Channel", channels)
     if st.form_submit_button("Send test message"):
         name = None if channel == "default" else channel
-        outcome = alerts.test_message(name, settings)
+        try:
+            outcome = alerts.test_message(name, settings)
+        except slack.SecretsError as error:
+            outcome = slack.Outcome(False, None, str(error))
         if outcome.ok:
             st.success(f"Posted to the {channel} channel.")
         else:

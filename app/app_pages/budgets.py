@@ -4,7 +4,7 @@ from datetime import datetime, timezone
 import pandas as pd
 import streamlit as st
 
-from app import budgets, charts, queries
+from app import budgets, cache, charts, queries
 from app.format import money
 from ingest import config
 
@@ -26,7 +26,7 @@ today = datetime.now(timezone.utc).date()
 as_of = st.date_input("As of (spend is counted up to the day before)", value=budgets.default_as_of(today),
                       key="budget_as_of")
 st.caption("The sidebar filters do not apply here: each budget has its own scope and period. Days are UTC.")
-burns = [budgets.burn(budget, settings, as_of) for budget in settings.budgets]
+burns = cache.budget_burns(as_of, settings)
 
 
 def breach_text(burn: budgets.Burn) -> str:
@@ -77,17 +77,18 @@ start, end = burn.period_start, burn.period_end
 billed = burn.source == "billed"
 cost = {"cost": st.column_config.NumberColumn(f"cost ({currency})", format="%.2f"),
         "cost_usd": st.column_config.NumberColumn("estimated cost (USD)", format="%.2f")}
-runs_col, services_col, projects_col = st.columns(3)
-runs_col.caption("Costliest runs started this period (estimated cost)")
-runs_col.dataframe(queries.budget_top_runs(budget, start, end).astype({"cost_usd": float}), hide_index=True,
-                   column_order=["run_id", "instance_type", "cost_usd"], column_config=cost)
+st.caption("Costliest runs started this period (estimated cost)")
+st.dataframe(cache.fetch(queries.budget_top_runs, budget, start, end).astype({"cost_usd": float}), hide_index=True,
+             column_order=["run_id", "project", "team", "instance_type", "started_at", "cost_usd"],
+             column_config=cost, width="stretch")
+services_col, projects_col = st.columns(2)
 services_col.caption("Services (" + ("bill lines by their service tag)" if billed else "estimated)"))
-services_col.dataframe(queries.budget_top_services(budget, (settings.reconciliation.project_tag,
+services_col.dataframe(cache.fetch(queries.budget_top_services, budget, (settings.reconciliation.project_tag,
                        settings.reconciliation.team_tag), billed, start, end).astype({"cost": float}),
                        hide_index=True, column_config=cost)
 projects_col.caption("Projects (" + (f"bill lines by their `{settings.reconciliation.project_tag}` tag)"
                                      if billed else "estimated)"))
-projects_col.dataframe(queries.budget_top_projects(budget, (settings.reconciliation.project_tag,
+projects_col.dataframe(cache.fetch(queries.budget_top_projects, budget, (settings.reconciliation.project_tag,
                        settings.reconciliation.team_tag), billed, start, end).astype({"cost": float}),
                        hide_index=True, column_config=cost)
 
