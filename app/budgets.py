@@ -132,9 +132,9 @@ def burn(budget: Budget, settings: Config, as_of: date) -> Burn:
 
 
 def daily_spend(burn_: Burn, start: date, end: date) -> pd.DataFrame:
-    """The burn's known daily spend in [start, end) (days before the period come from `recent`)."""
-    rows = pd.concat([burn_.recent[["day", "spend"]], burn_.daily[["day", "spend"]]]).drop_duplicates("day")
-    return rows[(rows["day"] >= start) & (rows["day"] < end)].sort_values("day").reset_index(drop=True)
+    """The burn's daily spend in [start, end), from the days it read (`recent` holds them all)."""
+    rows = burn_.recent
+    return rows[(rows["day"] >= start) & (rows["day"] < end)].reset_index(drop=True)
 
 
 def _days(spend_by_day: dict, start: date, end: date) -> pd.DataFrame:

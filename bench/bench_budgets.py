@@ -14,9 +14,10 @@ import csv
 import os
 import random
 import tempfile
-import time
 from datetime import date, datetime, timedelta
 from pathlib import Path
+
+from bench_runs import best_of  # this script's folder is on sys.path when run as a script
 
 HEADER = ["BilledCost", "EffectiveCost", "BillingCurrency", "ChargePeriodStart", "ChargePeriodEnd",
           "ChargeCategory", "ProviderName", "ServiceName", "ResourceId", "Tags"]
@@ -35,15 +36,6 @@ def synthetic_bill(path: Path, lines: int) -> None:
             writer.writerow([cost, cost, "EUR" if i % 20 == 0 else "USD", f"{day:%Y-%m-%d} 00:00:00",
                              f"{day + timedelta(days=1):%Y-%m-%d} 00:00:00", "Usage", "AWS", "Amazon EC2",
                              f"i-{i:08x}", tags])
-
-
-def best_of(repeats: int, action) -> float:
-    timings = []
-    for _ in range(repeats):
-        began = time.perf_counter()
-        action()
-        timings.append(time.perf_counter() - began)
-    return min(timings)
 
 
 def main() -> None:

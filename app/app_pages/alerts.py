@@ -3,15 +3,10 @@ from datetime import datetime, timedelta, timezone
 
 import streamlit as st
 
-from app import alert_store, alerts, budgets, cache, slack
-from ingest import config
+from app import alert_store, alerts, budgets, cache, settings as settings_page, slack
 
 st.title("Alerts")
-try:
-    settings = config.load()
-except config.ConfigError as error:
-    st.error(f"The settings file cannot be used: {error}")
-    st.stop()
+settings = settings_page.load_or_stop()
 
 rules = settings.alerts
 st.caption(

@@ -2,9 +2,8 @@
 (credits and taxes as such); GPU instance spend; the top resources. Amounts in their currency."""
 import streamlit as st
 
-from app import cache, charts, queries
+from app import cache, charts, queries, settings as settings_page
 from app.format import money
-from ingest import config
 
 st.title("Billing")
 picked = st.session_state["filters"]
@@ -15,11 +14,7 @@ if totals.empty:
             "`mlcost ingest bill.csv.gz`, pull one from S3 with `mlcost fetch s3://bucket/prefix`, or "
             "upload it on the **Data** page — or widen the date range in the sidebar.")
     st.stop()
-try:
-    gpu_rule = config.load().billing
-except config.ConfigError as error:
-    st.error(f"The settings file cannot be used: {error}")
-    st.stop()
+gpu_rule = settings_page.load_or_stop().billing
 
 st.caption("The sidebar's date range selects lines by the start of their charge period (UTC); the "
            "project and team filters are for training runs. Amounts are never added across currencies.")

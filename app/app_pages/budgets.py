@@ -4,16 +4,11 @@ from datetime import datetime, timezone
 import pandas as pd
 import streamlit as st
 
-from app import budgets, cache, charts, queries
+from app import budgets, cache, charts, queries, settings as settings_page
 from app.format import money
-from ingest import config
 
 st.title("Budgets")
-try:
-    settings = config.load()
-except config.ConfigError as error:
-    st.error(f"The settings file cannot be used: {error}")
-    st.stop()
+settings = settings_page.load_or_stop()
 if not settings.budgets:
     st.info("No budgets yet. Add them to `mlcost.toml` (or the file `$MLCOST_CONFIG` names), e.g.:")
     st.code('[[budgets]]\nname = "vision"\nscope = "project:vision"   # all | project:X | team:X | '

@@ -2,9 +2,8 @@
 import pandas as pd
 import streamlit as st
 
-from app import cache, charts, queries
+from app import cache, charts, queries, settings as settings_page
 from app.format import usd
-from ingest import config
 
 st.title("Idle GPUs")
 picked = st.session_state["filters"]
@@ -13,11 +12,7 @@ if stored.empty:
     st.info("No GPU traces yet. Load some with `mlcost ingest gpu_traces/` (files of `mlcost collect`, "
             "nvidia-smi or DCGM) or upload them on the **Data** page.")
     st.stop()
-try:
-    settings = config.load()
-except config.ConfigError as error:
-    st.error(f"The settings file cannot be used: {error}")
-    st.stop()
+settings = settings_page.load_or_stop()
 
 rule = stored.iloc[0]
 power_max_w = None if pd.isna(rule["idle_power_max_w"]) else float(rule["idle_power_max_w"])

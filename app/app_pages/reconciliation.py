@@ -2,17 +2,12 @@
 gaps, runs found only by resource id, and spend that belongs to no run."""
 import streamlit as st
 
-from app import cache, charts, queries
+from app import cache, charts, queries, settings as settings_page
 from app.format import money, plural
-from ingest import config
 
 st.title("Reconciliation")
 picked = st.session_state["filters"]
-try:
-    rule = config.load().reconciliation
-except config.ConfigError as error:
-    st.error(f"The settings file cannot be used: {error}")
-    st.stop()
+rule = settings_page.load_or_stop().reconciliation
 slack_s = rule.match_slack_minutes * 60
 runs = cache.fetch(queries.reconciliation_runs, picked, rule.run_id_tag, slack_s, rule.gap_pct)
 totals = cache.fetch(queries.reconciliation_totals, picked, rule.run_id_tag, slack_s)

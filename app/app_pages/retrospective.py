@@ -2,8 +2,8 @@
 the decisions log, and the report (Markdown, or one HTML file that opens offline)."""
 import streamlit as st
 
-from app import cache, queries, report, retrospective
-from ingest import config, warehouse
+from app import cache, queries, report, retrospective, settings as settings_page
+from ingest import warehouse
 
 # How a table column of each unit (retrospective.Section.units) is shown.
 FORMATS = {"USD": "$%.2f", "USD/1k": "$%.4f", "GPU-h": "%.1f", "%": "%.1f%%", "decimal": "%.4f", "Wh": "%.2f",
@@ -15,11 +15,7 @@ if not months:
     st.info("Nothing to look back on yet. Load runs, serving windows, GPU traces or bills with "
             "`mlcost ingest PATH` (`mlcost demo` loads sample data) or upload them on the **Data** page.")
     st.stop()
-try:
-    settings = config.load()
-except config.ConfigError as error:
-    st.error(f"The settings file cannot be used: {error}")
-    st.stop()
+settings = settings_page.load_or_stop()
 
 st.caption("A UTC month against the month before, for every project and team: the sidebar's date range and "
            "filters do not apply to this page. Each figure is the one its page shows with the month as date "

@@ -2,9 +2,8 @@
 import pandas as pd
 import streamlit as st
 
-from app import cache, charts, queries
+from app import cache, charts, queries, settings as settings_page
 from app.format import usd
-from ingest import config
 
 st.title("Serving")
 picked = st.session_state["filters"]
@@ -14,11 +13,7 @@ if totals["windows"] == 0:
     st.info("No serving windows in this selection. Load some with `mlcost ingest serving.jsonl` or "
             "upload them on the **Data** page — or widen the date range in the sidebar.")
     st.stop()
-try:
-    rule = config.load().serving
-except config.ConfigError as error:
-    st.error(f"The settings file cannot be used: {error}")
-    st.stop()
+rule = settings_page.load_or_stop().serving
 
 st.caption("The sidebar's date range selects windows by their start (UTC); the project and team "
            "filters are for training runs and do not apply to services.")

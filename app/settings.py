@@ -1,0 +1,15 @@
+"""The settings as pages use them: a settings file that cannot be used stops the page with one message."""
+from __future__ import annotations
+
+import streamlit as st
+
+from ingest import config
+
+
+def load_or_stop() -> config.Config:
+    """config.load(), or an error naming the file and key and the end of this page's run."""
+    try:
+        return config.load()
+    except config.ConfigError as error:
+        st.error(f"The settings file cannot be used: {error}")
+        st.stop()
