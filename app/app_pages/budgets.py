@@ -24,6 +24,12 @@ st.caption("The sidebar filters do not apply here: each budget has its own scope
 burns = cache.budget_burns(as_of, settings)
 
 
+def period_text(burn: budgets.Burn) -> str:
+    """'Nov 2026' or 'Q4 2026'."""
+    start = burn.period_start
+    return f"{start:%b %Y}" if burn.budget.period == "month" else f"Q{(start.month - 1) // 3 + 1} {start.year}"
+
+
 def breach_text(burn: budgets.Burn) -> str:
     if burn.days_to_breach == 0:
         return f"reached {burn.breach_day:%b %d}"
@@ -33,7 +39,7 @@ def breach_text(burn: budgets.Burn) -> str:
 
 
 st.dataframe(pd.DataFrame([{
-    "budget": b.budget.name, "scope": b.budget.scope_label, "period": f"{b.budget.period} from {b.period_start}",
+    "budget": b.budget.name, "scope": b.budget.scope_label, "period": period_text(b),
     "amount": money(b.budget.amount, b.budget.currency), "spent": money(b.spent, b.budget.currency),
     "used %": round(b.used_pct, 1), "forecast": money(b.forecast, b.budget.currency),
     "forecast %": round(b.forecast_pct, 1), "breach": breach_text(b), "source": b.source,
