@@ -235,7 +235,7 @@ def _energy(ctx: Context) -> Section:
     measured = ctx.both(queries.run_energy_figures, *ctx.energy_factors())
     gpus = ctx.both(queries.idle_by_gpu, ctx.gpu_prices())
     serving = ctx.both(queries.serving_totals)
-    reported = ctx.both(queries.overview_totals)
+    reported = ctx.both(queries.overview_totals, *ctx.energy_factors())
     section.figures += [
         Figure("Measured GPU energy of training runs (kWh)", "kWh",
                *[_sum(m["gpu_energy_kwh"]) for m in measured], "Training runs"),
@@ -244,10 +244,14 @@ def _energy(ctx: Context) -> Section:
         Figure("Energy of every traced GPU (kWh)", "kWh", *[_sum(g["energy_kwh"]) for g in gpus], "Idle GPUs"),
         Figure("Serving energy (kWh)", "kWh", *[_first(s, "energy_kwh") for s in serving], "Serving"),
     ]
-    if any(int(_first(r, "runs_with_energy") or 0) for r in reported):
+    # Runs that report their own energy (run summaries, CodeCarbon): the Overview's figures, which
+    # take a run's own energy where it has one and its measured GPU energy otherwise.
+    if any(int(_first(r, "runs_with_energy") or 0) > int(_first(r, "runs_energy_from_traces") or 0)
+           for r in reported):
         section.figures += [
-            Figure("Energy reported by runs (kWh)", "kWh", *[_first(r, "energy_kwh") for r in reported], "Overview"),
-            Figure("Emissions reported by runs (kg CO2e)", "kg CO2e",
+            Figure("Energy of runs, reported or measured (kWh)", "kWh",
+                   *[_first(r, "energy_kwh") for r in reported], "Overview"),
+            Figure("Emissions of runs, reported or measured (kg CO2e)", "kg CO2e",
                    *[_first(r, "emissions_kg") for r in reported], "Overview")]
     section.notes.append("Training-run energy is measured from GPU traces, emissions = kWh x PUE x the grid's "
                          "g CO2e/kWh of the run's region (`[energy]`); serving energy is what the services report.")

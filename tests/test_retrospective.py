@@ -22,7 +22,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from app import queries, report, retrospective
-from ingest import config
+from ingest import config, loader
 from ingest import warehouse as wh
 from tests.conftest import REPO_ROOT, SAMPLE_DIR
 from tests.test_pages import pareto
@@ -423,3 +423,24 @@ def test_a_budget_forecast_over_its_amount_is_recommended_with_its_number(sample
     assert len(found) == 1 and found[0].evidence == f"{want['forecast'] * 100 / 14000:.0f}%"
     assert found[0].evidence in found[0].text
     assert not [r for r in rule(november, "budget_overrun") if "search-ranking" in r.text]  # 26 % forecast
+
+
+def test_runs_reporting_their_own_energy_show_the_overview_figures(warehouse, tmp_path):
+    import json
+
+    runs = [{"run_id": "own", "project": "p", "start_time": "2026-03-02T08:00:00Z", "end_time": "2026-03-02T10:00:00Z",
+             "price_per_hour_usd": 2, "energy_kwh": 10.5, "emissions_kg": 4.2},
+            {"run_id": "none", "project": "p", "start_time": "2026-03-03T08:00:00Z",
+             "end_time": "2026-03-03T09:00:00Z", "price_per_hour_usd": 2}]
+    (tmp_path / "runs.jsonl").write_text("\n".join(json.dumps(r) for r in runs) + "\n")
+    assert loader.ingest_file(tmp_path / "runs.jsonl").ok
+    march = retrospective.build(date(2026, 3, 1), config.load(REPO_ROOT / "ingest" / "defaults.toml"))
+    assert march.figure("Energy of runs, reported or measured (kWh)").current == 10.5
+    assert march.figure("Emissions of runs, reported or measured (kg CO2e)").current == 4.2
+    shown = page_metrics("app_pages/overview.py", date(2026, 3, 1))
+    assert shown["Measured energy"] == "10.50 kWh"
+
+
+def test_without_runs_reporting_energy_the_figures_are_left_out(october):
+    labels = [f.label for f in october.section("energy").figures]
+    assert not [label for label in labels if "reported or measured" in label]
