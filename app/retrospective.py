@@ -154,10 +154,7 @@ class Context:
                      if self.settings.prices.gpu(name) is not None)
 
     def energy_factors(self) -> tuple:
-        energy = self.settings.energy
-        regions = tuple((region, energy.pue_for(region), energy.grid_for(region))
-                        for region in sorted({*energy.pue_by_region, *energy.grid_gco2_per_kwh_by_region}))
-        return regions, energy.pue, energy.grid_gco2_per_kwh
+        return self.settings.energy.query_factors()
 
     def reconciliation_args(self) -> tuple[str, float]:
         rule = self.settings.reconciliation

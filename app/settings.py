@@ -13,3 +13,13 @@ def load_or_stop() -> config.Config:
     except config.ConfigError as error:
         st.error(f"The settings file cannot be used: {error}")
         st.stop()
+
+
+def energy_or_defaults() -> config.Energy:
+    """The [energy] settings, or the shipped defaults with a warning when the file cannot be used
+    (emissions are a side figure: the page goes on)."""
+    try:
+        return config.load().energy
+    except config.ConfigError as error:
+        st.warning(f"The settings file cannot be used ({error}); emissions use the shipped defaults.")
+        return config.Energy()

@@ -82,6 +82,13 @@ class Energy:
         """The grid's g CO2e per kWh in this region, else the default."""
         return self.grid_gco2_per_kwh_by_region.get((region or "").strip().lower(), self.grid_gco2_per_kwh)
 
+    def query_factors(self) -> tuple[tuple[tuple[str, float, float], ...], float, float]:
+        """(((region, PUE, g CO2e/kWh), ...) for every region with its own figure, default PUE,
+        default g CO2e/kWh): the arguments app/queries.py's energy queries take."""
+        regions = tuple((region, self.pue_for(region), self.grid_for(region))
+                        for region in sorted({*self.pue_by_region, *self.grid_gco2_per_kwh_by_region}))
+        return regions, self.pue, self.grid_gco2_per_kwh
+
 
 @dataclass(frozen=True)
 class Billing:

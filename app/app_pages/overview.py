@@ -1,20 +1,13 @@
 """Overview: what the filtered runs cost, used and produced, and where the money went."""
 import streamlit as st
 
-from app import cache, charts, queries
+from app import cache, charts, queries, settings as settings_page
 from app.format import count_of, kg_co2e, usd
-from ingest import config
 
 st.title("Overview")
 picked = st.session_state["filters"]
-try:
-    energy = config.load().energy
-except config.ConfigError as error:
-    st.warning(f"The settings file cannot be used ({error}); emissions use the shipped defaults.")
-    energy = config.Energy()
-regions = tuple((region, energy.pue_for(region), energy.grid_for(region))
-                for region in sorted({*energy.pue_by_region, *energy.grid_gco2_per_kwh_by_region}))
-totals = cache.fetch(queries.overview_totals, picked, regions, energy.pue, energy.grid_gco2_per_kwh).iloc[0]
+factors = settings_page.energy_or_defaults().query_factors()
+totals = cache.fetch(queries.overview_totals, picked, *factors).iloc[0]
 
 if totals["runs"] == 0:
     st.info("No training runs in this selection. Load some with `mlcost ingest PATH` or upload "

@@ -2,9 +2,8 @@
 cost-to-target, the run table with measured GPU energy."""
 import streamlit as st
 
-from app import cache, charts, queries
+from app import cache, charts, queries, settings as settings_page
 from app.format import plural, usd
-from ingest import config
 
 # x axis of the scatter: label -> (column, axis title)
 AXES = {"Cost": ("cost_usd", "Cost (USD)"),
@@ -34,14 +33,8 @@ if runs.empty:
     st.info("No training runs in this selection. Run `mlcost ingest PATH` or use the **Data** page.")
     st.stop()
 
-try:
-    energy = config.load().energy
-except config.ConfigError as error:
-    st.warning(f"The settings file cannot be used ({error}); emissions use the shipped defaults.")
-    energy = config.Energy()
-regions = tuple((region, energy.pue_for(region), energy.grid_for(region))
-                for region in sorted({*energy.pue_by_region, *energy.grid_gco2_per_kwh_by_region}))
-measured = cache.fetch(queries.run_energy_figures, picked, regions, energy.pue, energy.grid_gco2_per_kwh)
+factors = settings_page.energy_or_defaults().query_factors()
+measured = cache.fetch(queries.run_energy_figures, picked, *factors)
 runs = runs.merge(measured, on="run_id", how="left")
 
 if metric is not None:
