@@ -79,7 +79,12 @@ def evaluate(settings: Config, as_of: date) -> list[Alert]:
 def budget_alerts(burn: budgets.Burn, settings: Config) -> list[Alert]:
     """Threshold and spike alerts of one budget's period."""
     budget, out = burn.budget, []
-    summary = _budget_summary(burn)
+    spike = burn_spike(burn, settings)
+    crossed = (any(burn.used_pct >= pct for pct in budget.actual_thresholds_pct) or spike is not None
+               or any(burn.days_left > 0 and burn.forecast_pct >= pct for pct in budget.forecast_thresholds_pct))
+    if not crossed:
+        return out
+    summary = _budget_summary(burn)  # a query for the top runs: only when an alert will carry it
     for pct in budget.actual_thresholds_pct:
         if burn.used_pct >= pct:
             out.append(_budget_alert(burn, "budget_actual", pct,
@@ -89,7 +94,6 @@ def budget_alerts(burn: budgets.Burn, settings: Config) -> list[Alert]:
             out.append(_budget_alert(burn, "budget_forecast", pct,
                                      f"{budget.name}: forecast {burn.forecast_pct:.0f} % of the budget (threshold {pct:g} %)",
                                      summary))
-    spike = burn_spike(burn, settings)
     if spike is not None:
         day, spend, baseline = spike
         title = f"{budget.name}: spend spiked to {spend / baseline:.1f}x its daily mean"
@@ -201,8 +205,9 @@ def _check(settings: Config, as_of: date, send) -> CheckResult:
     result.new = list(recorded)
     result.superseded = [key for key, delivery in recorded.items() if delivery == alert_store.SUPERSEDED]
     waiting = alert_store.pending(at)
+    waiting_keys = set(waiting["alert_key"])
     result.snoozed = [key for key, delivery in recorded.items() if delivery == alert_store.SNOOZED
-                      or (delivery == alert_store.PENDING and key not in set(waiting["alert_key"]))]
+                      or (delivery == alert_store.PENDING and key not in waiting_keys)]
     for channel, group in waiting.groupby(waiting["channel"].fillna(""), sort=True):
         name = channel or None
         url = slack.webhook_url(name)
