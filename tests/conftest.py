@@ -36,7 +36,7 @@ def demo_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A warehouse holding every sample file, as `mlcost demo` loads them, built once per test
     session; tests read it, or copy it (demo_warehouse) to write."""
     from ingest import loader
-    from ingest.cli import SAMPLE_FILES
+    from mlcost.commands.serve import SAMPLE_FILES
 
     if not (SAMPLE_DIR / "billing").is_dir():
         if IN_CI:

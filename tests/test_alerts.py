@@ -94,7 +94,7 @@ def idle_usd_last_week(truth: dict) -> Decimal:
 
 def check(env: dict, *extra: str) -> tuple[int, dict, str]:
     """`mlcost alerts check --as-of 2026-11-22 --json` in a new process: (exit code, JSON, stderr)."""
-    done = subprocess.run([sys.executable, "-m", "ingest.cli", "alerts", "check", "--as-of", "2026-11-22", "--json",
+    done = subprocess.run([sys.executable, "-m", "mlcost", "alerts", "check", "--as-of", "2026-11-22", "--json",
                            *extra], env=env, capture_output=True, text=True, timeout=600, cwd=REPO_ROOT)
     assert SECRET not in done.stdout + done.stderr
     return done.returncode, json.loads(done.stdout), done.stderr
@@ -308,11 +308,11 @@ def test_a_burn_spike_fires_and_a_normal_day_does_not(hand, tmp_path):
 def test_the_test_message_is_posted_and_logged(on_sample, monkeypatch):
     with slack_stand_in() as slack:
         env = env_with(MLCOST_SLACK_WEBHOOK_URL_GENAI=slack.url(f"/genai/{SECRET}"))
-        done = subprocess.run([sys.executable, "-m", "ingest.cli", "alerts", "test", "--channel", "genai"], env=env,
+        done = subprocess.run([sys.executable, "-m", "mlcost", "alerts", "test", "--channel", "genai"], env=env,
                               capture_output=True, text=True, timeout=120, cwd=REPO_ROOT)
         assert done.returncode == 0 and "posted to the genai channel" in done.stdout
         assert len(slack.posts) == 1 and "test message" in slack.posts[0]["body"]["text"]
-    done = subprocess.run([sys.executable, "-m", "ingest.cli", "alerts", "test"], env=dict(os.environ),
+    done = subprocess.run([sys.executable, "-m", "mlcost", "alerts", "test"], env=dict(os.environ),
                           capture_output=True, text=True, timeout=120, cwd=REPO_ROOT)
     assert done.returncode == 1 and "set MLCOST_SLACK_WEBHOOK_URL" in done.stderr
     assert stored("SELECT channel, ok FROM alert_deliveries ORDER BY attempted_at") == [("genai", True), (None, False)]

@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from ingest import cli, loader
+from ingest import loader
+from mlcost.commands import serve
 from tests.conftest import IN_CI, REPO_ROOT, SAMPLE_DIR
 
 APP = REPO_ROOT / "app" / "main.py"
@@ -102,7 +103,7 @@ def table_with(at: AppTest, column: str):
 
 
 def test_the_demo_loads_the_sample_bills():
-    assert "billing" in cli.SAMPLE_FILES
+    assert "billing" in serve.SAMPLE_FILES
 
 
 # --- Billing --------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from ingest.cli import SAMPLE_FILES
+from mlcost.commands.serve import SAMPLE_FILES
 from tests.conftest import IN_CI, REPO_ROOT, SAMPLE_DIR
 
 pytestmark = pytest.mark.browser
@@ -118,7 +118,7 @@ def sample_dashboard(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple
     folder = tmp_path_factory.mktemp("sample_dashboard")
     db = folder / "sample.duckdb"
     for name in SAMPLE_FILES:
-        loaded = subprocess.run([sys.executable, "-m", "ingest.cli", "ingest", str(SAMPLE_DIR / name)],
+        loaded = subprocess.run([sys.executable, "-m", "mlcost", "ingest", str(SAMPLE_DIR / name)],
                                 env={**os.environ, "MLCOST_DB": str(db)}, capture_output=True, text=True)
         assert loaded.returncode == 0, loaded.stdout + loaded.stderr
     with running_dashboard(db, folder / "server.log", SAMPLE_DIR / "mlcost.toml") as base_url:
@@ -210,7 +210,7 @@ def test_ingest_while_the_dashboard_is_in_use(chromium, sample_dashboard, tmp_pa
         runs_metric = page.get_by_test_id("stMetric").filter(has_text="Training runs")
         expect(runs_metric).to_be_visible()
         before = int(runs_metric.get_by_test_id("stMetricValue").inner_text().replace(",", ""))
-        loaded = subprocess.run([sys.executable, "-m", "ingest.cli", "ingest", str(run_log)],
+        loaded = subprocess.run([sys.executable, "-m", "mlcost", "ingest", str(run_log)],
                                 env={**os.environ, "MLCOST_DB": str(db)}, capture_output=True, text=True)
         assert loaded.returncode == 0, loaded.stdout + loaded.stderr
         # The data version is cached for cache.VERSION_TTL_S, so a refresh within that window may
@@ -273,7 +273,7 @@ def test_budget_burn_page_renders_on_the_sample_data(chromium, sample_dashboard,
 
 
 def test_mlcost_demo_serves_the_sample_and_stops_with_it(chromium, tmp_path):
-    """The README's first command (`mlcost demo`, as `python -m ingest.cli demo`): the sample loads,
+    """The README's first command (`mlcost demo`, as `python -m mlcost demo`): the sample loads,
     the Training runs page shows it, and stopping mlcost (SIGTERM) stops the dashboard too."""
     from playwright.sync_api import expect
 
@@ -281,7 +281,7 @@ def test_mlcost_demo_serves_the_sample_and_stops_with_it(chromium, tmp_path):
     env = {**os.environ, "MLCOST_DB": str(tmp_path / "demo.duckdb")}
     env.pop("MLCOST_CONFIG", None)
     with log.open("w") as output:
-        demo = subprocess.Popen([sys.executable, "-m", "ingest.cli", "demo", "--port", str(port),
+        demo = subprocess.Popen([sys.executable, "-m", "mlcost", "demo", "--port", str(port),
                                  "--address", "127.0.0.1"], cwd=tmp_path, env=env,
                                 stdout=output, stderr=subprocess.STDOUT)
     base_url = f"http://127.0.0.1:{port}"
@@ -311,7 +311,7 @@ def test_exported_report_opens_offline_and_shows_its_charts(chromium, sample_das
 
     _, db = sample_dashboard
     out = tmp_path / "report.html"
-    written = subprocess.run([sys.executable, "-m", "ingest.cli", "report", "--month", "2026-10", "--format", "html",
+    written = subprocess.run([sys.executable, "-m", "mlcost", "report", "--month", "2026-10", "--format", "html",
                               "--out", str(out)], env={**os.environ, "MLCOST_DB": str(db)}, capture_output=True,
                              text=True, cwd=REPO_ROOT)
     assert written.returncode == 0, written.stderr

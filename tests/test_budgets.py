@@ -248,7 +248,7 @@ def test_the_budget_page_without_budgets_says_how_to_add_them(warehouse, tmp_pat
 
 
 def test_demo_uses_the_sample_budgets_only_without_user_settings(tmp_path, monkeypatch):
-    from ingest import cli
+    from mlcost import cli
 
     seen = []
     monkeypatch.setattr(cli, "_serve", lambda args, db: seen.append(os.environ.get("MLCOST_CONFIG")) or 0)

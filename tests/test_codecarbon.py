@@ -282,7 +282,7 @@ def test_blank_lines_and_bom_are_tolerated(tmp_path, warehouse):
 # --- the CLI ----------------------------------------------------------------------------------
 
 def run_cli(db: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "ingest.cli", *args], check=False, capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "mlcost", *args], check=False, capture_output=True, text=True,
                           env={**os.environ, "MLCOST_DB": str(db)}, cwd=db.parent, timeout=120)
 
 

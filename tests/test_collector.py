@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from ingest import cli, collector, loader
+from ingest import collector, loader
+from mlcost import cli
 from ingest import warehouse as wh
 from tests import fake_pynvml
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import re
 
-from ingest import cli
+from mlcost import cli
 from tests.conftest import REPO_ROOT
 
 README = (REPO_ROOT / "README.md").read_text()

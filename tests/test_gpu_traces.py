@@ -20,7 +20,8 @@ import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from ingest import cli, config, loader
+from ingest import config, loader
+from mlcost import cli
 from ingest import warehouse as wh
 from tests.conftest import REPO_ROOT, SAMPLE_DIR
 

@@ -277,7 +277,7 @@ def test_an_empty_decision_is_refused(warehouse):
 # --- mlcost report ----------------------------------------------------------------------------
 
 def mlcost(db: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "ingest.cli", *args], check=False, capture_output=True, text=True, cwd=cwd,
+    return subprocess.run([sys.executable, "-m", "mlcost", *args], check=False, capture_output=True, text=True, cwd=cwd,
                           env={**os.environ, "MLCOST_DB": str(db), "PYTHONPATH": str(REPO_ROOT)})
 
 

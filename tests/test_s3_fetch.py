@@ -22,7 +22,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from ingest import cli, s3_fetch
+from ingest import s3_fetch
+from mlcost import cli
 from ingest import warehouse as wh
 from tests.conftest import IN_CI
 

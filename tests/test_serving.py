@@ -333,7 +333,7 @@ def test_invalid_settings_name_the_key(tmp_path, text, key, words):
 def test_cli_refuses_a_broken_settings_file(tmp_path):
     (tmp_path / "mlcost.toml").write_text("[serving]\nmin_requests = 'many'\n")
     (tmp_path / "serving.jsonl").write_text(jsonl(SEED))
-    result = subprocess.run([sys.executable, "-m", "ingest.cli", "ingest", "serving.jsonl"], cwd=tmp_path, check=False,
+    result = subprocess.run([sys.executable, "-m", "mlcost", "ingest", "serving.jsonl"], cwd=tmp_path, check=False,
                             env={**os.environ, "MLCOST_DB": str(tmp_path / "w.duckdb")},
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 2
@@ -357,7 +357,7 @@ def test_detection_tells_serving_from_runs_and_codecarbon(name, text, kind):
 
 
 def test_cli_json_summary_of_the_sample(warehouse):
-    result = subprocess.run([sys.executable, "-m", "ingest.cli", "ingest", "--json", str(SAMPLE)], check=False,
+    result = subprocess.run([sys.executable, "-m", "mlcost", "ingest", "--json", str(SAMPLE)], check=False,
                             env={**os.environ, "MLCOST_DB": str(warehouse)}, capture_output=True, text=True,
                             timeout=300)
     assert result.returncode == 0, result.stderr
@@ -608,8 +608,8 @@ def test_date_range_selects_windows(sample_warehouse):
 
 
 def test_the_sample_is_what_the_demo_loads():
-    from ingest import cli
-    assert "serving_windows.jsonl.gz" in cli.SAMPLE_FILES
+    from mlcost.commands import serve
+    assert "serving_windows.jsonl.gz" in serve.SAMPLE_FILES
 
 
 # --- the page on small or empty warehouses -------------------------------------------------

@@ -213,7 +213,7 @@ def test_cli_exits_3_with_one_line_when_the_warehouse_stays_locked(tmp_path, war
     path = write_runs(tmp_path)
     env = {**os.environ, "MLCOST_DB": str(warehouse), "MLCOST_LOCK_WAIT_S": "0.5"}
     with lock_held(warehouse, 30):
-        result = subprocess.run([sys.executable, "-m", "ingest.cli", "ingest", str(path)],
+        result = subprocess.run([sys.executable, "-m", "mlcost", "ingest", str(path)],
                                 check=False, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
     assert result.returncode == 3
     assert "Traceback" not in result.stderr
@@ -224,7 +224,7 @@ def test_cli_exits_3_with_one_line_when_the_warehouse_stays_locked(tmp_path, war
 
 
 def test_cli_says_so_for_an_empty_folder_and_an_empty_file(tmp_path, warehouse, capsys):
-    from ingest import cli
+    from mlcost import cli
 
     (tmp_path / "nothing_here").mkdir()
     (tmp_path / "notes.txt").write_text("not a kind mlcost reads")

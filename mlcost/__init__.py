@@ -1,0 +1,1 @@
+"""The `mlcost` command: the one package that imports both `ingest` and `app` (downward)."""

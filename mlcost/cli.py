@@ -1,0 +1,42 @@
+"""The `mlcost` command line: one parser, a subcommand per module in mlcost/commands/."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ingest import config, warehouse
+from mlcost.commands import alerts, fetch, ingest, report, serve
+from mlcost.common import EXIT_BUSY, EXIT_USAGE, say
+
+# Each module adds its subcommands with register(commands); the order is the order of --help.
+COMMAND_MODULES = (ingest, fetch, alerts, report, serve)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return args.run(args)
+    except warehouse.WarehouseBusy as busy:
+        say(str(busy))
+        return EXIT_BUSY
+    except config.ConfigError as error:
+        say(str(error))
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        return 130
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="mlcost",
+        description="Cost and energy analytics for ML teams. The warehouse is $MLCOST_DB "
+                    f"(default ./{warehouse.DEFAULT_DB}).",
+    )
+    commands = parser.add_subparsers(required=True, metavar="COMMAND")
+    for module in COMMAND_MODULES:
+        module.register(commands)
+    return parser
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,74 @@
+"""`mlcost dashboard` and `mlcost demo`: serve the Streamlit dashboard on a warehouse."""
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from ingest import config, loader, warehouse
+from ingest.report import summary_lines
+from mlcost.common import REPO_ROOT, SAMPLE_DIR
+
+# The sample files the demo loads: one entry per kind that has an ingestor (a folder is read whole).
+SAMPLE_FILES = ("runs.jsonl", "serving_windows.jsonl.gz", "gpu_traces", "billing")
+DEMO_DB = "mlcost-demo.duckdb"
+DEMO_CONFIG = "mlcost.toml"  # in sample_data/: the sample organisation's budgets
+
+
+def register(commands) -> None:
+    for name, help_text, runner in (
+        ("dashboard", "open the dashboard on the warehouse", run_dashboard),
+        ("demo", f"load the bundled sample data into ./{DEMO_DB} (or $MLCOST_DB) and open the dashboard", run_demo),
+    ):
+        command = commands.add_parser(name, help=help_text)
+        command.add_argument("--port", type=int, default=8501, help="port to serve on (default 8501)")
+        command.add_argument("--address", default="localhost", help="address to listen on (default localhost)")
+        command.set_defaults(run=runner)
+
+
+def run_dashboard(args: argparse.Namespace) -> int:
+    return _serve(args, warehouse.db_path())
+
+
+def run_demo(args: argparse.Namespace) -> int:
+    db = Path(os.environ.get("MLCOST_DB") or DEMO_DB)
+    os.environ["MLCOST_DB"] = str(db)
+    if config.user_path() is None:  # no settings of the user's: the sample organisation's budgets
+        os.environ["MLCOST_CONFIG"] = str(SAMPLE_DIR / DEMO_CONFIG)
+    for _, summary in loader.ingest_paths([str(SAMPLE_DIR / name) for name in SAMPLE_FILES]):
+        print("\n".join(summary_lines(summary)), flush=True)
+    return _serve(args, db)
+
+
+def _serve(args: argparse.Namespace, db: Path) -> int:
+    from app import slack
+
+    print(f"mlcost: warehouse {db.resolve()}; dashboard on http://{args.address}:{args.port}", flush=True)
+    command = [
+        sys.executable, "-m", "streamlit", "run", str(REPO_ROOT / "app" / "main.py"),
+        "--server.port", str(args.port), "--server.address", args.address,
+        "--browser.gatherUsageStats", "false",
+    ]
+    env = {**os.environ, "MLCOST_DB": str(db.resolve())}
+    settings = config.user_path()  # the dashboard runs from the repository: pass ./mlcost.toml on
+    if settings is not None:
+        env["MLCOST_CONFIG"] = str(settings.resolve())
+    secrets = slack.secrets_path()  # and the Slack webhooks of ./.streamlit/secrets.toml
+    if secrets is not None:
+        env["MLCOST_SECRETS"] = str(secrets.resolve())
+    server = subprocess.Popen(command, env=env, cwd=REPO_ROOT)
+    # `kill` (SIGTERM) of mlcost must stop the dashboard too, not leave it serving on the port.
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: server.terminate())
+    try:
+        return server.wait()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        if server.poll() is None:  # Ctrl-C: the server got it too; give it time to stop
+            server.terminate()
+            try:
+                server.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                server.kill()
