@@ -249,10 +249,11 @@ def test_the_budget_page_without_budgets_says_how_to_add_them(warehouse, tmp_pat
 
 def test_demo_uses_the_sample_budgets_only_without_user_settings(tmp_path, monkeypatch):
     from mlcost import cli
+    from mlcost.commands import serve
 
     seen = []
-    monkeypatch.setattr(cli, "_serve", lambda args, db: seen.append(os.environ.get("MLCOST_CONFIG")) or 0)
-    monkeypatch.setattr(cli.loader, "ingest_paths", lambda paths: iter(()))
+    monkeypatch.setattr(serve, "_serve", lambda args, db: seen.append(os.environ.get("MLCOST_CONFIG")) or 0)
+    monkeypatch.setattr(serve.loader, "ingest_paths", lambda paths: iter(()))
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("MLCOST_DB", str(tmp_path / "demo.duckdb"))
     monkeypatch.delenv("MLCOST_CONFIG", raising=False)
