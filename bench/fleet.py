@@ -38,6 +38,7 @@ sys.path.insert(0, str(BENCH_DIR))
 import fleet_data  # noqa: E402  (a sibling module; bench/ is not a package)
 
 WORKERS = BENCH_DIR / "fleet_workers.py"
+STARTED = time.perf_counter()
 # kind: (dataset entry, bare DuckDB reader, plain-Python baseline)
 KINDS = {
     "bill": ("bill", "csv", "pandas"),
@@ -53,6 +54,11 @@ RSS_TARGET_MB = 1024
 WARM_TARGET_S, COLD_TARGET_S, RETRO_COLD_TARGET_S = 0.5, 2.0, 5.0
 POINTS_TARGET = 5000
 IDLE_SPEEDUP_TARGET = 5.0
+
+
+def say(message: str) -> None:
+    """A progress line on stdout, stamped with the seconds since the start."""
+    print(f"[{time.perf_counter() - STARTED:6.1f} s] {message}", flush=True)
 
 
 @dataclass
@@ -101,13 +107,13 @@ def dataset(cache: Path, scale: float) -> tuple[Path, dict]:
     if manifest_path.exists():
         manifest = json.loads(manifest_path.read_text())
         if manifest.get("generator_version") == fleet_data.GENERATOR_VERSION:
-            print(f"dataset: reusing {folder}", flush=True)
+            say(f"dataset: reusing {folder}")
             return folder, manifest
-    print(f"dataset: generating scale {scale:g} into {folder} ...", flush=True)
+    say(f"dataset: generating scale {scale:g} into {folder} ...")
     began = time.perf_counter()
     manifest = fleet_data.generate(folder, scale)
     manifest_path.write_text(json.dumps(manifest, indent=1))  # written last: a partial set is redone
-    print(f"dataset: generated in {time.perf_counter() - began:.1f} s", flush=True)
+    say(f"dataset: generated in {time.perf_counter() - began:.1f} s")
     return folder, manifest
 
 
@@ -134,7 +140,7 @@ def ingest_summary(run: Measured, expected_rows: int) -> dict:
 def measure_kind(name: str, files: list[str], rows: int, fmt: str, baseline: str, db: Path,
                  work: Path) -> dict:
     """mlcost ingest of `files` into `db`, bare DuckDB and the plain baseline on the same files."""
-    print(f"{LABELS[name]}: {rows:,} rows: mlcost ingest ...", flush=True)
+    say(f"{LABELS[name]}: {rows:,} rows: mlcost ingest ...")
     ingest = measure([sys.executable, "-m", "mlcost", "ingest", "--json", *files], child_env(db), work)
     result = {"kind": name, "rows": rows, "ingest": ingest, **ingest_summary(ingest, rows)}
     result.update(compare(name, files, fmt, baseline, work))
@@ -142,7 +148,7 @@ def measure_kind(name: str, files: list[str], rows: int, fmt: str, baseline: str
 
 
 def compare(name: str, files: list[str], fmt: str, baseline: str, work: Path) -> dict:
-    print(f"{LABELS[name]}: bare DuckDB, {baseline} ...", flush=True)
+    say(f"{LABELS[name]}: bare DuckDB, {baseline} ...")
     bare_db = work / f"bare_{name}.duckdb"
     bare = measure([sys.executable, str(WORKERS), "duckdb", fmt, str(bare_db), *files], child_env(), work)
     bare_db.unlink(missing_ok=True)
@@ -164,7 +170,7 @@ def measure_big_file(folder: Path, entry: dict, work: Path) -> dict:
     if first != "ready":
         reader.kill()
         raise RuntimeError(f"the reader did not start: {first} {reader.stderr.read()[-2000:]}")
-    print(f"{LABELS['trace_big']}: {entry['rows']:,} rows: mlcost ingest with a reader ...", flush=True)
+    say(f"{LABELS['trace_big']}: {entry['rows']:,} rows: mlcost ingest with a reader ...")
     try:
         ingest = measure([sys.executable, "-m", "mlcost", "ingest", "--json", *files], child_env(db), work)
     finally:
@@ -265,7 +271,10 @@ def commit() -> str:
         return done.stdout.strip() if done.returncode == 0 else ""
 
     head = git("rev-parse", "--short", "HEAD") or "unknown"
-    return head + (" (with uncommitted changes)" if git("status", "--porcelain", "--untracked-files=no") else "")
+    # changes to what is measured, not to the docs or to this file's own output
+    changed = git("status", "--porcelain", "--untracked-files=no", "--", "ingest", "app", "mlcost", "bench",
+                  ":!bench/RESULTS.md")
+    return head + (" (with uncommitted changes)" if changed else "")
 
 
 def report(scale: float, manifest: dict, results: list[dict], big: dict, idle: dict, pages: dict,
@@ -313,9 +322,9 @@ def main() -> None:
             results.append(measure_kind(name, files_of(folder, entry), entry["rows"], fmt, baseline,
                                         fleet_db, work))
         big = measure_big_file(folder, entries["trace_big"], work)
-        print("idle query vs naive window query ...", flush=True)
+        say("idle query vs naive window query ...")
         idle = run_worker("queries", str(fleet_db), str(args.repeats), work=work)
-        print("pages cold and warm ...", flush=True)
+        say("pages cold and warm ...")
         pages = run_worker("pages", str(fleet_db), work=work)
     order = ("bill", "serving", "runs", "traces")
     results.sort(key=lambda r: order.index(r["kind"]))

@@ -22,7 +22,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pa_csv
 
-GENERATOR_VERSION = 1  # bump when the files change, so cached datasets are regenerated
+GENERATOR_VERSION = 2  # bump when the files change, so cached datasets are regenerated
 START_EPOCH_S = 1_790_812_800  # 2026-10-01T00:00:00Z
 MONTH_S = 30 * 86400
 SAMPLE_INTERVAL_S = 10
@@ -322,10 +322,11 @@ def write_runs(path: Path, sizes: Sizes, seed: int) -> int:
 
 
 def write_serving(path: Path, sizes: Sizes, seed: int) -> int:
-    """Serving windows of 12 services x 2 hosts, back to back over the month; each service
-    changes version twice. Windows."""
+    """Serving windows of 12 services x 2 hosts (fewer services below 24k windows: a small
+    fleet), back to back over the month; each service changes version twice. Windows."""
     rng = random.Random(seed)
-    streams = [(f"svc-{s:02d}", f"serve-{s:02d}-{h}") for s in range(12) for h in range(2)]
+    services = max(2, min(12, sizes.windows // 2000))
+    streams = [(f"svc-{s:02d}", f"serve-{s:02d}-{h}") for s in range(services) for h in range(2)]
     slots = -(-sizes.windows // len(streams))
     window_s = max(60, MONTH_S // slots // 60 * 60)
     written = 0
