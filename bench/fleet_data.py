@@ -103,8 +103,8 @@ def generate(folder: Path, scale: float) -> dict:
         "files": {
             "traces": {"path": "traces", "rows": sum(trace_rows), "files": HOSTS},
             "trace_big": {"path": big.name, "rows": big_rows, "files": 1},
-            "bill": {"path": "focus_2026-10.csv", "rows": write_bill(folder / "focus_2026-10.csv", sizes, seeds["bill"]),
-                     "files": 1},
+            "bill": {"path": "focus_2026-10.csv", "files": 1,
+                     "rows": write_bill(folder / "focus_2026-10.csv", sizes, seeds["bill"])},
             "runs": {"path": "runs.jsonl", "rows": write_runs(folder / "runs.jsonl", sizes, seeds["runs"]), "files": 1},
             "serving": {"path": "serving.jsonl",
                         "rows": write_serving(folder / "serving.jsonl", sizes, seeds["serving"]), "files": 1},
@@ -173,7 +173,8 @@ def write_traces(folder: Path, sizes: Sizes, seed: int) -> list[int]:
             util = np.where(busy, rng.integers(55, 101, steps), rng.integers(0, 4, steps))
             power = np.where(busy, idle_w + (busy_max_w - idle_w) * util / 100 * rng.uniform(0.85, 1.0, steps),
                              idle_w + rng.uniform(-2.0, 2.0, steps)).round(2)
-            energy = int(rng.integers(10**10, 6 * 10**10)) + np.cumsum((power * SAMPLE_INTERVAL_S * 1000).astype(np.int64))
+            joules_mj = (power * SAMPLE_INTERVAL_S * 1000).astype(np.int64)
+            energy = int(rng.integers(10**10, 6 * 10**10)) + np.cumsum(joules_mj)
             mem = np.where(busy, rng.integers(8_000, 38_000, steps), 0)
             keep = np.ones(steps, dtype=bool)
             if i == hole_gpu and steps > 180:
@@ -267,7 +268,8 @@ def write_bill(path: Path, sizes: Sizes, seed: int) -> int:
                     tags["run_id"] = f"fleet-run-{rng.randrange(sizes.runs):06d}"
                 written += 1
                 writer.writerow((
-                    decimal_text(billed), decimal_text(effective), decimal_text(abs(billed) if category == "Usage" else billed),
+                    decimal_text(billed), decimal_text(effective),
+                    decimal_text(abs(billed) if category == "Usage" else billed),
                     account[2], begin, end, *period, category, description, "AWS", "AWS", "AWS", service,
                     "Compute" if instance else "Storage", sku, resource, resource, "us-east-1", account[0],
                     account[1], f"{quantity_milli / 1000:g}", unit, pricing or "", f"{quantity_milli / 1000:g}",
