@@ -21,14 +21,18 @@ def warehouse(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return path
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def formats_dir() -> Path:
-    """../shared/formats: skipped where absent (a user's clone), a failure in CI."""
-    if not FORMATS_DIR.is_dir():
+    """The real sample files: ../shared/formats, else fetched at pinned commits into a cache
+    (tests/corpus.py); skipped, saying how to get them, when neither works (a failure in CI)."""
+    from tests import corpus
+
+    try:
+        return corpus.locate(shared=FORMATS_DIR)
+    except corpus.CorpusUnavailable as missing:
         if IN_CI:
-            pytest.fail(f"{FORMATS_DIR} is missing in CI")
-        pytest.skip(f"{FORMATS_DIR} is absent (only beside the team's checkout)")
-    return FORMATS_DIR
+            pytest.fail(str(missing))
+        pytest.skip(str(missing))
 
 
 @pytest.fixture(scope="session")

@@ -23,6 +23,7 @@ from streamlit.testing.v1 import AppTest
 from ingest import config, loader
 from mlcost import cli
 from ingest import warehouse as wh
+from tests import corpus
 from tests.conftest import REPO_ROOT, SAMPLE_DIR
 
 APP = REPO_ROOT / "app" / "main.py"
@@ -145,7 +146,7 @@ def test_real_dcgm_scrape_needs_at_and_then_loads_its_gpu(warehouse, formats_dir
 def test_inference_server_scrapes_are_refused_saying_why(warehouse, formats_dir, name):
     """vLLM and Triton /metrics are Prometheus text but not DCGM: the reason says what mlcost reads
     instead of suggesting a --kind under which every line would be rejected."""
-    summary = loader.ingest_file(formats_dir / name)
+    summary = loader.ingest_file(corpus.require(formats_dir, name))  # Triton's is not fetchable
     assert (summary.status, summary.kind, summary.rows_loaded) == ("failed", None, 0)
     assert summary.error == (f"{formats_dir / name}: a Prometheus scrape without DCGM GPU metrics (DCGM_FI_*): "
                              "mlcost reads GPU power from DCGM exporter scrapes only, and serving figures from "

@@ -1,0 +1,102 @@
+"""bench/fleet.py at a tiny scale: every row of the table is there, RESULTS.md is written, every
+generated row is loaded; and the dataset is the same bytes every time. No timing assertions."""
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO_ROOT
+
+BENCH = REPO_ROOT / "bench"
+TINY = "0.001"
+
+
+def run_fleet(tmp_path: Path) -> tuple[subprocess.CompletedProcess, Path]:
+    results = tmp_path / "RESULTS.md"
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    done = subprocess.run([sys.executable, str(BENCH / "fleet.py"), "--scale", TINY, "--repeats", "1",
+                           "--cache", str(tmp_path / "cache"), "--results", str(results)],
+                          capture_output=True, text=True, env=env, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done, results
+
+
+def data_rows(path: Path) -> int:
+    """Lines of a generated file that hold data (CSV: all but the header)."""
+    with path.open("rb") as lines:
+        count = sum(1 for line in lines if line.strip())
+    return count - 1 if path.suffix == ".csv" else count
+
+
+def dashboard_pages() -> list[str]:
+    """The page titles app/main.py navigates to, read from its source."""
+    return re.findall(r'st\.Page\("[^"]+", title="([^"]+)"', (REPO_ROOT / "app" / "main.py").read_text())
+
+
+@pytest.fixture(scope="module")
+def fleet_run(tmp_path_factory):
+    tmp_path = tmp_path_factory.mktemp("fleet")
+    done, results = run_fleet(tmp_path)
+    return done, results, tmp_path / "cache" / f"scale-{TINY}"
+
+
+def table_row(text: str, label: str) -> list[str]:
+    (line,) = [line for line in text.splitlines() if line.startswith(f"| {label} |")]
+    return [cell.strip() for cell in line.strip("|").split("|")]
+
+
+def test_the_table_has_every_row_and_is_written(fleet_run):
+    done, results, _ = fleet_run
+    text = results.read_text()
+    assert text in done.stdout  # printed and written alike
+    assert re.search(r"^- date: \d{4}-\d\d-\d\d \d\d:\d\d UTC; commit \w+", text, re.MULTILINE)
+    assert re.search(r"^- machine: \d+ CPUs .*GiB memory", text, re.MULTILINE)
+    for label in ("FOCUS bill", "serving windows (JSONL)", "runs (JSONL)", "trace rows (16 files)",
+                  "one 4-host trace file"):
+        cells = table_row(text, label)
+        assert len(cells) == 10 and re.search(r"[\d.]+× (met|\*\*not met\*\*)", cells[5]), cells
+    assert "Idle GPUs query (rollups) vs naive window query" in text
+    assert "a page read while the 4-host file" in text
+    pages = dashboard_pages()
+    assert len(pages) >= 10
+    for page in pages:
+        cells = table_row(text, page)
+        assert all(re.search(r"(met|\*\*not met\*\*)$", cell) for cell in cells[1:]), cells
+
+
+def test_every_generated_row_is_loaded_without_a_reject(fleet_run):
+    """The 'loaded / rejected' column against the files themselves, counted line by line."""
+    _, results, dataset = fleet_run
+    text = results.read_text()
+    traces = sorted((dataset / "traces").glob("*.csv"))
+    assert len(traces) == 16
+    expected = {
+        "FOCUS bill": data_rows(dataset / "focus_2026-10.csv"),
+        "serving windows (JSONL)": data_rows(dataset / "serving.jsonl"),
+        "runs (JSONL)": data_rows(dataset / "runs.jsonl"),
+        "trace rows (16 files)": sum(data_rows(path) for path in traces),
+        "one 4-host trace file": data_rows(dataset / "trace_4hosts.csv"),
+    }
+    for label, rows in expected.items():
+        cells = table_row(text, label)
+        assert cells[1] == f"{rows:,}" and cells[9] == f"{rows:,} / 0", (label, cells)
+
+
+def test_the_dataset_is_the_same_bytes_every_time(tmp_path):
+    sys.path.insert(0, str(BENCH))
+    try:
+        import fleet_data
+    finally:
+        sys.path.remove(str(BENCH))
+    digests = []
+    for name in ("one", "two"):
+        fleet_data.generate(tmp_path / name, float(TINY))
+        digests.append({str(p.relative_to(tmp_path / name)): hashlib.sha256(p.read_bytes()).hexdigest()
+                        for p in sorted((tmp_path / name).rglob("*")) if p.is_file()})
+    assert digests[0] == digests[1] and len(digests[0]) == 16 + 4
