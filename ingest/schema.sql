@@ -114,6 +114,9 @@ CREATE TABLE IF NOT EXISTS serving_windows (
     load_id             BIGINT NOT NULL,
     source_line         BIGINT NOT NULL
 );
+-- Tokens of LLM servers (vLLM), added after the first release: ADD COLUMN keeps older warehouses.
+ALTER TABLE serving_windows ADD COLUMN IF NOT EXISTS prompt_tokens BIGINT;
+ALTER TABLE serving_windows ADD COLUMN IF NOT EXISTS output_tokens BIGINT;
 
 -- Per-window serving figures. A group's figure is a ratio of sums (app/queries.py
 -- SERVING_FIGURES): cost over success_priced, energy over success_metered, so a window without
