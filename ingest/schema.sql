@@ -23,6 +23,15 @@ CREATE TABLE IF NOT EXISTS rejects (
     raw      VARCHAR
 );
 
+-- How far each importer's source has been read (ingest/importers/ledger.py), so the next
+-- import asks only for what changed since; `watermark` is the source's own measure (epoch ms).
+CREATE TABLE IF NOT EXISTS import_watermarks (
+    source      VARCHAR PRIMARY KEY,
+    kind        VARCHAR NOT NULL,
+    watermark   VARCHAR NOT NULL,
+    updated_at  TIMESTAMPTZ NOT NULL
+);
+
 CREATE TABLE IF NOT EXISTS runs (
     run_id                       VARCHAR PRIMARY KEY,
     project                      VARCHAR,

@@ -127,8 +127,9 @@ def read_line(text: str, number: int) -> Sample:
 
 
 def windows(samples: list[Sample], ctx: ParseContext, prices: config.Prices | None = None,
-            source_kind: str = KIND) -> Parsed:
-    """One serving window per model and pair of consecutive scrape times, validated by serving.build_window."""
+            source_kind: str = KIND, extra: dict | None = None) -> Parsed:
+    """One serving window per model and pair of consecutive scrape times, validated by serving.build_window;
+    `extra` adds fields to every window (instance_type, replicas, gpu_type, gpu_count: what prices it)."""
     prices = prices if prices is not None else config.load().prices
     parsed = Parsed()
     # group -> series (name, labels) -> time -> sample
@@ -151,7 +152,7 @@ def windows(samples: list[Sample], ctx: ParseContext, prices: config.Prices | No
     for (service, version, host), series in groups.items():
         for record, line, raw in _group_windows(service, version, host, series, parsed):
             try:
-                row = serving.build_window(record, line, ctx, prices)
+                row = serving.build_window({**(extra or {}), **record}, line, ctx, prices)
             except BadValue as error:
                 parsed.rejects.append(Reject(line, str(error), raw))
                 continue

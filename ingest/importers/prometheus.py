@@ -1,0 +1,224 @@
+"""Pull GPU traces (DCGM exporter) and serving windows (vLLM, Triton, TorchServe) from a
+Prometheus server's HTTP API.
+
+`query_range` evaluates each series at every `step` from `since` to `until`, both moved down to
+a multiple of the step so that imports of overlapping ranges make the same samples and windows
+(which then replace each other, latest wins) instead of counting an hour twice. A long range is
+asked for in chunks of at most MAX_POINTS steps (Prometheus refuses more than 11,000 points per
+series in one query). The GPU samples are the DCGM series at each step (as ingest/dcgm.py reads a
+scrape); the serving windows are serving_metrics.windows over the steps, one window per step.
+"""
+from __future__ import annotations
+
+import base64
+import json
+import math
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+import pyarrow as pa
+
+from ingest import config, traces
+from ingest.contract import ParseContext, Parsed, Reject
+from ingest.dcgm import LABELS as DCGM_LABELS
+from ingest.dcgm import METRICS as DCGM_METRICS
+from ingest.importers import serving_metrics
+
+KIND = "prometheus"
+MAX_POINTS = 10_000
+TIMEOUT_S = 120.0
+DCGM_QUERY = '{__name__=~"' + "|".join(DCGM_METRICS) + '"}'
+SERVING_QUERY = '{__name__=~"' + "|".join(serving_metrics.METRICS) + '"}'
+ERROR_TEXT_MAX = 300  # a server's error body is shown as text, cut short
+
+
+class PrometheusError(RuntimeError):
+    """The server could not be reached or refused a query; the message says which and why."""
+
+
+@dataclass
+class Client:
+    """A Prometheus HTTP API endpoint; `token` (bearer) and URL credentials never reach output."""
+
+    url: str
+    token: str | None = None
+    max_points: int | None = None  # default MAX_POINTS
+    requests_made: int = field(default=0, init=False)
+
+    def __post_init__(self) -> None:
+        parts = urllib.parse.urlsplit(self.url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise PrometheusError(f"{display_url(self.url)} is not an http(s) URL of a Prometheus server")
+        self._basic = None
+        if parts.username:
+            pair = f"{urllib.parse.unquote(parts.username)}:{urllib.parse.unquote(parts.password or '')}"
+            self._basic = base64.b64encode(pair.encode()).decode()
+        netloc = parts.hostname + (f":{parts.port}" if parts.port else "")
+        self._base = urllib.parse.urlunsplit((parts.scheme, netloc, parts.path.rstrip("/"), "", ""))
+
+    @property
+    def display(self) -> str:
+        return self._base
+
+    def query_range(self, query: str, start_s: float, end_s: float, step_s: float) -> list[dict]:
+        """Every series of `query` as {"metric": labels, "values": [[t, "v"], ...]}, chunked."""
+        merged: dict[tuple, dict] = {}
+        span_s = step_s * ((self.max_points or MAX_POINTS) - 1)
+        chunk_start = start_s
+        while chunk_start <= end_s:
+            chunk_end = min(chunk_start + span_s, end_s)
+            data = self._get("/api/v1/query_range", {"query": query, "start": _num(chunk_start),
+                                                     "end": _num(chunk_end), "step": _num(step_s)})
+            if data.get("resultType") != "matrix":
+                raise PrometheusError(f"{self.display}: query_range answered a {data.get('resultType')!r}, not a matrix")
+            for series in data.get("result", []):
+                key = tuple(sorted(series["metric"].items()))
+                target = merged.setdefault(key, {"metric": series["metric"], "values": []})
+                target["values"].extend(series["values"])
+            chunk_start = chunk_end + step_s
+        return list(merged.values())
+
+    def _get(self, path: str, params: dict) -> dict:
+        request = urllib.request.Request(f"{self._base}{path}?{urllib.parse.urlencode(params)}")
+        if self.token:
+            request.add_header("Authorization", f"Bearer {self.token}")
+        elif self._basic:
+            request.add_header("Authorization", f"Basic {self._basic}")
+        self.requests_made += 1
+        try:
+            with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response:
+                body = response.read()
+        except urllib.error.HTTPError as error:
+            raise PrometheusError(f"{self.display} answered HTTP {error.code}: {_error_text(error.read())}") from None
+        except (urllib.error.URLError, OSError) as error:
+            reason = getattr(error, "reason", error)
+            raise PrometheusError(f"cannot reach {self.display}: {reason}") from None
+        try:
+            answer = json.loads(body)
+        except ValueError:
+            raise PrometheusError(f"{self.display} did not answer JSON: is it a Prometheus server?") from None
+        if answer.get("status") != "success":
+            raise PrometheusError(f"{self.display} refused the query: {_error_text(body)}")
+        return answer.get("data") or {}
+
+
+@dataclass
+class Pulled:
+    """What one import pulled: its GPU samples and its serving windows, each ready to load."""
+
+    gpu: Parsed
+    gpu_content: bytes
+    serving: Parsed
+    serving_content: bytes
+    start_s: float
+    end_s: float
+
+
+def pull(client: Client, since: datetime, until: datetime, step_s: float,
+         deployment: dict | None = None, prices: config.Prices | None = None) -> Pulled:
+    """Pull DCGM and serving series between since and until (aligned to the step) and convert them.
+
+    `deployment` (instance_type, replicas, gpu_type, gpu_count) prices the serving windows from
+    the catalog, as a serving-window file naming them would be."""
+    start_s = math.floor(since.timestamp() / step_s) * step_s
+    end_s = math.floor(until.timestamp() / step_s) * step_s
+    if end_s <= start_s:
+        raise PrometheusError(f"--since and --until span less than one step ({step_s:g} s)")
+    dcgm = client.query_range(DCGM_QUERY, start_s, end_s, step_s)
+    served = client.query_range(SERVING_QUERY, start_s, end_s, step_s)
+    ctx = ParseContext(f"prometheus {client.display}", timezone.utc)
+    return Pulled(gpu_samples(dcgm), _content(dcgm, start_s, end_s, step_s),
+                  serving_windows(served, ctx, deployment, prices), _content(served, start_s, end_s, step_s, deployment),
+                  start_s, end_s)
+
+
+def gpu_samples(series: list[dict]) -> Parsed:
+    """gpu_samples rows from DCGM series: one per GPU and step, each metric in its column."""
+    records: dict[tuple, dict] = {}
+    rejects: list[Reject] = []
+    number = 0
+    for one in sorted(series, key=lambda s: sorted(s["metric"].items())):
+        labels = one["metric"]
+        column = DCGM_METRICS[labels["__name__"]]
+        host = labels.get("Hostname") or (labels.get("instance") or "").rsplit(":", 1)[0] or None
+        for at_s, text in one["values"]:
+            number += 1
+            try:
+                gpu = int(labels.get("gpu", ""))
+            except ValueError:
+                rejects.append(Reject(number, f"{labels['__name__']} has no gpu index label", _describe(labels)))
+                break
+            record = records.setdefault((host, gpu, float(at_s)), {"line": number, "raw": _describe(labels)})
+            value = float(text)
+            if column == "energy_mj":
+                if not math.isfinite(value) or value != int(value):
+                    rejects.append(Reject(number, f"energy counter {text!r} is not a whole number of mJ",
+                                          _describe(labels)))
+                    continue
+                value = int(value)
+            record[column] = value
+            for label, target in DCGM_LABELS.items():
+                if labels.get(label):
+                    record.setdefault(target, labels[label])
+    items = list(records.items())
+    rows = traces.Rows([r["line"] for _, r in items], [r["raw"] for _, r in items])
+    rows.rejects = rejects
+    found = {
+        "host": pa.array([host for (host, _, _), _ in items], pa.string()),
+        "gpu_index": traces.check_range(rows, pa.array([gpu for (_, gpu, _), _ in items], pa.int64()), "gpu_index"),
+        "sampled_at": pa.array([datetime.fromtimestamp(at, timezone.utc) for (_, _, at), _ in items], traces.TIME),
+        **{name: pa.array([r.get(name) for _, r in items], pa.string()) for name in DCGM_LABELS.values()},
+    }
+    for name in DCGM_METRICS.values():
+        found[name] = traces.check_range(rows, pa.array([r.get(name) for _, r in items], traces.COLUMNS[name]), name)
+    return traces.build(rows, found, KIND)
+
+
+def serving_windows(series: list[dict], ctx: ParseContext, deployment: dict | None = None,
+                    prices: config.Prices | None = None) -> Parsed:
+    """Serving windows, one per model and step, from the inference servers' series."""
+    samples, number = [], 0
+    for one in sorted(series, key=lambda s: sorted(s["metric"].items())):
+        labels = dict(one["metric"])
+        name = labels.pop("__name__")
+        key = tuple(sorted(labels.items()))
+        for at_s, text in one["values"]:
+            number += 1
+            samples.append(serving_metrics.Sample(name, key, float(at_s), float(text), number,
+                                                  _describe(one["metric"])))
+    return serving_metrics.windows(samples, ctx, prices, source_kind=KIND, extra=deployment)
+
+
+def display_url(url: str) -> str:
+    """The URL without credentials, query or fragment: what may be shown and stored."""
+    parts = urllib.parse.urlsplit(url)
+    netloc = (parts.hostname or "") + (f":{parts.port}" if parts.port else "")
+    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+def _content(series: list[dict], start_s: float, end_s: float, step_s: float, extra: dict | None = None) -> bytes:
+    """The pulled data in a canonical form: the same range pulled again hashes the same."""
+    canonical = sorted((sorted(s["metric"].items()), s["values"]) for s in series)
+    return json.dumps([start_s, end_s, step_s, extra or {}, canonical], sort_keys=True, default=str).encode()
+
+
+def _describe(labels: dict) -> str:
+    name = labels.get("__name__", "")
+    return name + "{" + ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()) if k != "__name__") + "}"
+
+
+def _error_text(body: bytes) -> str:
+    try:
+        answer = json.loads(body)
+        text = f"{answer.get('errorType', '')}: {answer.get('error', '')}".strip(": ")
+    except ValueError:
+        text = body.decode("utf-8", "replace")
+    text = " ".join(text.split())
+    return text[:ERROR_TEXT_MAX] + ("…" if len(text) > ERROR_TEXT_MAX else "")
+
+
+def _num(value: float) -> str:
+    return repr(float(value)) if value != int(value) else str(int(value))
