@@ -8,7 +8,7 @@ import re
 from datetime import datetime, timedelta, timezone
 
 from ingest import values
-from ingest.contract import BadValue
+from ingest.contract import BadValue, ParseContext
 from ingest.loader import FileSummary
 from ingest.report import summary_lines
 from mlcost.common import EXIT_PROBLEMS, EXIT_USAGE, say
@@ -36,6 +36,15 @@ def register(commands) -> None:
     prom.add_argument("--gpu-count", type=int, help="serving windows: GPUs serving each model (with --gpu-type)")
     prom.add_argument("--json", action="store_true", help="print a JSON array with one summary per load")
     prom.set_defaults(run=run_prometheus)
+
+    mlflow = sources.add_parser("mlflow", help="runs from an MLflow tracking server or mlruns/ file store")
+    mlflow.add_argument("uri", nargs="?", metavar="URI",
+                        help="http(s)://server:5000 or a path to mlruns/ (default $MLFLOW_TRACKING_URI); a token "
+                             "comes from $MLCOST_MLFLOW_TOKEN or $MLFLOW_TRACKING_TOKEN")
+    mlflow.add_argument("--full", action="store_true",
+                        help="read every run again, not only those changed since the last import")
+    mlflow.add_argument("--json", action="store_true", help="print a JSON array with one summary per load")
+    mlflow.set_defaults(run=run_mlflow)
 
 
 def run_prometheus(args: argparse.Namespace) -> int:
@@ -79,6 +88,48 @@ def run_prometheus(args: argparse.Namespace) -> int:
         source = f"prometheus {client.display} {label} {span}"
         summaries.append(ledger.load_import(source, prometheus.KIND, parsed, content, totals(parsed)))
     return report(summaries, args.json)
+
+
+def run_mlflow(args: argparse.Namespace) -> int:
+    from ingest.importers import mlflow_runs
+
+    uri = args.uri or os.environ.get("MLFLOW_TRACKING_URI")
+    if not uri:
+        say("name the MLflow store: mlcost import mlflow URI (a server URL or an mlruns/ path), "
+            "or set $MLFLOW_TRACKING_URI")
+        return EXIT_USAGE
+    return import_runs(f"mlflow {mlflow_runs.display_uri(uri)}", mlflow_runs.KIND, args,
+                       lambda since_ms: mlflow_runs.fetch(uri, since_ms), mlflow_runs.MlflowError)
+
+
+def import_runs(source: str, kind: str, args: argparse.Namespace, fetch, error_type) -> int:
+    """Fetch a tracker's runs changed since the source's watermark, load them, move the watermark."""
+    from dataclasses import asdict
+
+    from ingest.importers import ledger, tracked_runs
+    from ingest.run_record import run_totals
+
+    since = None if getattr(args, "full", False) else ledger.watermark(source)
+    try:
+        fetched = fetch(int(since) if since else None)
+    except error_type as error:
+        say(str(error))
+        return EXIT_PROBLEMS
+    if fetched.deleted:
+        say(f"{source}: skipped {fetched.deleted} deleted runs")
+    if not fetched.runs:
+        say(f"{source}: no runs changed since the last import" if since else f"{source}: no runs found")
+        if args.json:
+            print("[]")
+        return 0 if since else EXIT_PROBLEMS
+    ctx = ParseContext(source, timezone.utc)
+    parsed = tracked_runs.parse_runs(fetched.runs, ctx, kind)
+    content = json.dumps([asdict(run) for run in fetched.runs], sort_keys=True, default=str).encode()
+    totals = {**run_totals(parsed), "runs_deleted_skipped": fetched.deleted}
+    summary = ledger.load_import(source, kind, parsed, content, totals)
+    if fetched.watermark_ms is not None:
+        ledger.set_watermark(source, kind, str(fetched.watermark_ms))
+    return report([summary], args.json)
 
 
 def report(summaries: list[FileSummary], as_json: bool) -> int:
