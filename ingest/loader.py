@@ -13,12 +13,12 @@ from typing import Iterator
 from ingest import codecarbon, dcgm, gpu_collector, nvidia_smi, runs_json, serving, warehouse
 from ingest import billing_aws, billing_azure, billing_focus, billing_gcp
 from ingest.contract import BadValue, ParseContext, numbered
-from ingest.importers import serving_metrics
+from ingest.importers import serving_metrics, wandb_runs
 
 # serving sniffs before runs_json: run detection keys on generic fields such as "start_time";
 # bills too (a GCP label named run_id would look like a run). FOCUS sniffs before Azure: an
 # Azure FOCUS export is FOCUS.
-PARSERS: tuple[ModuleType, ...] = (codecarbon, serving, billing_focus, billing_aws, billing_gcp,
+PARSERS: tuple[ModuleType, ...] = (codecarbon, wandb_runs, serving, billing_focus, billing_aws, billing_gcp,
                                    billing_azure, runs_json, gpu_collector, nvidia_smi, dcgm, serving_metrics)
 KINDS = {parser.KIND: parser for parser in PARSERS}
 FILE_SUFFIXES = {".jsonl", ".json", ".ndjson", ".csv", ".gz", ".prom", ".parquet"}

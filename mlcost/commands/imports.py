@@ -46,6 +46,12 @@ def register(commands) -> None:
     mlflow.add_argument("--json", action="store_true", help="print a JSON array with one summary per load")
     mlflow.set_defaults(run=run_mlflow)
 
+    wandb = sources.add_parser("wandb", help="W&B runs from the UI's runs-table CSV export or local run folders")
+    wandb.add_argument("paths", nargs="+", metavar="PATH",
+                       help="a runs-table CSV export, or a folder holding run folders (wandb/run-*/files/)")
+    wandb.add_argument("--json", action="store_true", help="print a JSON array with one summary per load")
+    wandb.set_defaults(run=run_wandb)
+
 
 def run_prometheus(args: argparse.Namespace) -> int:
     from ingest.importers import ledger, prometheus
@@ -100,6 +106,34 @@ def run_mlflow(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     return import_runs(f"mlflow {mlflow_runs.display_uri(uri)}", mlflow_runs.KIND, args,
                        lambda since_ms: mlflow_runs.fetch(uri, since_ms), mlflow_runs.MlflowError)
+
+
+def run_wandb(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from ingest import loader
+    from ingest.importers import ledger, tracked_runs, wandb_runs
+    from ingest.run_record import run_totals
+
+    summaries = []
+    for name in args.paths:
+        path = Path(name)
+        if path.is_file():
+            summaries.append(loader.ingest_file(path, kind=wandb_runs.KIND))
+            continue
+        if not path.is_dir():
+            summaries.append(FileSummary(name, wandb_runs.KIND, error=f"{name}: no such file or folder"))
+            continue
+        runs, rejects, content = wandb_runs.read_run_folders(path)
+        if not runs and not rejects:
+            summaries.append(FileSummary(name, wandb_runs.KIND, error=f"{name}: no W&B run folders "
+                                         "(run-*/files/wandb-metadata.json or wandb-summary.json) in it"))
+            continue
+        parsed = tracked_runs.parse_runs(runs, ParseContext(name, timezone.utc), wandb_runs.KIND)
+        parsed.rejects = rejects + parsed.rejects
+        summaries.append(ledger.load_import(f"wandb {path.resolve()}", wandb_runs.KIND, parsed, content,
+                                            run_totals(parsed)))
+    return report(summaries, args.json)
 
 
 def import_runs(source: str, kind: str, args: argparse.Namespace, fetch, error_type) -> int:
