@@ -13,13 +13,13 @@ from typing import Iterator
 from ingest import codecarbon, dcgm, gpu_collector, nvidia_smi, runs_json, serving, warehouse
 from ingest import billing_aws, billing_azure, billing_focus, billing_gcp
 from ingest.contract import BadValue, ParseContext, numbered
-from ingest.importers import serving_metrics, wandb_runs
+from ingest.importers import serving_metrics, slurm, wandb_runs
 
 # serving sniffs before runs_json: run detection keys on generic fields such as "start_time";
 # bills too (a GCP label named run_id would look like a run). FOCUS sniffs before Azure: an
 # Azure FOCUS export is FOCUS.
 PARSERS: tuple[ModuleType, ...] = (codecarbon, wandb_runs, serving, billing_focus, billing_aws, billing_gcp,
-                                   billing_azure, runs_json, gpu_collector, nvidia_smi, dcgm, serving_metrics)
+                                   billing_azure, runs_json, gpu_collector, nvidia_smi, dcgm, serving_metrics, slurm)
 KINDS = {parser.KIND: parser for parser in PARSERS}
 FILE_SUFFIXES = {".jsonl", ".json", ".ndjson", ".csv", ".gz", ".prom", ".parquet"}
 PARQUET_MAGIC = b"PAR1"  # a parser with BINARY = True gets such files as bytes

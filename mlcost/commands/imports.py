@@ -8,7 +8,7 @@ import re
 from datetime import datetime, timedelta, timezone
 
 from ingest import values
-from ingest.contract import BadValue, ParseContext
+from ingest.contract import BadValue, ParseContext, numbered
 from ingest.loader import FileSummary
 from ingest.report import summary_lines
 from mlcost.common import EXIT_PROBLEMS, EXIT_USAGE, say
@@ -51,6 +51,15 @@ def register(commands) -> None:
                        help="a runs-table CSV export, or a folder holding run folders (wandb/run-*/files/)")
     wandb.add_argument("--json", action="store_true", help="print a JSON array with one summary per load")
     wandb.set_defaults(run=run_wandb)
+
+    slurm = sources.add_parser("slurm", help="Slurm jobs as training runs, from sacct or its saved output")
+    slurm.add_argument("--since", help="run sacct for jobs from this time on: ISO-8601 or a duration back (2d)")
+    slurm.add_argument("--until", help="with --since: jobs up to this time (default now)")
+    slurm.add_argument("--file", action="append", metavar="FILE",
+                       help="read saved `sacct --parsable2` output instead of running sacct (repeatable)")
+    slurm.add_argument("--tz", default="UTC", help="the cluster's time zone: sacct prints local times (default UTC)")
+    slurm.add_argument("--json", action="store_true", help="print a JSON array with one summary per load")
+    slurm.set_defaults(run=run_slurm)
 
 
 def run_prometheus(args: argparse.Namespace) -> int:
@@ -134,6 +143,40 @@ def run_wandb(args: argparse.Namespace) -> int:
         summaries.append(ledger.load_import(f"wandb {path.resolve()}", wandb_runs.KIND, parsed, content,
                                             run_totals(parsed)))
     return report(summaries, args.json)
+
+
+def run_slurm(args: argparse.Namespace) -> int:
+    import subprocess
+    from pathlib import Path
+
+    from ingest import loader
+    from ingest.importers import ledger, slurm
+
+    tz = values.zone(args.tz)
+    if tz is None:
+        say(f"unknown time zone {args.tz!r} (use an IANA name such as Europe/Paris)")
+        return EXIT_USAGE
+    if args.file:
+        return report([loader.ingest_file(Path(name), kind=slurm.KIND, tz=tz) for name in args.file], args.json)
+    if not args.since:
+        say("pass --since (run sacct) or --file (saved sacct --parsable2 output)")
+        return EXIT_USAGE
+    try:
+        now = datetime.now(timezone.utc)
+        since = when(args.since, "--since", now)
+        until = when(args.until, "--until", now) if args.until else None
+    except BadValue as error:
+        say(str(error))
+        return EXIT_USAGE
+    try:
+        output = slurm.run_sacct(since, until, tz)
+    except (FileNotFoundError, RuntimeError, subprocess.TimeoutExpired) as error:
+        say(str(error))
+        return EXIT_PROBLEMS
+    parsed = slurm.parse(numbered(output.split("\n")), ParseContext("sacct", tz))
+    span = f"{since.isoformat()} to {(until or now).isoformat()}"
+    summary = ledger.load_import(f"slurm sacct {span}", slurm.KIND, parsed, output.encode(), slurm.totals(parsed))
+    return report([summary], args.json)
 
 
 def import_runs(source: str, kind: str, args: argparse.Namespace, fetch, error_type) -> int:
