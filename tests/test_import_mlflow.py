@@ -7,10 +7,8 @@ import os
 import shutil
 import socket
 import subprocess
-import sys
 import time
 import urllib.request
-from datetime import datetime, timezone
 from decimal import Decimal
 from pathlib import Path
 
@@ -167,7 +165,7 @@ client.set_terminated(run.info.run_id, "FINISHED", end_time=t0 + 60_000)
 client.delete_run(run.info.run_id)
 run = client.create_run(exp, start_time=t0 + 900_000, run_name="still-going")
 ids.append(run.info.run_id)
-print(" ".join(ids))
+print("IDS " + " ".join(ids))
 '''
 
 
@@ -199,7 +197,7 @@ def mlflow_server(tmp_path_factory):
         filled = subprocess.run([str(binary.parent / "python"), "-c", FILL, url, str(T0_MS)],
                                 capture_output=True, text=True, timeout=300)
         assert filled.returncode == 0, filled.stderr[-3000:]
-        yield url, filled.stdout.split()
+        yield url, next(l for l in filled.stdout.splitlines() if l.startswith("IDS ")).split()[1:]
     finally:
         os.killpg(server.pid, 15)
         server.wait(timeout=30)

@@ -6,7 +6,6 @@ import os
 import stat
 from datetime import datetime, timezone
 from decimal import Decimal
-from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import pytest

@@ -104,3 +104,16 @@ def test_local_run_folders(warehouse, tmp_path, capsys):
     assert cli.main(["import", "wandb", str(root), "--json"]) == 0  # nothing new: as `mlcost ingest` says
     assert json.loads(capsys.readouterr().out)[0]["status"] == "already_loaded"
     assert cli.main(["import", "wandb", str(tmp_path / "nothing")]) == 1
+
+
+def test_data_page_lists_each_import_source_and_its_last_import(warehouse, tmp_path):
+    from tests.test_pages import open_page
+
+    path = export(tmp_path)
+    assert cli.main(["import", "wandb", str(path)]) == 1  # one row is rejected
+    at = open_page("Data")
+    sources = at.dataframe[0].value
+    assert sources[["source", "kind", "imports", "last_rows_loaded", "last_rows_rejected"]].values.tolist() == [
+        ["wandb files", "wandb", 1, 3, 1]]
+    loaded_at = wh.query("SELECT loaded_at FROM loads")["loaded_at"][0]
+    assert sources["last_import"][0] == loaded_at

@@ -91,7 +91,7 @@ def run_prometheus(args: argparse.Namespace) -> int:
         return EXIT_PROBLEMS
     span = f"{_iso(pulled.start_s)} to {_iso(pulled.end_s)} step {step_s:g}s"
     summaries = []
-    from ingest import serving, traces
+    from ingest import traces
     from ingest.importers import serving_metrics
 
     for label, parsed, content, totals in (
