@@ -136,9 +136,15 @@ def at(log: list[tuple[int, dict]], t_ms: int) -> dict | None:
     return seen[-1] if seen else None
 
 
+def since_s(log) -> int:
+    """The import's start: the first multiple of the step at or after the 2nd scrape (so every
+    series has a sample at or before it)."""
+    return math.ceil(log[1][0] / 1000 / STEP_S) * STEP_S
+
+
 def grid(log) -> list[int]:
-    """The step times (ms) of the import below: from the 2nd scrape to the 11th, on multiples of the step."""
-    start = math.floor(log[1][0] / 1000 / STEP_S) * STEP_S
+    """The step times (ms) of the import below: multiples of the step up to the 11th scrape."""
+    start = since_s(log)
     end = math.floor(log[10][0] / 1000 / STEP_S) * STEP_S
     return [int(t * 1000) for t in range(start, end + 1, STEP_S)]
 
@@ -150,7 +156,7 @@ def increase(before: float, after: float) -> float:
 def test_import_prometheus_pulls_gpu_samples_and_serving_windows(prom, warehouse, capsys, monkeypatch):
     url, log = prom
     monkeypatch.setattr(prometheus, "MAX_POINTS", 3)  # a long range in miniature: several chunks
-    since = datetime.fromtimestamp(log[1][0] / 1000, timezone.utc).isoformat()
+    since = datetime.fromtimestamp(since_s(log), timezone.utc).isoformat()
     until = datetime.fromtimestamp(log[10][0] / 1000, timezone.utc).isoformat()
     code = cli.main(["import", "prometheus", url, "--since", since, "--until", until, "--step", f"{STEP_S}s",
                      "--gpu-type", "L4", "--gpu-count", "1", "--json"])
