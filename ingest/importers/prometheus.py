@@ -16,6 +16,7 @@ import math
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
@@ -46,6 +47,7 @@ class Client:
     url: str
     token: str | None = None
     max_points: int | None = None  # default MAX_POINTS
+    on_chunk: Callable[[str, int, int], None] | None = None  # progress: (query, chunk done, chunks)
     requests_made: int = field(default=0, init=False)
 
     def __post_init__(self) -> None:
@@ -67,7 +69,8 @@ class Client:
         """Every series of `query` as {"metric": labels, "values": [[t, "v"], ...]}, chunked."""
         merged: dict[tuple, dict] = {}
         span_s = step_s * ((self.max_points or MAX_POINTS) - 1)
-        chunk_start = start_s
+        chunks = math.ceil((end_s - start_s + step_s) / (span_s + step_s))
+        chunk_start, done = start_s, 0
         while chunk_start <= end_s:
             chunk_end = min(chunk_start + span_s, end_s)
             data = self._get("/api/v1/query_range", {"query": query, "start": _num(chunk_start),
@@ -79,6 +82,9 @@ class Client:
                 target = merged.setdefault(key, {"metric": series["metric"], "values": []})
                 target["values"].extend(series["values"])
             chunk_start = chunk_end + step_s
+            done += 1
+            if self.on_chunk:
+                self.on_chunk(query, done, chunks)
         return list(merged.values())
 
     def _get(self, path: str, params: dict) -> dict:

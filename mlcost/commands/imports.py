@@ -5,6 +5,7 @@ import argparse
 import json
 import os
 import re
+import sys
 from datetime import datetime, timedelta, timezone
 
 from ingest import values
@@ -31,9 +32,9 @@ def register(commands) -> None:
     prom.add_argument("--step", default="60s",
                       help="resolution and serving-window length, e.g. 15s, 1m, 5m (default 60s)")
     prom.add_argument("--instance-type", help="serving windows: the instance type serving them (prices them from the catalog)")
-    prom.add_argument("--replicas", type=int, help="serving windows: instances serving each model (with --instance-type)")
+    prom.add_argument("--replicas", type=int, help="serving windows: instances serving each model (default 1 with --instance-type)")
     prom.add_argument("--gpu-type", help="serving windows: the GPU model serving them (priced per GPU-hour)")
-    prom.add_argument("--gpu-count", type=int, help="serving windows: GPUs serving each model (with --gpu-type)")
+    prom.add_argument("--gpu-count", type=int, help="serving windows: GPUs serving each model (default 1 with --gpu-type)")
     prom.add_argument("--json", action="store_true", help="print a JSON array with one summary per load")
     prom.set_defaults(run=run_prometheus)
 
@@ -74,7 +75,8 @@ def run_prometheus(args: argparse.Namespace) -> int:
         since = when(args.since, "--since", now)
         until = when(args.until, "--until", now) if args.until else now
         step_s = duration_s(args.step, "--step")
-        client = prometheus.Client(url, token=os.environ.get("MLCOST_PROMETHEUS_TOKEN") or None)
+        client = prometheus.Client(url, token=os.environ.get("MLCOST_PROMETHEUS_TOKEN") or None,
+                                   on_chunk=_chunk_progress if sys.stderr.isatty() and not args.json else None)
     except (BadValue, prometheus.PrometheusError) as error:
         say(str(error))
         return EXIT_USAGE
@@ -84,6 +86,10 @@ def run_prometheus(args: argparse.Namespace) -> int:
     deployment = {key: value for key, value in (("instance_type", args.instance_type), ("replicas", args.replicas),
                                                 ("gpu_type", args.gpu_type), ("gpu_count", args.gpu_count))
                   if value is not None}
+    if args.instance_type and args.replicas is None:
+        deployment["replicas"] = 1  # one instance serves unless told otherwise
+    if args.gpu_type and args.gpu_count is None:
+        deployment["gpu_count"] = 1
     try:
         pulled = prometheus.pull(client, since, until, step_s, deployment)
     except prometheus.PrometheusError as error:
@@ -207,6 +213,13 @@ def import_runs(source: str, kind: str, args: argparse.Namespace, fetch, error_t
     if fetched.watermark_ms is not None:
         ledger.set_watermark(source, kind, str(fetched.watermark_ms))
     return report([summary], args.json)
+
+
+def _chunk_progress(query: str, done: int, chunks: int) -> None:
+    """One line on stderr, rewritten as the chunks of a query arrive."""
+    what = "GPU series" if "DCGM" in query else "serving series"
+    sys.stderr.write(f"\rpulling {what}: {done}/{chunks} chunks" + ("\n" if done == chunks else ""))
+    sys.stderr.flush()
 
 
 def report(summaries: list[FileSummary], as_json: bool) -> int:
