@@ -52,7 +52,8 @@ def file_store(tmp_path: Path) -> Path:
                                      "lifecycle_stage: active\nname: vision\n")
     mlflow_run(store, "1", "aaa", 3, T0_MS, T0_MS + 2 * HOUR_MS,
                params={"instance_type": "g5.xlarge", "lr": "0.001"},
-               tags={"mlflow.user": "alice", "team": "cv", "mlflow.runName": "resnet-a"},
+               tags={"mlflow.user": "alice", "team": "cv", "mlflow.runName": "resnet-a", "host": "gpu-node-1",
+                     "gpu_indices": "0,1"},
                metrics={"val_accuracy": [(T0_MS + 1000, 0.5, 0), (T0_MS + 3_600_000, 0.7, 1),
                                          (T0_MS + 7_000_000, 0.81, 2)],
                         "train/loss": [(T0_MS + 1000, 2.0, 0)],
@@ -92,6 +93,8 @@ def test_file_store_with_quirks(warehouse, tmp_path, capsys):
     assert a["cost_usd"] == Decimal("1.006") * 2 and a["price_per_hour_usd"] == Decimal("1.006")
     assert (a["val_metric_name"], a["val_metric"], a["energy_kwh"]) == ("val_accuracy", 0.81, 1.25)
     assert any("price catalog" in flag for flag in a["flags"])
+    host, indices = wh.query("SELECT host, gpu_indices FROM runs WHERE run_id = 'aaa'").values[0]
+    assert host == "gpu-node-1" and list(indices) == [0, 1]  # joins the host's GPU traces
     tags = dict(a["tags"]) if not isinstance(a["tags"], dict) else a["tags"]
     assert tags["param.lr"] == "0.001" and tags["run_name"] == "aaa-name" and "mlflow.user" not in tags
     evals = wh.query("SELECT step, elapsed_s, value FROM run_evals WHERE run_id = 'aaa' ORDER BY seq")

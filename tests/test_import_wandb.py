@@ -80,7 +80,9 @@ def test_local_run_folders(warehouse, tmp_path, capsys):
     root = tmp_path / "wandb"
     run_folder(root, "run-20251120_100000-abc123",
                {"host": "gpu-node-7", "startedAt": "2025-11-20T10:00:00.000000Z", "gpu": "NVIDIA A100-SXM4-40GB",
-                "gpu_count": 8, "username": "alice"},
+                "gpu_count": 8, "username": "alice",
+                "gpu_nvidia": [{"name": "NVIDIA A100-SXM4-40GB", "uuid": "GPU-aaa"}, {"name": "NVIDIA A100-SXM4-40GB",
+                                                                                      "uuid": "GPU-bbb"}]},
                {"_runtime": 7200.5, "_step": 900, "eval/accuracy": 0.91, "loss": 0.2, "_timestamp": 1763640000},
                "wandb_version: 1\n_wandb:\n  desc: null\n  value:\n    cli_version: 0.18.0\n"
                "lr:\n  desc: null\n  value: 0.0001\nproject:\n  desc: null\n  value: vision\n"
@@ -99,8 +101,8 @@ def test_local_run_folders(warehouse, tmp_path, capsys):
     # a logged price: 32.77 USD/h x 7200.5 s
     assert run["cost_source"] == "derived" and run["cost_usd"] == (Decimal("32.77") * Decimal("7200.5") / 3600).quantize(
         Decimal("0.000001"))
-    project = wh.query("SELECT project FROM runs WHERE run_id = 'abc123'")["project"][0]
-    assert project == "vision"
+    project, uuids = wh.query("SELECT project, gpu_uuids FROM runs WHERE run_id = 'abc123'").values[0]
+    assert project == "vision" and list(uuids) == ["GPU-aaa", "GPU-bbb"]
     assert cli.main(["import", "wandb", str(root), "--json"]) == 0  # nothing new: as `mlcost ingest` says
     assert json.loads(capsys.readouterr().out)[0]["status"] == "already_loaded"
     assert cli.main(["import", "wandb", str(tmp_path / "nothing")]) == 1

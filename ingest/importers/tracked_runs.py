@@ -30,6 +30,8 @@ FIELD_KEYS = {  # run-summary field -> keys looked up in tags, then params
     "model": ("model", "model_name"), "region": ("region",), "host": ("host", "hostname"),
     "instance_type": ("instance_type",), "gpu_type": ("gpu_type",), "gpu_count": ("gpu_count", "num_gpus"),
     "examples": ("examples",), "target_metric": ("target_metric",), "goal": ("mlcost.goal", "goal"),
+    # which GPUs: joins the run to its host's GPU traces (measured energy, idle time)
+    "gpu_uuids": ("gpu_uuids",), "gpu_indices": ("gpu_indices", "cuda_visible_devices"),
 }
 VAL_METRIC_TAG = "mlcost.val_metric"
 VAL_PATTERN = re.compile(r"^(val|valid|validation|eval|test)([_/.\-]|$)", re.IGNORECASE)
@@ -53,6 +55,7 @@ class TrackedRun:
     gpu_type: str | None = None
     gpu_count: int | None = None
     runtime_s: float | None = None
+    gpu_uuids: list[str] | None = None
     problem: str | None = None  # what made the run unreadable at its source (a broken metric line)
 
 
@@ -78,6 +81,7 @@ def to_record(run: TrackedRun, prices: config.Prices) -> tuple[dict, str | None]
     record["project"] = record["project"] or run.experiment
     record["gpu_type"] = record["gpu_type"] or run.gpu_type
     record["gpu_count"] = record["gpu_count"] if record["gpu_count"] is not None else run.gpu_count
+    record["gpu_uuids"] = record["gpu_uuids"] or (",".join(run.gpu_uuids) if run.gpu_uuids else None)
     record.update(run_id=run.run_id, status=STATUSES.get(run.status or "", run.status),
                   start_time=None if run.start_ms is None else run.start_ms / 1000,
                   end_time=None if run.end_ms is None else run.end_ms / 1000)

@@ -132,6 +132,9 @@ def read_run_folders(root: Path) -> tuple[list[TrackedRun], list[Reject], bytes]
                          tags={"host": metadata["host"]} if metadata.get("host") else {},
                          metrics=metrics, gpu_type=metadata.get("gpu") or None,
                          gpu_count=metadata.get("gpu_count") if isinstance(metadata.get("gpu_count"), int) else None)
+        devices = metadata.get("gpu_nvidia") or metadata.get("gpu_devices")
+        if isinstance(devices, list):
+            run.gpu_uuids = [str(d["uuid"]) for d in devices if isinstance(d, dict) and d.get("uuid")] or None
         if metadata.get("username"):
             run.tags["owner"] = str(metadata["username"])
         runs.append(run)
