@@ -11,6 +11,7 @@ scrape); the serving windows are serving_metrics.windows over the steps, one win
 from __future__ import annotations
 
 import base64
+import bisect
 import json
 import math
 import urllib.error
@@ -21,6 +22,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 import pyarrow as pa
+import pyarrow.compute  # noqa: F401 (pa.compute)
 
 from ingest import config, traces
 from ingest.contract import ParseContext, Parsed, Reject
@@ -142,45 +144,80 @@ def pull(client: Client, since: datetime, until: datetime, step_s: float,
 
 
 def gpu_samples(series: list[dict]) -> Parsed:
-    """gpu_samples rows from DCGM series: one per GPU and step, each metric in its column."""
-    records: dict[tuple, dict] = {}
-    rejects: list[Reject] = []
-    number = 0
+    """gpu_samples rows from DCGM series: one per GPU and step, each metric in its column.
+
+    Built a series at a time as columns (pyarrow), then pivoted to one row per (host, gpu, time);
+    a row's number is the position of its first value in the pulled data."""
+    parts, rejects, starts, names = [], [], [], []
+    offset = 0
     for one in sorted(series, key=lambda s: sorted(s["metric"].items())):
-        labels = one["metric"]
-        column = DCGM_METRICS[labels["__name__"]]
-        host = labels.get("Hostname") or (labels.get("instance") or "").rsplit(":", 1)[0] or None
-        for at_s, text in one["values"]:
-            number += 1
-            try:
-                gpu = int(labels.get("gpu", ""))
-            except ValueError:
-                rejects.append(Reject(number, f"{labels['__name__']} has no gpu index label", _describe(labels)))
-                break
-            record = records.setdefault((host, gpu, float(at_s)), {"line": number, "raw": _describe(labels)})
-            value = float(text)
-            if column == "energy_mj":
-                if not math.isfinite(value) or value != int(value):
-                    rejects.append(Reject(number, f"energy counter {text!r} is not a whole number of mJ",
-                                          _describe(labels)))
-                    continue
-                value = int(value)
-            record[column] = value
-            for label, target in DCGM_LABELS.items():
-                if labels.get(label):
-                    record.setdefault(target, labels[label])
-    items = list(records.items())
-    rows = traces.Rows([r["line"] for _, r in items], [r["raw"] for _, r in items])
+        labels, points = one["metric"], one["values"]
+        if not points:
+            continue
+        starts.append(offset + 1)
+        names.append(_describe(labels))
+        count = len(points)
+        try:
+            gpu = int(labels.get("gpu", ""))
+        except ValueError:
+            rejects.append(Reject(offset + 1, f"{labels['__name__']} has no gpu index label ({count} values)",
+                                  names[-1]))
+            offset += count
+            continue
+        times, texts = zip(*points)
+        metric = DCGM_METRICS[labels["__name__"]]
+        part = {
+            "host": pa.array([labels.get("Hostname") or (labels.get("instance") or "").rsplit(":", 1)[0] or None]
+                             * count, pa.string()),
+            "gpu_index": pa.array([gpu] * count, pa.int64()),
+            "at_us": pa.compute.round(pa.compute.multiply(pa.array(times, pa.float64()), 1e6)).cast(pa.int64()),
+            "line": pa.array(range(offset + 1, offset + count + 1), pa.int64()),
+            **{target: pa.array([labels.get(label) or None] * count, pa.string())
+               for label, target in DCGM_LABELS.items()},
+        }
+        values_read = pa.array(texts, pa.string()).cast(pa.float64())  # "NaN", "+Inf" read as such
+        for name in DCGM_METRICS.values():
+            part[name] = values_read if name == metric else pa.nulls(count, pa.float64())
+        parts.append(pa.table(part))
+        offset += count
+    if not parts:
+        return traces.build(traces.Rows([], []), {"host": pa.array([], pa.string()),
+                                                  "gpu_index": pa.array([], pa.int64()),
+                                                  "sampled_at": pa.array([], traces.TIME)}, KIND) if not rejects \
+            else Parsed(rejects=rejects)
+    long = pa.concat_tables(parts)
+    wide = long.group_by(["host", "gpu_index", "at_us"]).aggregate(
+        [("line", "min"), *((name, "max") for name in (*DCGM_LABELS.values(), *DCGM_METRICS.values()))])
+    wide = wide.sort_by([("line_min", "ascending")])
+    lines = wide["line_min"].to_pylist()
+    rows = traces.Rows(lines, _SeriesText(starts, names, lines))
     rows.rejects = rejects
+    energy = wide["energy_mj_max"]
+    whole = pa.compute.equal(energy, pa.compute.round(energy))
+    broken = pa.compute.fill_null(pa.compute.invert(whole), False)
+    for row in pa.compute.indices_nonzero(broken).to_pylist():
+        rows.refuse(row, f"energy counter {energy[row].as_py()!r} is not a whole number of mJ")
     found = {
-        "host": pa.array([host for (host, _, _), _ in items], pa.string()),
-        "gpu_index": traces.check_range(rows, pa.array([gpu for (_, gpu, _), _ in items], pa.int64()), "gpu_index"),
-        "sampled_at": pa.array([datetime.fromtimestamp(at, timezone.utc) for (_, _, at), _ in items], traces.TIME),
-        **{name: pa.array([r.get(name) for _, r in items], pa.string()) for name in DCGM_LABELS.values()},
+        "host": wide["host"], "gpu_index": traces.check_range(rows, wide["gpu_index"].combine_chunks(), "gpu_index"),
+        "sampled_at": pa.compute.cast(wide["at_us"], pa.timestamp("us")).cast(traces.TIME),
+        **{name: wide[f"{name}_max"] for name in DCGM_LABELS.values()},
     }
     for name in DCGM_METRICS.values():
-        found[name] = traces.check_range(rows, pa.array([r.get(name) for _, r in items], traces.COLUMNS[name]), name)
+        column = wide[f"{name}_max"].combine_chunks()
+        if name == "energy_mj":
+            column = pa.compute.if_else(broken, pa.scalar(None, pa.float64()), column).cast(pa.int64(), safe=False)
+        found[name] = traces.check_range(rows, column, name)
     return traces.build(rows, found, KIND)
+
+
+class _SeriesText:
+    """The text a reject shows for a row: the series its line (position) falls in, found when asked."""
+
+    def __init__(self, starts: list[int], names: list[str], lines: list[int]) -> None:
+        self.starts, self.names, self.lines = starts, names, lines
+
+    def __getitem__(self, row: int) -> str:
+        return self.names[max(bisect.bisect_right(self.starts, self.lines[row]) - 1, 0)] if self.names else ""
 
 
 def serving_windows(series: list[dict], ctx: ParseContext, deployment: dict | None = None,
