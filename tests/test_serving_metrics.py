@@ -129,3 +129,19 @@ def test_cli_json_summary_of_a_single_scrape_says_why(warehouse, formats_dir, ca
     assert cli.main(["ingest", "--json", str(formats_dir / TRITON)]) == 1
     (summary,) = json.loads(capsys.readouterr().out)
     assert summary["status"] == "failed" and "a single scrape has no window" in summary["error"]
+
+
+def test_pulled_series_with_a_broken_point_reject_it_and_its_windows_not_the_rest():
+    """The HTTP importer's path: a NaN counter value is rejected, never read as 0; the window then
+    spans the two steps around it, so no request is lost or counted twice."""
+    from ingest.contract import ParseContext
+    from ingest.importers import prometheus
+
+    base = {"__name__": "nv_inference_request_success", "model": "resnet", "version": "3", "instance": "srv:8002"}
+    values = [[1_763_632_800 + 60 * i, text] for i, text in enumerate(["10", "20", "NaN", "40", "55"])]
+    parsed = prometheus.serving_windows([{"metric": base, "values": values}],
+                                        ParseContext("test", timezone.utc))
+    rows = parsed.tables["serving_windows"]
+    assert [(r["requests_total"], r["host"], r["window_s"]) for r in rows] == [
+        (10, "srv:8002", 60.0), (20, "srv:8002", 120.0), (15, "srv:8002", 60.0)]
+    assert [r.line for r in parsed.rejects] == [3] and "'NaN'" in parsed.rejects[0].reason

@@ -223,16 +223,21 @@ class _SeriesText:
 def serving_windows(series: list[dict], ctx: ParseContext, deployment: dict | None = None,
                     prices: config.Prices | None = None) -> Parsed:
     """Serving windows, one per model and step, from the inference servers' series."""
-    samples, number = [], 0
+    samples, rejects, number = [], [], 0
     for one in sorted(series, key=lambda s: sorted(s["metric"].items())):
         labels = dict(one["metric"])
         name = labels.pop("__name__")
         key = tuple(sorted(labels.items()))
         for at_s, text in one["values"]:
             number += 1
-            samples.append(serving_metrics.Sample(name, key, float(at_s), float(text), number,
-                                                  _describe(one["metric"])))
-    return serving_metrics.windows(samples, ctx, prices, source_kind=KIND, extra=deployment)
+            value = float(text)
+            if not math.isfinite(value) or value < 0:  # a counter is a finite count; never read as 0
+                rejects.append(Reject(number, f"{name} {text!r} at {at_s} is not a count", _describe(one["metric"])))
+                continue
+            samples.append(serving_metrics.Sample(name, key, float(at_s), value, number, _describe(one["metric"])))
+    parsed = serving_metrics.windows(samples, ctx, prices, source_kind=KIND, extra=deployment)
+    parsed.rejects = sorted(rejects + parsed.rejects, key=lambda r: r.line)
+    return parsed
 
 
 def display_url(url: str) -> str:

@@ -120,7 +120,7 @@ def read_line(text: str, number: int) -> Sample:
     except ValueError as error:
         raise BadValue(f"not Prometheus text ({error})") from None
     value = float(sample.value)
-    if math.isnan(value) or value < 0 and sample.name in COUNTERS:
+    if not math.isfinite(value) or value < 0:  # every series read is a count
         raise BadValue(f"{sample.name} {sample.value!r} is not a count")
     return Sample(sample.name, tuple(sorted(sample.labels.items())),
                   None if sample.timestamp is None else float(sample.timestamp), value, number, text)
