@@ -55,7 +55,14 @@ def display_uri(uri: str) -> str:
 
 def fetch(uri: str, since_ms: int | None) -> Fetched:
     """Runs of every experiment that changed after since_ms (all runs when None)."""
-    return _fetch_server(uri, since_ms) if is_server(uri) else _fetch_files(Path(uri.removeprefix("file://")), since_ms)
+    try:
+        return (_fetch_server(uri, since_ms) if is_server(uri)
+                else _fetch_files(Path(uri.removeprefix("file://")), since_ms))
+    except (KeyError, TypeError, ValueError, AttributeError) as error:  # an answer not shaped like MLflow's
+        raise MlflowError(f"{display_uri(uri)}: unexpected content ({type(error).__name__}: {error}); "
+                          "is it an MLflow tracking server or mlruns/ folder?") from None
+    except OSError as error:
+        raise MlflowError(f"{display_uri(uri)}: cannot be read ({error.strerror or error})") from None
 
 
 def _changed(run: TrackedRun, since_ms: int | None) -> bool:

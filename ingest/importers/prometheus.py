@@ -80,9 +80,10 @@ class Client:
             if data.get("resultType") != "matrix":
                 raise PrometheusError(f"{self.display}: query_range answered a {data.get('resultType')!r}, not a matrix")
             for series in data.get("result", []):
-                key = tuple(sorted(series["metric"].items()))
-                target = merged.setdefault(key, {"metric": series["metric"], "values": []})
-                target["values"].extend(series["values"])
+                labels = series.get("metric") or {}
+                key = tuple(sorted(labels.items()))
+                target = merged.setdefault(key, {"metric": labels, "values": []})
+                target["values"].extend(series.get("values") or [])
             chunk_start = chunk_end + step_s
             done += 1
             if self.on_chunk:
@@ -131,6 +132,7 @@ def pull(client: Client, since: datetime, until: datetime, step_s: float,
 
     `deployment` (instance_type, replicas, gpu_type, gpu_count) prices the serving windows from
     the catalog, as a serving-window file naming them would be."""
+    prices = prices if prices is not None else config.load().prices  # a settings error is not the server's
     start_s = math.floor(since.timestamp() / step_s) * step_s
     end_s = math.floor(until.timestamp() / step_s) * step_s
     if end_s <= start_s:
@@ -138,6 +140,15 @@ def pull(client: Client, since: datetime, until: datetime, step_s: float,
     dcgm = client.query_range(DCGM_QUERY, start_s, end_s, step_s)
     served = client.query_range(SERVING_QUERY, start_s, end_s, step_s)
     ctx = ParseContext(f"prometheus {client.display}", timezone.utc)
+    try:
+        return _pulled(dcgm, served, ctx, start_s, end_s, step_s, deployment, prices)
+    except (KeyError, TypeError, ValueError, IndexError) as error:  # not shaped like Prometheus' answers
+        raise PrometheusError(f"{client.display}: unexpected query_range content "
+                              f"({type(error).__name__}: {error})") from None
+
+
+def _pulled(dcgm: list[dict], served: list[dict], ctx: ParseContext, start_s: float, end_s: float,
+            step_s: float, deployment: dict | None, prices: config.Prices | None) -> Pulled:
     return Pulled(gpu_samples(dcgm), _content(dcgm, start_s, end_s, step_s),
                   serving_windows(served, ctx, deployment, prices), _content(served, start_s, end_s, step_s, deployment),
                   start_s, end_s)
