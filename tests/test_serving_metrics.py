@@ -6,6 +6,7 @@ import math
 import re
 from datetime import datetime, timedelta, timezone
 
+import pandas as pd
 import pytest
 
 from ingest import loader
@@ -145,3 +146,18 @@ def test_pulled_series_with_a_broken_point_reject_it_and_its_windows_not_the_res
     assert [(r["requests_total"], r["host"], r["window_s"]) for r in rows] == [
         (10, "srv:8002", 60.0), (20, "srv:8002", 120.0), (15, "srv:8002", 60.0)]
     assert [r.line for r in parsed.rejects] == [3] and "'NaN'" in parsed.rejects[0].reason
+
+
+def test_torchserve_scrapes_count_every_request_as_served_and_errors_unknown(warehouse, tmp_path):
+    path = tmp_path / "torchserve.prom"
+    path.write_text(
+        "# HELP ts_inference_requests_total Total number of inference requests.\n"
+        "# TYPE ts_inference_requests_total counter\n"
+        f'ts_inference_requests_total{{model_name="bert",model_version="2.0",hostname="ts-0"}} 100.0 {T0_MS}\n'
+        f'ts_inference_requests_total{{model_name="bert",model_version="2.0",hostname="ts-0"}} 160.0 {T0_MS + 60_000}\n')
+    summary = loader.ingest_file(path)
+    assert (summary.kind, summary.rows_loaded, summary.rows_rejected) == ("serving-metrics", 1, 0)
+    (row,) = windows()
+    assert (row["service"], row["model_version"], row["host"], row["requests_total"], row["requests_success"]) == (
+        "bert", "2.0", "ts-0", 60, 60)
+    assert pd.isna(row["requests_error"])
