@@ -64,7 +64,8 @@ def register(commands) -> None:
 
 
 def run_prometheus(args: argparse.Namespace) -> int:
-    from ingest.importers import ledger, prometheus
+    from ingest import traces
+    from ingest.importers import ledger, prometheus, serving_metrics
 
     url = args.url or os.environ.get("MLCOST_PROMETHEUS_URL")
     if not url:
@@ -97,9 +98,6 @@ def run_prometheus(args: argparse.Namespace) -> int:
         return EXIT_PROBLEMS
     span = f"{_iso(pulled.start_s)} to {_iso(pulled.end_s)} step {step_s:g}s"
     summaries = []
-    from ingest import traces
-    from ingest.importers import serving_metrics
-
     for label, parsed, content, totals in (
             ("GPU traces", pulled.gpu, pulled.gpu_content, traces.totals),
             ("serving windows", pulled.serving, pulled.serving_content, serving_metrics.totals)):
