@@ -156,6 +156,10 @@ def increase(before: float, after: float) -> float:
 def test_import_prometheus_pulls_gpu_samples_and_serving_windows(prom, warehouse, capsys, monkeypatch):
     url, log = prom
     monkeypatch.setattr(prometheus, "MAX_POINTS", 3)  # a long range in miniature: several chunks
+    asked = []
+    real_get = prometheus.Client._get
+    monkeypatch.setattr(prometheus.Client, "_get", lambda self, path, params: asked.append(params) or real_get(
+        self, path, params))
     since = datetime.fromtimestamp(since_s(log), timezone.utc).isoformat()
     until = datetime.fromtimestamp(log[10][0] / 1000, timezone.utc).isoformat()
     code = cli.main(["import", "prometheus", url, "--since", since, "--until", until, "--step", f"{STEP_S}s",
@@ -163,6 +167,10 @@ def test_import_prometheus_pulls_gpu_samples_and_serving_windows(prom, warehouse
     summaries = json.loads(capsys.readouterr().out)
     assert code == 0, summaries
     times = grid(log)
+    # two queries (DCGM, serving), each in chunks of at most 3 steps, covering every step once
+    assert len(asked) == 2 * math.ceil(len(times) / 3)
+    starts = sorted(float(p["start"]) * 1000 for p in asked if "DCGM" in p["query"])
+    assert starts == [float(t) for t in times[::3]]
 
     # GPU samples: each GPU at each step, as the latest scrape at or before it.
     expected = []
@@ -227,6 +235,15 @@ def test_import_prometheus_pulls_gpu_samples_and_serving_windows(prom, warehouse
     again = json.loads(capsys.readouterr().out)
     assert [s["status"] for s in again] == ["already_loaded", "already_loaded"]
     assert len(wh.query("SELECT * FROM serving_windows")) == serving_summary["windows"]
+
+
+def test_a_refused_query_shows_the_servers_reason(prom, warehouse, capsys, monkeypatch):
+    url, _ = prom
+    monkeypatch.setattr(prometheus, "MAX_POINTS", 20_000)  # more than Prometheus answers in one query
+    assert cli.main(["import", "prometheus", url, "--since", "1d", "--step", "1s"]) == 1
+    err = capsys.readouterr().err
+    assert f"{url} answered HTTP 400: bad_data:" in err and "11,000 points" in err
+    assert wh.query("SELECT count(*) AS n FROM loads")["n"][0] == 0
 
 
 def test_an_unreachable_server_and_bad_options_say_why(warehouse, capsys):
