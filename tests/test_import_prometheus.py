@@ -24,13 +24,14 @@ from tests.conftest import IN_CI
 STEP_S = 2
 RESTART_AT = 5  # the vLLM server restarts before its 5th scrape: its counters start again
 HOST = "gpu-node-1"
+VLLM = (("model_name", "llama-3-8b"), ("pod", "vllm-0"))  # the vLLM pod, which holds GPU 1
 
 
 def served_values(k: int) -> dict[tuple[str, tuple], float]:
     """The exporter's values at its k-th scrape (series name and labels -> value)."""
     stop = 10 * k if k < RESTART_AT else 4 * (k - RESTART_AT) + 2
     abort = k // 2 if k < RESTART_AT else (k - RESTART_AT) // 2
-    vllm = (("model_name", "llama-3-8b"),)
+    vllm = VLLM
     served = stop + abort
     values = {
         ("vllm:request_success_total", vllm + (("finished_reason", "stop"),)): stop,
@@ -47,8 +48,7 @@ def served_values(k: int) -> dict[tuple[str, tuple], float]:
     }
     for gpu in (0, 1):
         labels = (("gpu", str(gpu)), ("UUID", f"GPU-{gpu}"), ("modelName", "NVIDIA L4"), ("Hostname", HOST))
-        if gpu == 0:
-            labels += (("pod", "trainer-0"), ("namespace", "ml"))
+        labels += (("pod", "trainer-0"), ("namespace", "ml")) if gpu == 0 else (("pod", "vllm-0"), ("namespace", "serve"))
         values[("DCGM_FI_DEV_POWER_USAGE", labels)] = 100 + 10 * gpu + k
         values[("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", labels)] = 1_000_000 + 150_000 * k + gpu
         values[("DCGM_FI_DEV_GPU_UTIL", labels)] = 50 + gpu
@@ -194,17 +194,18 @@ def test_import_prometheus_pulls_gpu_samples_and_serving_windows(prom, warehouse
     # Serving windows: one per model and step; counters' increases, resets counted from 0.
     windows = wh.query("SELECT service, model_version, epoch_ms(window_start) AS t0, epoch_ms(window_end) AS t1, "
                        "requests_total, requests_success, requests_error, prompt_tokens, output_tokens, "
-                       "latency_ms_p50, latency_ms_p95, cost_usd, source_kind FROM serving_windows "
+                       "latency_ms_p50, latency_ms_p95, cost_usd, energy_kwh, energy_source, host, source_kind "
+                       "FROM serving_windows "
                        "ORDER BY service, t0")
     vllm = windows[windows.service == "llama-3-8b"].to_dict("records")
     triton = windows[windows.service == "resnet"].to_dict("records")
     assert len(vllm) == len(triton) == len(times) - 1
     for row, t0, t1 in zip(vllm, times, times[1:]):
         before, after = at(log, t0), at(log, t1)
-        key = lambda reason: ("vllm:request_success_total", (("model_name", "llama-3-8b"), ("finished_reason", reason)))  # noqa: E731
+        key = lambda reason: ("vllm:request_success_total", VLLM + (("finished_reason", reason),))  # noqa: E731
         stop = increase(before[key("stop")], after[key("stop")])
         abort = increase(before[key("abort")], after[key("abort")])
-        tokens = ("vllm:prompt_tokens_total", (("model_name", "llama-3-8b"),))
+        tokens = ("vllm:prompt_tokens_total", VLLM)
         assert (row["t0"], row["t1"], row["model_version"]) == (t0, t1, "unversioned")
         assert (row["requests_total"], row["requests_success"], row["requests_error"]) == (stop + abort, stop, abort)
         assert row["prompt_tokens"] == increase(before[tokens], after[tokens])
@@ -213,6 +214,10 @@ def test_import_prometheus_pulls_gpu_samples_and_serving_windows(prom, warehouse
             assert row["latency_ms_p95"] == pytest.approx(242.5)
         else:
             assert math.isnan(row["latency_ms_p50"])
+        # the pod's GPU (GPU 1): its energy counter's increase over the window, mJ -> kWh
+        counter = next(k for k in before if k[0] == "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION" and ("gpu", "1") in k[1])
+        assert row["host"] == "vllm-0" and row["energy_source"] == "gpu_traces"
+        assert row["energy_kwh"] == pytest.approx((after[counter] - before[counter]) / 3.6e9)
         # L4 at the catalog's USD per GPU-hour x 1 GPU x the window's hours
         assert float(row["cost_usd"]) == pytest.approx(0.8048 * STEP_S / 3600, rel=1e-9)
     assert any(r["requests_total"] for r in vllm) and vllm[0]["source_kind"] == "prometheus"
@@ -222,6 +227,7 @@ def test_import_prometheus_pulls_gpu_samples_and_serving_windows(prom, warehouse
         success = at(log, t1)[resnet] - at(log, t0)[resnet]
         failure = at(log, t1)[failed] - at(log, t0)[failed]
         assert (row["model_version"], row["requests_success"], row["requests_error"]) == ("2", success, failure)
+        assert math.isnan(row["energy_kwh"])  # no pod: no GPU of its own to measure
 
     assert [s["kind"] for s in summaries] == ["prometheus", "prometheus"]
     gpu_summary, serving_summary = summaries

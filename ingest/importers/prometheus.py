@@ -149,9 +149,44 @@ def pull(client: Client, since: datetime, until: datetime, step_s: float,
 
 def _pulled(dcgm: list[dict], served: list[dict], ctx: ParseContext, start_s: float, end_s: float,
             step_s: float, deployment: dict | None, prices: config.Prices | None) -> Pulled:
-    return Pulled(gpu_samples(dcgm), _content(dcgm, start_s, end_s, step_s),
-                  serving_windows(served, ctx, deployment, prices), _content(served, start_s, end_s, step_s, deployment),
-                  start_s, end_s)
+    gpu = gpu_samples(dcgm)
+    serving = serving_windows(served, ctx, deployment, prices)
+    attach_pod_energy(serving.tables.get("serving_windows", []), gpu.tables.get(traces.TABLE))
+    return Pulled(gpu, _content(dcgm, start_s, end_s, step_s), serving,
+                  _content(served, start_s, end_s, step_s, deployment), start_s, end_s)
+
+
+def attach_pod_energy(windows: list[dict], samples: pa.Table | None) -> None:
+    """Give each serving window whose host is a Kubernetes pod the energy of that pod's GPUs over
+    the window (DCGM's `pod` label): the energy counters' increase where every GPU has one at both
+    ends and none went down, else the mean of the power at both ends x the window. energy_source
+    says `gpu_traces`; a window whose pod has no GPU samples at both ends keeps no energy."""
+    if not windows or samples is None or samples.num_rows == 0:
+        return
+    with_pod = samples.filter(pa.compute.is_valid(samples["pod"]))
+    if with_pod.num_rows == 0:
+        return
+    at_s = pa.compute.divide(with_pod["sampled_at"].cast(pa.int64()), 1_000_000).cast(pa.float64())
+    per_pod = pa.table({"pod": with_pod["pod"], "at_s": at_s, "energy_mj": with_pod["energy_mj"],
+                        "power_w": with_pod["power_w"]}).group_by(["pod", "at_s"]).aggregate(
+        [("energy_mj", "sum"), ("energy_mj", "count"), ("power_w", "sum"), ("power_w", "count"),
+         ("pod", "count")])
+    found = {(pod, t): (energy, energies, power, powers, gpus) for pod, t, energy, energies, power, powers, gpus
+             in zip(*(per_pod[c].to_pylist() for c in ("pod", "at_s", "energy_mj_sum", "energy_mj_count",
+                                                         "power_w_sum", "power_w_count", "pod_count")))}
+    for window in windows:
+        start = found.get((window["host"], window["window_start"].timestamp()))
+        end = found.get((window["host"], window["window_end"].timestamp()))
+        if start is None or end is None or start[4] != end[4]:
+            continue
+        gpus = start[4]
+        if start[1] == end[1] == gpus and end[0] >= start[0]:
+            energy_kwh = (end[0] - start[0]) / 3.6e9  # mJ -> kWh
+        elif start[3] == end[3] == gpus:
+            energy_kwh = (start[2] + end[2]) / 2 * window["window_s"] / 3.6e6  # W x s -> kWh
+        else:
+            continue
+        window["energy_kwh"], window["energy_source"] = energy_kwh, "gpu_traces"
 
 
 def gpu_samples(series: list[dict]) -> Parsed:
