@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 import pyarrow as pa
-import pyarrow.compute  # noqa: F401 (pa.compute)
+import pyarrow.compute as pc
 
 from ingest import config, traces
 from ingest.contract import ParseContext, Parsed, Reject
@@ -163,10 +163,10 @@ def attach_pod_energy(windows: list[dict], samples: pa.Table | None) -> None:
     says `gpu_traces`; a window whose pod has no GPU samples at both ends keeps no energy."""
     if not windows or samples is None or samples.num_rows == 0:
         return
-    with_pod = samples.filter(pa.compute.is_valid(samples["pod"]))
+    with_pod = samples.filter(pc.is_valid(samples["pod"]))
     if with_pod.num_rows == 0:
         return
-    at_s = pa.compute.divide(with_pod["sampled_at"].cast(pa.int64()), 1_000_000).cast(pa.float64())
+    at_s = pc.divide(with_pod["sampled_at"].cast(pa.int64()), 1_000_000).cast(pa.float64())
     per_pod = pa.table({"pod": with_pod["pod"], "at_s": at_s, "energy_mj": with_pod["energy_mj"],
                         "power_w": with_pod["power_w"]}).group_by(["pod", "at_s"]).aggregate(
         [("energy_mj", "sum"), ("energy_mj", "count"), ("power_w", "sum"), ("power_w", "count"),
@@ -216,7 +216,7 @@ def gpu_samples(series: list[dict]) -> Parsed:
             "host": pa.array([labels.get("Hostname") or (labels.get("instance") or "").rsplit(":", 1)[0] or None]
                              * count, pa.string()),
             "gpu_index": pa.array([gpu] * count, pa.int64()),
-            "at_us": pa.compute.round(pa.compute.multiply(pa.array(times, pa.float64()), 1e6)).cast(pa.int64()),
+            "at_us": pc.round(pc.multiply(pa.array(times, pa.float64()), 1e6)).cast(pa.int64()),
             "line": pa.array(range(offset + 1, offset + count + 1), pa.int64()),
             **{target: pa.array([labels.get(label) or None] * count, pa.string())
                for label, target in DCGM_LABELS.items()},
@@ -239,19 +239,19 @@ def gpu_samples(series: list[dict]) -> Parsed:
     rows = traces.Rows(lines, _SeriesText(starts, names, lines))
     rows.rejects = rejects
     energy = wide["energy_mj_max"]
-    whole = pa.compute.equal(energy, pa.compute.round(energy))
-    broken = pa.compute.fill_null(pa.compute.invert(whole), False)
-    for row in pa.compute.indices_nonzero(broken).to_pylist():
+    whole = pc.equal(energy, pc.round(energy))
+    broken = pc.fill_null(pc.invert(whole), False)
+    for row in pc.indices_nonzero(broken).to_pylist():
         rows.refuse(row, f"energy counter {energy[row].as_py()!r} is not a whole number of mJ")
     found = {
         "host": wide["host"], "gpu_index": traces.check_range(rows, wide["gpu_index"].combine_chunks(), "gpu_index"),
-        "sampled_at": pa.compute.cast(wide["at_us"], pa.timestamp("us")).cast(traces.TIME),
+        "sampled_at": pc.cast(wide["at_us"], pa.timestamp("us")).cast(traces.TIME),
         **{name: wide[f"{name}_max"] for name in DCGM_LABELS.values()},
     }
     for name in DCGM_METRICS.values():
         column = wide[f"{name}_max"].combine_chunks()
         if name == "energy_mj":
-            column = pa.compute.if_else(broken, pa.scalar(None, pa.float64()), column).cast(pa.int64(), safe=False)
+            column = pc.if_else(broken, pa.scalar(None, pa.float64()), column).cast(pa.int64(), safe=False)
         found[name] = traces.check_range(rows, column, name)
     return traces.build(rows, found, KIND)
 
