@@ -194,6 +194,32 @@ def loads() -> pd.DataFrame:
     )
 
 
+IMPORT_KINDS = ("prometheus", "mlflow", "wandb", "slurm", "serving-metrics")
+
+
+def import_sources() -> pd.DataFrame:
+    """Each import source (`mlcost import ...`, or files of an import kind) with its last import
+    that brought data (UTC), how many rows it brought, and how far it has been read (MLflow)."""
+    return warehouse.query(
+        r"""
+        WITH imported AS (
+            SELECT CASE WHEN kind IN ('prometheus', 'mlflow') OR regexp_matches(path, '^(wandb|slurm) ')
+                        THEN regexp_extract(path, '^(\S+ \S+)', 1) ELSE kind || ' files' END AS source,
+                   kind, load_id, loaded_at, rows_loaded, rows_rejected
+            FROM loads WHERE kind IN (SELECT unnest(?))
+        )
+        SELECT i.source, i.kind, max(i.loaded_at) AS last_import, count(*) AS imports,
+               arg_max(i.rows_loaded, i.load_id) AS last_rows_loaded,
+               arg_max(i.rows_rejected, i.load_id) AS last_rows_rejected,
+               sum(i.rows_loaded) AS rows_loaded_total,
+               CASE WHEN w.kind = 'mlflow' THEN make_timestamp(CAST(w.watermark AS BIGINT) * 1000) END
+                   AS read_up_to
+        FROM imported i LEFT JOIN import_watermarks w USING (source)
+        GROUP BY i.source, i.kind, w.kind, w.watermark
+        ORDER BY last_import DESC
+        """, [list(IMPORT_KINDS)])
+
+
 def rejects(limit: int = 1000) -> pd.DataFrame:
     """The most recent rejected lines with file, line and reason."""
     return warehouse.query(

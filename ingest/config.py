@@ -171,6 +171,17 @@ class Retrospective:
 
 
 @dataclass(frozen=True)
+class Slurm:
+    """USD per GPU-hour per Slurm partition (names lower case), for jobs read from sacct."""
+
+    partition_gpu_usd_per_hour: Mapping[str, Decimal] = field(default_factory=dict)
+
+    def rate(self, partition: str | None) -> Decimal | None:
+        """USD per GPU-hour on this partition, or None when the settings lack it."""
+        return None if partition is None else self.partition_gpu_usd_per_hour.get(partition.strip().lower())
+
+
+@dataclass(frozen=True)
 class Config:
     prices: Prices
     serving: Serving
@@ -182,6 +193,7 @@ class Config:
     alerts: Alerts = field(default_factory=Alerts)
     budgets: tuple[Budget, ...] = ()
     retrospective: Retrospective = field(default_factory=Retrospective)
+    slurm: Slurm = field(default_factory=Slurm)
 
 
 def user_path() -> Path | None:
@@ -231,6 +243,9 @@ def load(path: Path | None = None) -> Config:
         alerts=_alerts(merged["alerts"], source),
         budgets=_budgets(budgets, source),
         retrospective=_retrospective(merged["retrospective"], source),
+        slurm=Slurm(MappingProxyType({
+            name.strip().lower(): _price(value, source, f"slurm.partition_gpu_usd_per_hour.{name}")
+            for name, value in merged["slurm"]["partition_gpu_usd_per_hour"].items()})),
     )
 
 

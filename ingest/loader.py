@@ -13,12 +13,13 @@ from typing import Iterator
 from ingest import codecarbon, dcgm, gpu_collector, nvidia_smi, runs_json, serving, warehouse
 from ingest import billing_aws, billing_azure, billing_focus, billing_gcp
 from ingest.contract import BadValue, ParseContext, numbered
+from ingest.importers import serving_metrics, slurm, wandb_runs
 
 # serving sniffs before runs_json: run detection keys on generic fields such as "start_time";
 # bills too (a GCP label named run_id would look like a run). FOCUS sniffs before Azure: an
 # Azure FOCUS export is FOCUS.
-PARSERS: tuple[ModuleType, ...] = (codecarbon, serving, billing_focus, billing_aws, billing_gcp,
-                                   billing_azure, runs_json, gpu_collector, nvidia_smi, dcgm)
+PARSERS: tuple[ModuleType, ...] = (codecarbon, wandb_runs, serving, billing_focus, billing_aws, billing_gcp,
+                                   billing_azure, runs_json, gpu_collector, nvidia_smi, dcgm, serving_metrics, slurm)
 KINDS = {parser.KIND: parser for parser in PARSERS}
 FILE_SUFFIXES = {".jsonl", ".json", ".ndjson", ".csv", ".gz", ".prom", ".parquet"}
 PARQUET_MAGIC = b"PAR1"  # a parser with BINARY = True gets such files as bytes
@@ -106,9 +107,8 @@ def ingest_file(path: Path, kind: str | None = None, tz: tzinfo = timezone.utc,
     else:
         parser = KINDS.get(kind) if kind else detect(name, text[:SNIFF_CHARS])
     if parser is None and text is not None and is_prometheus(text[:SNIFF_CHARS]):
-        summary.error = (f"{name}: a Prometheus scrape without DCGM GPU metrics (DCGM_FI_*): mlcost reads "
-                         "GPU power from DCGM exporter scrapes only, and serving figures from serving-window "
-                         "files (JSONL or CSV), not from an inference server's /metrics")
+        summary.error = (f"{name}: a Prometheus scrape without DCGM GPU metrics (DCGM_FI_*) or an inference "
+                         "server's request counters (vLLM, Triton, TorchServe): nothing in it for mlcost")
         return summary
     if parser is None:
         summary.error = (f"{name}: could not tell what kind of file this is; "

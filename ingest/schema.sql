@@ -23,6 +23,15 @@ CREATE TABLE IF NOT EXISTS rejects (
     raw      VARCHAR
 );
 
+-- How far each importer's source has been read (ingest/importers/ledger.py), so the next
+-- import asks only for what changed since; `watermark` is the source's own measure (epoch ms).
+CREATE TABLE IF NOT EXISTS import_watermarks (
+    source      VARCHAR PRIMARY KEY,
+    kind        VARCHAR NOT NULL,
+    watermark   VARCHAR NOT NULL,
+    updated_at  TIMESTAMPTZ NOT NULL
+);
+
 CREATE TABLE IF NOT EXISTS runs (
     run_id                       VARCHAR PRIMARY KEY,
     project                      VARCHAR,
@@ -114,6 +123,9 @@ CREATE TABLE IF NOT EXISTS serving_windows (
     load_id             BIGINT NOT NULL,
     source_line         BIGINT NOT NULL
 );
+-- Tokens of LLM servers (vLLM), added after the first release: ADD COLUMN keeps older warehouses.
+ALTER TABLE serving_windows ADD COLUMN IF NOT EXISTS prompt_tokens BIGINT;
+ALTER TABLE serving_windows ADD COLUMN IF NOT EXISTS output_tokens BIGINT;
 
 -- Per-window serving figures. A group's figure is a ratio of sums (app/queries.py
 -- SERVING_FIGURES): cost over success_priced, energy over success_metered, so a window without

@@ -132,6 +132,8 @@ def build_window(record: dict, line: int, ctx: ParseContext, prices: config.Pric
         "requests_success": success,
         "requests_error": error,
         **{name: _number(record, name) for name in MEASURES},
+        "prompt_tokens": _count(record, "prompt_tokens", values.BIGINT_MAX),
+        "output_tokens": _count(record, "output_tokens", values.BIGINT_MAX),
         "avg_gpu_util_pct": _percent(record, "avg_gpu_util_pct"),
         "avg_cpu_util_pct": _percent(record, "avg_cpu_util_pct"),
         "cost_usd": cost,

@@ -141,16 +141,15 @@ def test_real_dcgm_scrape_needs_at_and_then_loads_its_gpu(warehouse, formats_dir
                               "last_ts": "2025-11-20T10:00:00Z", "energy_kwh_total": None}
 
 
-@pytest.mark.parametrize("name", ["serving_metrics/vllm_metrics_scrape_kops.prom",
-                                  "serving_metrics/triton_2.24_metrics_after_traffic_P100.prom"])
-def test_inference_server_scrapes_are_refused_saying_why(warehouse, formats_dir, name):
-    """vLLM and Triton /metrics are Prometheus text but not DCGM: the reason says what mlcost reads
+def test_a_prometheus_scrape_with_nothing_mlcost_reads_is_refused_saying_why(warehouse, tmp_path):
+    """Prometheus text without DCGM or inference-server metrics: the reason says what mlcost reads
     instead of suggesting a --kind under which every line would be rejected."""
-    summary = loader.ingest_file(corpus.require(formats_dir, name))  # Triton's is not fetchable
+    path = tmp_path / "node.prom"
+    path.write_text("# HELP node_load1 1m load average.\n# TYPE node_load1 gauge\nnode_load1 0.42\n")
+    summary = loader.ingest_file(path)
     assert (summary.status, summary.kind, summary.rows_loaded) == ("failed", None, 0)
-    assert summary.error == (f"{formats_dir / name}: a Prometheus scrape without DCGM GPU metrics (DCGM_FI_*): "
-                             "mlcost reads GPU power from DCGM exporter scrapes only, and serving figures from "
-                             "serving-window files (JSONL or CSV), not from an inference server's /metrics")
+    assert summary.error == (f"{path}: a Prometheus scrape without DCGM GPU metrics (DCGM_FI_*) or an inference "
+                             "server's request counters (vLLM, Triton, TorchServe): nothing in it for mlcost")
     assert wh.query("SELECT count(*) AS n FROM loads")["n"][0] == 0
 
 

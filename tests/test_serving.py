@@ -47,7 +47,7 @@ COLUMNS = (
     "requests_total", "requests_success", "requests_error", "latency_ms_p50", "latency_ms_p95",
     "latency_ms_p99", "throughput_rps", "avg_gpu_util_pct", "avg_cpu_util_pct", "cost_usd",
     "cost_source", "price_per_hour_usd", "energy_kwh", "energy_source", "instance_type", "gpu_type",
-    "gpu_count", "replicas", "host", "gpu_uuids", "source_kind", "source_line",
+    "gpu_count", "replicas", "host", "gpu_uuids", "prompt_tokens", "output_tokens", "source_kind", "source_line",
 )
 
 # The seed document's serving record (one window), as a service would write it.
@@ -67,7 +67,7 @@ SEED_ROW = {
     "service": "chat-assistant", "model_version": "v0.9",
     "requests_total": 5199, "requests_success": 5167, "requests_error": 32,
     "latency_ms_p50": 865.1, "latency_ms_p95": 2092.3, "latency_ms_p99": 3287.8,
-    "throughput_rps": 1.444167, "avg_gpu_util_pct": 28.0, "avg_cpu_util_pct": 20.8,
+    "throughput_rps": 1.444167, "prompt_tokens": None, "output_tokens": None, "avg_gpu_util_pct": 28.0, "avg_cpu_util_pct": 20.8,
     "cost_usd": Decimal("11.344"), "cost_source": "given", "price_per_hour_usd": None,
     "energy_kwh": 1.298401, "energy_source": "given", "instance_type": "g5.12xlarge",
     "gpu_type": None, "gpu_count": 2, "replicas": 2, "host": "serve-3",

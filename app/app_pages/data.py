@@ -62,6 +62,20 @@ elif submitted and files:
 elif submitted:
     st.warning("Choose one or more files first.")
 
+st.subheader("Imported sources")
+sources = cache.fetch(queries.import_sources)
+if sources.empty:
+    st.caption("No imports yet: `mlcost import prometheus URL --since 2h`, `mlcost import mlflow URI`, "
+               "`mlcost import wandb PATH` or `mlcost import slurm --since 2d` (README: Import from where "
+               "your data lives).")
+else:
+    st.dataframe(sources, hide_index=True, width="stretch", column_config={
+        "last_import": st.column_config.DatetimeColumn("last import (UTC)"),
+        "last_rows_loaded": "rows in the last import", "last_rows_rejected": "rejected in the last import",
+        "rows_loaded_total": "rows imported in all", "read_up_to": st.column_config.DatetimeColumn(
+            "read up to (UTC)", help="MLflow: the latest run start or end seen; the next import reads what changed after")})
+    st.caption("An import that found nothing new is not listed as a new import: the ledger already holds it.")
+
 st.subheader("Load history")
 history = cache.fetch(queries.loads)
 if history.empty:

@@ -1,0 +1,106 @@
+"""Slurm jobs from `sacct --parsable2` output: saved files, `mlcost ingest`, and sacct on the PATH."""
+from __future__ import annotations
+
+import json
+import os
+import stat
+from datetime import datetime, timezone
+from decimal import Decimal
+from zoneinfo import ZoneInfo
+
+import pytest
+
+from ingest import loader
+from ingest import warehouse as wh
+from mlcost import cli
+
+SACCT = """JobID|JobName|User|Account|Partition|AllocTRES|Start|End|Elapsed|State|NodeList
+1001|train-llm|alice|nlp|gpu|billing=32,cpu=32,gres/gpu=4,mem=256G,node=1|2025-11-20T10:00:00|2025-11-20T12:30:00|02:30:00|COMPLETED|gpu-node-1
+1001.batch|batch||||cpu=32,gres/gpu=4,mem=256G,node=1|2025-11-20T10:00:00|2025-11-20T12:30:00|02:30:00|COMPLETED|gpu-node-1
+1001.extern|extern||nlp||billing=32,cpu=32,gres/gpu=4,mem=256G,node=1|2025-11-20T10:00:00|2025-11-20T12:30:00|02:30:00|COMPLETED|gpu-node-1
+1002_1|sweep|bob|cv|a100|cpu=8,gres/gpu:a100=2,gres/gpu=2,mem=64G,node=1|2025-11-20T09:00:00|2025-11-20T10:00:00|01:00:00|COMPLETED|gpu-node-[2-3]
+1002_2|sweep|bob|cv|a100|cpu=8,gres/gpu:a100=2,gres/gpu=2,mem=64G,node=1|2025-11-20T11:00:00|2025-11-20T11:45:00|00:45:00|FAILED|gpu-node-4
+1002_2.batch|batch||cv||cpu=8,gres/gpu:a100=2,gres/gpu=2,mem=64G,node=1|2025-11-20T11:00:00|2025-11-20T11:45:00|00:45:00|FAILED|gpu-node-4
+1002_[3-5]|sweep|bob|cv|a100||Unknown|Unknown|00:00:00|PENDING|None assigned
+1003|serve-eval|carol|nlp|gpu|cpu=4,gres/gpu=1,node=1|2025-11-21T08:00:00|Unknown|1-02:00:00|RUNNING|gpu-node-5
+1004|preprocess|dave|data|cpu|billing=64,cpu=64,mem=128G,node=1|2025-11-20T10:00:00|2025-11-20T10:10:00|00:10:00|CANCELLED by 1234|cpu-node-1
+1005|broken|erin|nlp|gpu|cpu=4,gres/gpu=1,node=1|2025-11-20T10:00:00|2025-11-20T11:00:00|one hour|COMPLETED|gpu-node-6
+1006|waiting|erin|nlp|gpu||Unknown|Unknown|00:00:00|PENDING|None assigned
+"""
+PARIS = ZoneInfo("Europe/Paris")
+
+
+@pytest.fixture
+def settings(tmp_path, monkeypatch):
+    path = tmp_path / "mlcost.toml"
+    path.write_text('[slurm.partition_gpu_usd_per_hour]\n"gpu" = 2.5\n\n[prices.gpu_usd_per_hour]\n"a100" = 3.0\n')
+    monkeypatch.setenv("MLCOST_CONFIG", str(path))
+
+
+def runs() -> dict[str, dict]:
+    frame = wh.query_exact("SELECT run_id, project, owner, team, status, started_at, ended_at, gpu_count, gpu_type, "
+                           "host, cost_usd, cost_source, flags, tags, source_line FROM runs")
+    return {row["run_id"]: row for row in frame.to_dict("records")}
+
+
+def test_saved_sacct_output_folds_steps_and_arrays(warehouse, settings, tmp_path):
+    path = tmp_path / "sacct_2025-11-20.txt"
+    path.write_text(SACCT)
+    summary = loader.ingest_file(path, tz=PARIS)  # detected as slurm; the cluster runs on Paris time
+    assert (summary.kind, summary.rows_loaded, summary.rows_rejected) == ("slurm", 4, 1)
+    assert summary.rejects == [{"line": 11, "reason": "job 1005: Elapsed 'one hour' is not [DD-]HH:MM:SS"}]
+    # 4 GPUs x 2.5 h + 2 x 1 h + 2 x 0.75 h (+ the running job's 1 GPU x 26 h so far)
+    assert summary.totals["gpu_hours_total"] == pytest.approx(4 * 2.5 + 2 * 1 + 2 * 0.75 + 26)
+    assert (summary.totals["steps_folded"], summary.totals["jobs_pending_skipped"]) == (3, 2)
+    got = runs()
+    assert set(got) == {"slurm-1001", "slurm-1002", "slurm-1003", "slurm-1004"}
+    job = got["slurm-1001"]
+    assert (job["project"], job["owner"], job["team"], job["status"], job["gpu_count"], job["host"]) == (
+        "train-llm", "alice", "nlp", "completed", 4, "gpu-node-1")
+    assert job["started_at"] == datetime(2025, 11, 20, 9, 0, tzinfo=timezone.utc)  # 10:00 in Paris
+    assert job["cost_usd"] == Decimal("2.5") * 4 * Decimal("2.5") and job["cost_source"] == "partition_rate"
+    array = got["slurm-1002"]
+    # two tasks: 2 A100 x (1 h + 0.75 h) at the catalog's 3.0 USD per A100-hour; from the first start
+    # to the last end; one task failed, so the array did
+    assert array["cost_usd"] == Decimal("3.0") * 2 * Decimal("1.75") and array["cost_source"] == "catalog"
+    assert (array["status"], array["gpu_type"], array["gpu_count"], array["host"]) == ("failed", "a100", 2, None)
+    assert array["started_at"] == datetime(2025, 11, 20, 8, 0, tzinfo=timezone.utc)
+    assert array["ended_at"] == datetime(2025, 11, 20, 10, 45, tzinfo=timezone.utc)
+    assert dict(array["tags"])["array_tasks"] == "2"
+    running = got["slurm-1003"]
+    assert (running["status"], running["ended_at"], running["cost_usd"]) == ("running", None, None)
+    cpu = got["slurm-1004"]
+    assert (cpu["status"], cpu["gpu_count"], cpu["cost_usd"]) == ("failed", None, None)
+    assert any("no GPUs allocated" in flag for flag in cpu["flags"])
+
+
+def test_import_slurm_runs_sacct_from_the_path(warehouse, settings, tmp_path, monkeypatch, capsys):
+    """A stand-in `sacct` on the PATH records its arguments and prints saved output."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (tmp_path / "out.txt").write_text(SACCT)
+    script = bin_dir / "sacct"
+    script.write_text(f'#!/bin/sh\necho "$@" > {tmp_path}/args.txt\necho "$SLURM_TIME_FORMAT" >> {tmp_path}/args.txt\n'
+                      f'cat {tmp_path}/out.txt\n')
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    code = cli.main(["import", "slurm", "--since", "2025-11-20T00:00:00Z", "--until", "2025-11-22T00:00:00Z",
+                     "--tz", "Europe/Paris", "--json"])
+    (summary,) = json.loads(capsys.readouterr().out)
+    assert code == 1 and (summary["kind"], summary["rows_loaded"], summary["rows_rejected"]) == ("slurm", 4, 1)
+    args, time_format = (tmp_path / "args.txt").read_text().splitlines()
+    assert "--parsable2" in args and "--allusers" in args and time_format == "standard"
+    assert "--starttime=2025-11-20T01:00:00" in args and "--endtime=2025-11-22T01:00:00" in args
+    assert cli.main(["import", "slurm", "--since", "2025-11-20T00:00:00Z", "--until", "2025-11-22T00:00:00Z",
+                     "--tz", "Europe/Paris", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)[0]["status"] == "already_loaded"
+
+
+def test_without_sacct_or_options_it_says_what_to_do(warehouse, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert cli.main(["import", "slurm", "--since", "1d"]) == 1
+    assert "sacct is not on the PATH" in capsys.readouterr().err
+    assert cli.main(["import", "slurm"]) == 2
+    path = tmp_path / "not_sacct.txt"
+    path.write_text("JobID|AllocTRES\n12|x\n")
+    assert cli.main(["import", "slurm", "--file", str(path)]) == 1

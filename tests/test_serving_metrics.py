@@ -1,0 +1,163 @@
+"""Inference servers' saved /metrics scrapes (vLLM, Triton) as serving windows, from the real scrapes."""
+from __future__ import annotations
+
+import json
+import math
+import re
+from datetime import datetime, timedelta, timezone
+
+import pandas as pd
+import pytest
+
+from ingest import loader
+from ingest import warehouse as wh
+from mlcost import cli
+
+VLLM = "serving_metrics/vllm_metrics_scrape_kops.prom"
+TRITON = "serving_metrics/triton_2.24_metrics_after_traffic_P100.prom"
+T0_MS = 1_763_632_800_000  # 2025-11-20T10:00:00Z
+T0 = datetime(2025, 11, 20, 10, 0, tzinfo=timezone.utc)
+MODEL = "Qwen/Qwen2.5-0.5B-Instruct"
+
+
+def stamped(text: str, ms: int, values: dict[str, float]) -> str:
+    """The scrape with every sample stamped at `ms`, and the samples whose line contains a key of
+    `values` (metric name plus a label fragment) set to that value."""
+    out = []
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            series, value = line.rsplit(" ", 1)
+            for fragment, new in values.items():
+                name, _, label = fragment.partition("|")
+                if series.split("{", 1)[0] == name and label in series:
+                    value = repr(float(new))
+            line = f"{series} {value} {ms}"
+        out.append(line)
+    return "\n".join(out)
+
+
+def windows() -> list[dict]:
+    return wh.query("SELECT * FROM serving_windows ORDER BY window_start, service").to_dict("records")
+
+
+@pytest.mark.parametrize("name", [VLLM, TRITON])
+def test_a_single_real_scrape_is_refused_because_it_has_no_window(warehouse, formats_dir, name):
+    summary = loader.ingest_file(formats_dir / name)
+    assert (summary.status, summary.kind, summary.rows_loaded) == ("failed", "serving-metrics", 0)
+    assert "a single scrape has no window" in summary.error and "mlcost import prometheus" in summary.error
+    assert wh.query("SELECT count(*) AS n FROM loads")["n"][0] == 0
+
+
+def latency_buckets(cumulative: dict[str, float]) -> dict[str, float]:
+    """Bucket overrides: each le gets the cumulative count of the largest listed bound at or below it."""
+    bounds = ["0.3", "0.5", "0.8", "1.0", "1.5", "2.0", "2.5", "5.0", "10.0", "15.0", "20.0", "30.0", "40.0",
+              "50.0", "60.0", "120.0", "240.0", "480.0", "960.0", "1920.0", "7680.0", "+Inf"]
+    result, running = {}, 0.0
+    for le in bounds:
+        running = cumulative.get(le, running)
+        result[f'vllm:e2e_request_latency_seconds_bucket|le="{le}"'] = running
+    return result
+
+
+def test_vllm_scrapes_become_windows_with_deltas_percentiles_tokens_and_a_restart(warehouse, formats_dir, tmp_path):
+    """Three scrapes of the real vLLM /metrics a minute apart: traffic, then a restart (counters drop)."""
+    real = (formats_dir / VLLM).read_text()
+    second = {"vllm:request_success_total|stop": 40, "vllm:request_success_total|length": 8,
+              "vllm:request_success_total|abort": 2, "vllm:prompt_tokens_total|": 12_000,
+              "vllm:generation_tokens_total|": 3_000,
+              **latency_buckets({"0.3": 0, "0.5": 10, "0.8": 30, "1.0": 40, "1.5": 50})}
+    third = {"vllm:request_success_total|stop": 5, "vllm:request_success_total|error": 1,
+             "vllm:prompt_tokens_total|": 900, "vllm:generation_tokens_total|": 200,
+             **latency_buckets({"0.3": 6})}
+    path = tmp_path / "vllm_scrapes.prom"
+    path.write_text("\n".join([stamped(real, T0_MS, {}), stamped(real, T0_MS + 60_000, second),
+                               stamped(real, T0_MS + 120_000, third),
+                               'vllm:request_success_total{model_name="x" 3 1763632920000']))
+    summary = loader.ingest_file(path)
+    lines = 3 * len(real.splitlines()) + 1
+    assert (summary.kind, summary.status, summary.rows_loaded, summary.rows_rejected) == (
+        "serving-metrics", "loaded", 2, 1)
+    assert summary.rejects[0]["line"] == lines and summary.rejects[0]["reason"].startswith("not Prometheus text")
+    first, restart = windows()
+    # Window 1: 40 + 8 finished normally, 2 aborted; 50 requests in the latency buckets.
+    # p50: rank 25 in (0.5, 0.8] holding 10..30 -> 0.5 + 0.3 x 15/20; p95: rank 47.5 in (1.0, 1.5]
+    # holding 40..50 -> 1.0 + 0.5 x 7.5/10; p99: rank 49.5 -> 1.0 + 0.5 x 9.5/10 (seconds).
+    assert {k: first[k] for k in ("service", "model_version", "requests_total", "requests_success",
+                                  "requests_error", "prompt_tokens", "output_tokens", "window_s")} == {
+        "service": MODEL, "model_version": "unversioned", "requests_total": 50, "requests_success": 48,
+        "requests_error": 2, "prompt_tokens": 12_000, "output_tokens": 3_000, "window_s": 60.0}
+    assert first["window_start"] == T0 and first["window_end"] == T0 + timedelta(seconds=60)
+    assert first["latency_ms_p50"] == pytest.approx(725.0)
+    assert first["latency_ms_p95"] == pytest.approx(1375.0)
+    assert first["latency_ms_p99"] == pytest.approx(1475.0)
+    assert first["throughput_rps"] == pytest.approx(50 / 60)
+    # Window 2: the server restarted, so each counter's new value is its increase.
+    assert {k: restart[k] for k in ("requests_total", "requests_success", "requests_error",
+                                    "prompt_tokens", "output_tokens")} == {
+        "requests_total": 6, "requests_success": 5, "requests_error": 1,
+        "prompt_tokens": 900, "output_tokens": 200}
+    assert restart["latency_ms_p50"] == pytest.approx(0.3 * 3 / 6 * 1000)
+    assert restart["latency_ms_p99"] == pytest.approx(0.3 * 5.94 / 6 * 1000)
+    assert restart["source_kind"] == "serving-metrics"
+    assert summary.totals["prompt_tokens_total"] == 12_900
+
+
+def test_triton_scrapes_per_model_and_version_and_loading_again_changes_nothing(warehouse, formats_dir, tmp_path):
+    """The real Triton scrape as the second of two (the first before any traffic), per model/version."""
+    real = (formats_dir / TRITON).read_text()
+    counts = {}
+    for line in real.splitlines():  # the figures the test expects, read straight from the scrape
+        found = re.match(r'nv_inference_request_(success|failure)\{model="([^"]+)",version="([^"]+)"\} (\S+)', line)
+        if found:
+            counts[(found[2], found[3], found[1])] = float(found[4])
+    zero = {f"nv_inference_request_{kind}|{model}": 0 for model, _, kind in counts}
+    path = tmp_path / "triton_two.prom"
+    path.write_text(stamped(real, T0_MS, zero) + "\n" + stamped(real, T0_MS + 30_000, {}))
+    code = cli.main(["ingest", "--json", str(path)])
+    assert code == 0
+    rows = {(r["service"], r["model_version"]): r for r in windows()}
+    assert set(rows) == {(model, version) for model, version, _ in counts}
+    for (model, version), row in rows.items():
+        success, failure = counts[(model, version, "success")], counts[(model, version, "failure")]
+        assert (row["requests_success"], row["requests_error"], row["requests_total"]) == (
+            success, failure, success + failure)
+        assert row["window_s"] == 30.0 and math.isnan(row["latency_ms_p50"])  # Triton 2.24 has no histogram
+    summary = loader.ingest_file(path)
+    assert summary.status == "already_loaded" and len(windows()) == len({(m, v) for m, v, _ in counts})
+
+
+def test_cli_json_summary_of_a_single_scrape_says_why(warehouse, formats_dir, capsys):
+    assert cli.main(["ingest", "--json", str(formats_dir / TRITON)]) == 1
+    (summary,) = json.loads(capsys.readouterr().out)
+    assert summary["status"] == "failed" and "a single scrape has no window" in summary["error"]
+
+
+def test_pulled_series_with_a_broken_point_reject_it_and_its_windows_not_the_rest():
+    """The HTTP importer's path: a NaN counter value is rejected, never read as 0; the window then
+    spans the two steps around it, so no request is lost or counted twice."""
+    from ingest.contract import ParseContext
+    from ingest.importers import prometheus
+
+    base = {"__name__": "nv_inference_request_success", "model": "resnet", "version": "3", "instance": "srv:8002"}
+    values = [[1_763_632_800 + 60 * i, text] for i, text in enumerate(["10", "20", "NaN", "40", "55"])]
+    parsed = prometheus.serving_windows([{"metric": base, "values": values}],
+                                        ParseContext("test", timezone.utc))
+    rows = parsed.tables["serving_windows"]
+    assert [(r["requests_total"], r["host"], r["window_s"]) for r in rows] == [
+        (10, "srv:8002", 60.0), (20, "srv:8002", 120.0), (15, "srv:8002", 60.0)]
+    assert [r.line for r in parsed.rejects] == [3] and "'NaN'" in parsed.rejects[0].reason
+
+
+def test_torchserve_scrapes_count_every_request_as_served_and_errors_unknown(warehouse, tmp_path):
+    path = tmp_path / "torchserve.prom"
+    path.write_text(
+        "# HELP ts_inference_requests_total Total number of inference requests.\n"
+        "# TYPE ts_inference_requests_total counter\n"
+        f'ts_inference_requests_total{{model_name="bert",model_version="2.0",hostname="ts-0"}} 100.0 {T0_MS}\n'
+        f'ts_inference_requests_total{{model_name="bert",model_version="2.0",hostname="ts-0"}} 160.0 {T0_MS + 60_000}\n')
+    summary = loader.ingest_file(path)
+    assert (summary.kind, summary.rows_loaded, summary.rows_rejected) == ("serving-metrics", 1, 0)
+    (row,) = windows()
+    assert (row["service"], row["model_version"], row["host"], row["requests_total"], row["requests_success"]) == (
+        "bert", "2.0", "ts-0", 60, 60)
+    assert pd.isna(row["requests_error"])
