@@ -23,7 +23,6 @@ from streamlit.testing.v1 import AppTest
 from ingest import config, loader
 from mlcost import cli
 from ingest import warehouse as wh
-from tests import corpus
 from tests.conftest import REPO_ROOT, SAMPLE_DIR
 
 APP = REPO_ROOT / "app" / "main.py"

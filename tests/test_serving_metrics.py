@@ -12,6 +12,7 @@ import pytest
 from ingest import loader
 from ingest import warehouse as wh
 from mlcost import cli
+from tests import corpus
 
 VLLM = "serving_metrics/vllm_metrics_scrape_kops.prom"
 TRITON = "serving_metrics/triton_2.24_metrics_after_traffic_P100.prom"
@@ -42,7 +43,7 @@ def windows() -> list[dict]:
 
 @pytest.mark.parametrize("name", [VLLM, TRITON])
 def test_a_single_real_scrape_is_refused_because_it_has_no_window(warehouse, formats_dir, name):
-    summary = loader.ingest_file(formats_dir / name)
+    summary = loader.ingest_file(corpus.require(formats_dir, name))
     assert (summary.status, summary.kind, summary.rows_loaded) == ("failed", "serving-metrics", 0)
     assert "a single scrape has no window" in summary.error and "mlcost import prometheus" in summary.error
     assert wh.query("SELECT count(*) AS n FROM loads")["n"][0] == 0
@@ -61,7 +62,7 @@ def latency_buckets(cumulative: dict[str, float]) -> dict[str, float]:
 
 def test_vllm_scrapes_become_windows_with_deltas_percentiles_tokens_and_a_restart(warehouse, formats_dir, tmp_path):
     """Three scrapes of the real vLLM /metrics a minute apart: traffic, then a restart (counters drop)."""
-    real = (formats_dir / VLLM).read_text()
+    real = corpus.require(formats_dir, VLLM).read_text()
     second = {"vllm:request_success_total|stop": 40, "vllm:request_success_total|length": 8,
               "vllm:request_success_total|abort": 2, "vllm:prompt_tokens_total|": 12_000,
               "vllm:generation_tokens_total|": 3_000,
@@ -104,7 +105,7 @@ def test_vllm_scrapes_become_windows_with_deltas_percentiles_tokens_and_a_restar
 
 def test_triton_scrapes_per_model_and_version_and_loading_again_changes_nothing(warehouse, formats_dir, tmp_path):
     """The real Triton scrape as the second of two (the first before any traffic), per model/version."""
-    real = (formats_dir / TRITON).read_text()
+    real = corpus.require(formats_dir, TRITON).read_text()
     counts = {}
     for line in real.splitlines():  # the figures the test expects, read straight from the scrape
         found = re.match(r'nv_inference_request_(success|failure)\{model="([^"]+)",version="([^"]+)"\} (\S+)', line)
@@ -127,7 +128,7 @@ def test_triton_scrapes_per_model_and_version_and_loading_again_changes_nothing(
 
 
 def test_cli_json_summary_of_a_single_scrape_says_why(warehouse, formats_dir, capsys):
-    assert cli.main(["ingest", "--json", str(formats_dir / TRITON)]) == 1
+    assert cli.main(["ingest", "--json", str(corpus.require(formats_dir, TRITON))]) == 1
     (summary,) = json.loads(capsys.readouterr().out)
     assert summary["status"] == "failed" and "a single scrape has no window" in summary["error"]
 
