@@ -9,7 +9,11 @@ column, else the file name up to its first `_`.
 """
 from __future__ import annotations
 
-from ingest import traces
+from datetime import timezone
+
+import duckdb
+
+from ingest import staging, traces
 from ingest.contract import Lines, ParseContext, Parsed, Reject
 
 KIND = "gpu-collector"
@@ -71,3 +75,135 @@ def parse(lines: Lines, ctx: ParseContext) -> Parsed:
 
 
 totals = traces.totals
+
+
+# --- columnar path: every batch of lines typed and checked in SQL ---------------------------
+# A line is loaded straight from SQL when every value matches a strict pattern (what TRY_CAST
+# alone would accept is wider: '1_000', ' 12 ', 'NaN', '1e400') and is in range. A line with the
+# wrong field count and no quotes is refused in SQL; every other line (quotes, a value the
+# patterns do not cover, a bad value) goes through `parse` above, which names the exact reason.
+ISO_TIME = r"\d{4}-\d{2}-\d{2}([T ]([01]\d|2[0-3]):[0-5]\d(:[0-5]\d(\.\d{1,6})?)?)?"
+ISO_WITH_OFFSET = ISO_TIME.removesuffix("?") + r"(Z|[+-]([01]\d|2[0-3]):[0-5]\d)"
+NUMBER = r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d{1,3})?"
+WHOLE = r"[+-]?\d{1,18}"
+NUMERIC = ("power_w", "energy_mj", "gpu_util_pct", "mem_used_mib")
+
+
+def stage(src, con, ctx: ParseContext):
+    """Stage the file's samples and rejects in `con` (see the columnar path above)."""
+    header_line, header, accepted, zone = 0, None, 0, _sql_zone(con, ctx)
+    for batch in staging.line_batches(src):
+        con.register("batch", batch)
+        try:
+            if header is None:
+                header_line, text = _first_filled(con, 0)
+                if header_line is None:
+                    continue
+                header = [c.strip().strip('"').lstrip("\ufeff") for c in text.split(",")]
+                missing = [c for c in REQUIRED if c not in header]
+                if missing:
+                    staging.add_rejects(con, src.name, [(header_line, f"the header lacks {', '.join(missing)} "
+                                                                      f"(expected {','.join(COLUMNS)})", ",".join(header))])
+                    return traces.stage_totals(con, 0)
+            accepted += _stage_batch(con, src, ctx, header_line, header, zone)
+        finally:
+            con.unregister("batch")
+    if header is None:
+        staging.add_rejects(con, src.name, [(0, "the file is empty", "")])
+    return traces.stage_totals(con, accepted)
+
+
+def _first_filled(con, after: int) -> tuple[int | None, str | None]:
+    row = con.execute("SELECT line, raw FROM batch WHERE line > ? AND trim(raw, ?) <> '' ORDER BY line LIMIT 1",
+                      [after, BLANK]).fetchone()
+    return (row[0], row[1]) if row else (None, None)
+
+
+BLANK = " \t\x0b\x0c\x1c\x1d\x1e\x1f\x85\xa0"  # what Python's str.strip() removes (ASCII and common)
+
+
+def _sql_zone(con, ctx: ParseContext) -> str | None:
+    """The IANA name of --tz when DuckDB knows it (naive times are then read in SQL), else None."""
+    if ctx.tz is timezone.utc:
+        return "UTC"
+    name = getattr(ctx.tz, "key", None)
+    try:
+        con.execute("SELECT timezone(?, TIMESTAMP '2000-01-01')", [name]).fetchone()
+    except duckdb.Error:
+        return None
+    return name
+
+
+def _stage_batch(con, src, ctx: ParseContext, header_line: int, header: list[str], zone: str | None) -> int:
+    """Stage one batch of lines; returns the samples it accepted."""
+    width = len(header)
+
+    def field(name: str) -> str:
+        return f"nullif(trim(f[{header.index(name) + 1}]), '')" if name in header else "NULL"
+
+    stamp = field("timestamp")
+    stamp = f"CASE WHEN contains({stamp}, '/') THEN regexp_replace({stamp}, '^(\\d{{4}})/(\\d{{2}})/(\\d{{2}})', " \
+            f"'\\1-\\2-\\3') ELSE {stamp} END"
+    # With --tz UTC (the default) a naive time casts as it is; in another zone it is read there,
+    # except near a change of offset (summer time), which is left to Python's rule (fold=0).
+    sampled_at = ("TRY_CAST(stamp AS TIMESTAMPTZ)" if zone == "UTC" else
+                  f"CASE WHEN regexp_full_match(stamp, '{ISO_WITH_OFFSET}') THEN TRY_CAST(stamp AS TIMESTAMPTZ) END"
+                  if zone is None else
+                  f"CASE WHEN regexp_full_match(stamp, '{ISO_WITH_OFFSET}') THEN TRY_CAST(stamp AS TIMESTAMPTZ) "
+                  "ELSE (CASE WHEN timezone($zone, {t} - INTERVAL 3 HOUR) + INTERVAL 3 HOUR = timezone($zone, {t}) "
+                  "AND timezone($zone, {t} + INTERVAL 3 HOUR) - INTERVAL 3 HOUR = timezone($zone, {t}) "
+                  "THEN timezone($zone, {t}) END) END".format(t="TRY_CAST(stamp AS TIMESTAMP)"))
+    host = ("$host" if ctx.host else f"coalesce({field('host')}, $file_host)")
+    numbers = ",\n".join(
+        f"CASE WHEN regexp_full_match({name}_t, '{WHOLE if name == 'energy_mj' else NUMBER}') "
+        f"THEN TRY_CAST({name}_t AS {'BIGINT' if name == 'energy_mj' else 'DOUBLE'}) END AS {name}"
+        for name in NUMERIC)
+    params = {"header_line": header_line, "width": width, "file_host": traces.file_host(ctx.source)}
+    if zone not in (None, "UTC"):
+        params["zone"] = zone
+    if ctx.host:
+        params = {**params, "host": ctx.host}
+        del params["file_host"]
+    in_range = " AND ".join(
+        f"({name}_t IS NULL OR ({name} IS NOT NULL AND isfinite({name}::DOUBLE) "
+        f"AND {name} BETWEEN {traces.LIMITS[name][0]} AND {traces.LIMITS[name][1]}))" for name in NUMERIC)
+    con.execute(f"""
+        CREATE OR REPLACE TEMP TABLE typed AS
+        WITH split AS (
+            SELECT line, raw, string_split(raw, ',') AS f FROM batch WHERE line > $header_line AND raw <> ''
+        ), filled AS (  -- a blank line is skipped, as `parse` does
+            SELECT * FROM split WHERE len(f) > 1 OR NOT regexp_full_match(raw, '\s*')
+        ), fields AS (
+            SELECT line, len(f) AS fields, contains(raw, '"') AS quoted,
+                   {stamp} AS stamp, {host} AS host, {field('gpu_index')} AS gpu_index_t,
+                   {field('gpu_uuid')} AS gpu_uuid, {field('gpu_name')} AS gpu_name,
+                   {", ".join(f"{field(name)} AS {name}_t" for name in NUMERIC)}
+            FROM filled
+        ), typed AS (
+            SELECT *,
+                   CASE WHEN regexp_full_match(stamp, '{ISO_TIME}(Z|[+-]([01]\d|2[0-3]):[0-5]\d)?')
+                        THEN {sampled_at} END AS sampled_at,
+                   CASE WHEN regexp_full_match(gpu_index_t, '{WHOLE}') THEN TRY_CAST(gpu_index_t AS BIGINT) END AS gpu_index,
+                   {numbers}
+            FROM fields
+        )
+        SELECT line, fields, quoted, host, gpu_index, sampled_at, gpu_uuid, gpu_name, {", ".join(NUMERIC)},
+               coalesce(NOT quoted AND fields = $width AND sampled_at >= TIMESTAMPTZ '1990-01-01 00:00:00+00'
+                        AND sampled_at < TIMESTAMPTZ '2100-01-01 00:00:00+00' AND host IS NOT NULL
+                        AND gpu_index BETWEEN 0 AND 65535 AND {in_range}, false) AS ok
+        FROM typed""", params)
+    accepted = con.execute(f"""
+        INSERT INTO {traces.TABLE} (host, gpu_index, sampled_at, gpu_uuid, gpu_name, power_w, energy_mj,
+                                    gpu_util_pct, mem_used_mib, source_kind, source_line)
+        SELECT host, gpu_index, sampled_at, gpu_uuid, gpu_name, power_w, energy_mj, gpu_util_pct, mem_used_mib,
+               '{KIND}', line FROM typed WHERE ok""").fetchone()[0]
+    con.execute("INSERT INTO rejects SELECT NULL, ?, line, format('expected {} fields as in the header, got {}', ?, "
+                "fields), left(raw, 500) FROM typed JOIN batch USING (line) WHERE NOT quoted AND fields <> ?",
+                [src.name, width, width])
+    suspects = con.execute("SELECT line, raw FROM typed JOIN batch USING (line) WHERE NOT ok AND (quoted OR fields = ?) "
+                           "ORDER BY line", [width]).fetchall()
+    if suspects:  # the exact reason, or a quirk the patterns do not cover: Python, line by line
+        parsed = parse([(header_line, ",".join(header))] + suspects, ctx)
+        staging.insert_parsed(con, parsed, src.name)
+        accepted += parsed.accepted
+    return accepted
