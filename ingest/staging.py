@@ -152,9 +152,9 @@ def open_stage() -> duckdb.DuckDBPyConnection:
     """A private in-memory database with the warehouse's tables (columns and types, without
     keys or NOT NULL: a repeated key is settled at the merge), in UTC, under MEMORY_LIMIT."""
     # Rows carry their line numbers (source_line), so their order in a table does not matter.
-    con = duckdb.connect(":memory:", config={"memory_limit": MEMORY_LIMIT, "preserve_insertion_order": False,
-                                             "enable_progress_bar": False})
+    con = duckdb.connect(":memory:", config={"memory_limit": MEMORY_LIMIT, "preserve_insertion_order": False})
     con.execute("SET TimeZone = 'UTC'")
+    con.execute("SET enable_progress_bar = false")  # the CLI draws its own
     con.execute("ATTACH ':memory:' AS shape")
     con.execute("USE shape")
     con.execute(resources.files("ingest").joinpath("schema.sql").read_text())
