@@ -114,9 +114,9 @@ def stage(src, con, ctx: ParseContext):
 
 
 def _first_filled(con, after: int) -> tuple[int | None, str | None]:
-    row = con.execute("SELECT line, raw FROM batch WHERE line > ? AND trim(raw, ?) <> '' ORDER BY line LIMIT 1",
-                      [after, BLANK]).fetchone()
-    return (row[0], row[1]) if row else (None, None)
+    rows = con.execute("SELECT line, raw FROM batch WHERE line > ? AND trim(raw, ?) <> '' ORDER BY line LIMIT 1",
+                       [after, BLANK]).fetchall()
+    return (rows[0][0], rows[0][1]) if rows else (None, None)
 
 
 BLANK = " \t\x0b\x0c\x1c\x1d\x1e\x1f\x85\xa0"  # what Python's str.strip() removes (ASCII and common)
@@ -128,7 +128,7 @@ def _sql_zone(con, ctx: ParseContext) -> str | None:
         return "UTC"
     name = getattr(ctx.tz, "key", None)
     try:
-        con.execute("SELECT timezone(?, TIMESTAMP '2000-01-01')", [name]).fetchone()
+        con.execute("SELECT timezone(?, TIMESTAMP '2000-01-01')", [name]).fetchall()[0]
     except duckdb.Error:
         return None
     return name
@@ -150,9 +150,9 @@ def _stage_batch(con, src, ctx: ParseContext, header_line: int, header: list[str
                   f"CASE WHEN regexp_full_match(stamp, '{ISO_WITH_OFFSET}') THEN TRY_CAST(stamp AS TIMESTAMPTZ) END"
                   if zone is None else
                   f"CASE WHEN regexp_full_match(stamp, '{ISO_WITH_OFFSET}') THEN TRY_CAST(stamp AS TIMESTAMPTZ) "
-                  "ELSE (CASE WHEN timezone($zone, {t} - INTERVAL 3 HOUR) + INTERVAL 3 HOUR = timezone($zone, {t}) "
-                  "AND timezone($zone, {t} + INTERVAL 3 HOUR) - INTERVAL 3 HOUR = timezone($zone, {t}) "
-                  "THEN timezone($zone, {t}) END) END".format(t="TRY_CAST(stamp AS TIMESTAMP)"))
+                  "ELSE (CASE WHEN timezone($zone, @t - INTERVAL 3 HOUR) + INTERVAL 3 HOUR = timezone($zone, @t) "
+                  "AND timezone($zone, @t + INTERVAL 3 HOUR) - INTERVAL 3 HOUR = timezone($zone, @t) "
+                  "THEN timezone($zone, @t) END) END").replace("@t", "TRY_CAST(stamp AS TIMESTAMP)")
     host = ("$host" if ctx.host else f"coalesce({field('host')}, $file_host)")
     numbers = ",\n".join(
         f"CASE WHEN regexp_full_match({name}_t, '{WHOLE if name == 'energy_mj' else NUMBER}') "
@@ -172,7 +172,7 @@ def _stage_batch(con, src, ctx: ParseContext, header_line: int, header: list[str
         WITH split AS (
             SELECT line, raw, string_split(raw, ',') AS f FROM batch WHERE line > $header_line AND raw <> ''
         ), filled AS (  -- a blank line is skipped, as `parse` does
-            SELECT * FROM split WHERE len(f) > 1 OR NOT regexp_full_match(raw, '\s*')
+            SELECT * FROM split WHERE len(f) > 1 OR NOT regexp_full_match(raw, '\\s*')
         ), fields AS (
             SELECT line, len(f) AS fields, contains(raw, '"') AS quoted,
                    {stamp} AS stamp, {host} AS host, {field('gpu_index')} AS gpu_index_t,
@@ -181,7 +181,7 @@ def _stage_batch(con, src, ctx: ParseContext, header_line: int, header: list[str
             FROM filled
         ), typed AS (
             SELECT *,
-                   CASE WHEN regexp_full_match(stamp, '{ISO_TIME}(Z|[+-]([01]\d|2[0-3]):[0-5]\d)?')
+                   CASE WHEN regexp_full_match(stamp, '{ISO_TIME}(Z|[+-]([01]\\d|2[0-3]):[0-5]\\d)?')
                         THEN {sampled_at} END AS sampled_at,
                    CASE WHEN regexp_full_match(gpu_index_t, '{WHOLE}') THEN TRY_CAST(gpu_index_t AS BIGINT) END AS gpu_index,
                    {numbers}
@@ -196,7 +196,7 @@ def _stage_batch(con, src, ctx: ParseContext, header_line: int, header: list[str
         INSERT INTO {traces.TABLE} (host, gpu_index, sampled_at, gpu_uuid, gpu_name, power_w, energy_mj,
                                     gpu_util_pct, mem_used_mib, source_kind, source_line)
         SELECT host, gpu_index, sampled_at, gpu_uuid, gpu_name, power_w, energy_mj, gpu_util_pct, mem_used_mib,
-               '{KIND}', line FROM typed WHERE ok""").fetchone()[0]
+               '{KIND}', line FROM typed WHERE ok""").fetchall()[0][0]
     con.execute("INSERT INTO rejects SELECT NULL, ?, line, format('expected {} fields as in the header, got {}', ?, "
                 "fields), left(raw, 500) FROM typed JOIN batch USING (line) WHERE NOT quoted AND fields <> ?",
                 [src.name, width, width])

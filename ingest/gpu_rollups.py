@@ -133,7 +133,7 @@ def intervals(con: duckdb.DuckDBPyConnection, source: str, into: str, gpu) -> No
 
 def energy_kwh(con: duckdb.DuckDBPyConnection, table: str) -> float | None:
     """The energy (kWh) of a table of intervals; None when no interval has a reading."""
-    return con.execute(f"SELECT sum(energy_j) FILTER (WHERE interval_s > 0) / 3.6e6 FROM {table}").fetchone()[0]
+    return con.execute(f"SELECT sum(energy_j) FILTER (WHERE interval_s > 0) / 3.6e6 FROM {table}").fetchall()[0][0]
 
 
 def touched(con: duckdb.DuckDBPyConnection, gpu) -> None:
@@ -165,7 +165,7 @@ def context(con: duckdb.DuckDBPyConnection, db: str, gpu) -> int:
           AND NOT EXISTS (SELECT 1 FROM gpu_samples n WHERE n.host = s.host AND n.gpu_index = s.gpu_index
                                                          AND n.sampled_at = s.sampled_at)""",
                 {"margin_s": margin_s(gpu)})
-    return con.execute("SELECT count(*) FROM gpu_context").fetchone()[0]
+    return con.execute("SELECT count(*) FROM gpu_context").fetchall()[0][0]
 
 
 def derive(con: duckdb.DuckDBPyConnection, gpu, with_context: bool) -> None:
@@ -202,13 +202,14 @@ def rebuild(con: duckdb.DuckDBPyConnection, db: str, gpu, stored: tuple | None) 
     _run(con, f"INSERT INTO {db}.gpu_gaps BY NAME {GAPS_OF.format(intervals='all_intervals')}", gpu)
     con.execute("DROP TABLE all_intervals")
     record(con, db, gpu, stored)
-    return con.execute(f"SELECT count(*) FROM (SELECT DISTINCT host, gpu_index FROM {db}.gpu_samples)").fetchone()[0]
+    return con.execute(f"SELECT count(*) FROM (SELECT DISTINCT host, gpu_index FROM {db}.gpu_samples)").fetchall()[0][0]
 
 
 def stored_settings(con: duckdb.DuckDBPyConnection, db: str) -> tuple | None:
     """The stored settings row: idle_util_max_pct, idle_power_max_w, idle_min_s, max_gap_s, rollups."""
-    return con.execute("SELECT idle_util_max_pct, idle_power_max_w, idle_min_s, max_gap_s, rollups "
-                       f"FROM {db}.gpu_rollup_settings").fetchone()
+    rows = con.execute("SELECT idle_util_max_pct, idle_power_max_w, idle_min_s, max_gap_s, rollups "
+                       f"FROM {db}.gpu_rollup_settings").fetchall()
+    return rows[0] if rows else None
 
 
 def record(con: duckdb.DuckDBPyConnection, db: str, gpu, stored: tuple | None) -> None:

@@ -12,6 +12,7 @@ from types import ModuleType
 from typing import Callable, Iterator
 
 import duckdb
+import zstandard
 
 from ingest import codecarbon, dcgm, gpu_collector, nvidia_smi, runs_json, serving, staging, warehouse
 from ingest import billing_aws, billing_azure, billing_focus, billing_gcp
@@ -101,7 +102,7 @@ def ingest_file(path: Path, kind: str | None = None, tz: tzinfo = timezone.utc,
         return summary
     try:
         head = _head(src)
-    except (OSError, EOFError, ValueError) as error:  # zstd's ZstdError is a ValueError
+    except (OSError, EOFError, zstandard.ZstdError) as error:
         summary.error = (f"{name}: looks {src.compression}-compressed but cannot be decompressed"
                          if src.compression else f"{name}: cannot read ({getattr(error, 'strerror', None) or error})")
         return summary

@@ -230,12 +230,12 @@ def _insert_batches(con: duckdb.DuckDBPyConnection, table: str, rows: pa.Table) 
 def keep_last(con: duckdb.DuckDBPyConnection, table: str) -> None:
     """Within the staged `table`, a key (UNIQUE_BY) repeated keeps only its last line's row."""
     key = ", ".join(UNIQUE_BY[table])
-    done = con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'kept_last' AND temporary").fetchone()[0]
+    done = con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'kept_last' AND temporary").fetchall()[0][0]
     if not done:
         con.execute("CREATE TEMP TABLE kept_last (table_name VARCHAR)")
-    elif con.execute("SELECT count(*) FROM kept_last WHERE table_name = ?", [table]).fetchone()[0]:
+    elif con.execute("SELECT count(*) FROM kept_last WHERE table_name = ?", [table]).fetchall()[0][0]:
         return
-    repeated = con.execute(f"SELECT count(*) FROM (SELECT 1 FROM {table} GROUP BY {key} HAVING count(*) > 1)").fetchone()[0]
+    repeated = con.execute(f"SELECT count(*) FROM (SELECT 1 FROM {table} GROUP BY {key} HAVING count(*) > 1)").fetchall()[0][0]
     if repeated:
         con.execute(f"CREATE OR REPLACE TABLE {table} AS SELECT * FROM {table} "
                     f"QUALIFY row_number() OVER (PARTITION BY {key} ORDER BY source_line DESC) = 1")
@@ -243,4 +243,4 @@ def keep_last(con: duckdb.DuckDBPyConnection, table: str) -> None:
 
 
 def count(con: duckdb.DuckDBPyConnection, table: str) -> int:
-    return con.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+    return con.execute(f"SELECT count(*) FROM {table}").fetchall()[0][0]

@@ -217,7 +217,7 @@ def stage_totals(con, accepted: int) -> Staged:
     staging.keep_last(con, TABLE)
     gpu_rollups.intervals(con, TABLE, "file_intervals", config.load().gpu)
     gpus, first, last = con.execute("SELECT count(DISTINCT (host, gpu_index)), min(sampled_at), max(sampled_at) "
-                                    f"FROM {TABLE}").fetchone()
+                                    f"FROM {TABLE}").fetchall()[0]
     energy = gpu_rollups.energy_kwh(con, "file_intervals")
     return Staged(accepted, {
         "gpus": gpus,

@@ -182,8 +182,8 @@ def merge(stage: duckdb.DuckDBPyConnection, source: str, sha256: str, kind: str,
     with _attached(stage, path):
         stage.execute("BEGIN TRANSACTION")
         try:
-            earlier = stage.execute("SELECT load_id FROM wh.loads WHERE sha256 = ? AND kind = ?",
-                                    [sha256, kind]).fetchone()
+            earlier = next(iter(stage.execute("SELECT load_id FROM wh.loads WHERE sha256 = ? AND kind = ?",
+                                              [sha256, kind]).fetchall()), None)
             if earlier:
                 stage.execute("ROLLBACK")
                 return LoadResult(earlier[0], 0, 0, already_loaded=True)
@@ -194,7 +194,7 @@ def merge(stage: duckdb.DuckDBPyConnection, source: str, sha256: str, kind: str,
                 "INSERT INTO wh.loads (path, sha256, kind, rows_loaded, rows_rejected, loaded_at) "
                 "VALUES (?, ?, ?, ?, ?, ?) RETURNING load_id",
                 [source, sha256, kind, accepted, rejected, datetime.now(timezone.utc)],
-            ).fetchone()[0]
+            ).fetchall()[0][0]
             for name, column in replaced:
                 stage.execute(f"DELETE FROM wh.{name} WHERE {column} IN (SELECT {column} FROM replaced_{column})")
             if "gpu_samples" in tables:
@@ -249,14 +249,14 @@ def _replaced_keys(stage: duckdb.DuckDBPyConnection, tables: dict[str, bool]) ->
 def _gpu_snapshot(stage: duckdb.DuckDBPyConnection) -> tuple:
     """What the precomputed rollups assumed of the warehouse: its last load, the stored settings
     and whether it held samples."""
-    last = stage.execute("SELECT max(load_id) FROM wh.loads").fetchone()[0]
-    has_samples = stage.execute("SELECT EXISTS (SELECT 1 FROM wh.gpu_samples)").fetchone()[0]
+    last = stage.execute("SELECT max(load_id) FROM wh.loads").fetchall()[0][0]
+    has_samples = stage.execute("SELECT EXISTS (SELECT 1 FROM wh.gpu_samples)").fetchall()[0][0]
     return last, gpu_rollups.stored_settings(stage, "wh"), has_samples
 
 
 def _has_temp(stage: duckdb.DuckDBPyConnection, name: str) -> bool:
     return bool(stage.execute("SELECT count(*) FROM duckdb_tables() WHERE temporary AND table_name = ?",
-                              [name]).fetchone()[0])
+                              [name]).fetchall()[0][0])
 
 
 @contextmanager
