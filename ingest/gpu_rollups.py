@@ -137,12 +137,13 @@ def energy_kwh(con: duckdb.DuckDBPyConnection, table: str) -> float | None:
 
 
 def touched(con: duckdb.DuckDBPyConnection, gpu) -> None:
-    """Temp table touched_gpus: per GPU of the staged samples, `since` = its first new sample
-    less the margin, to the minute (an earlier minute or hole cannot change: a new sample only
-    changes the interval of a sample within max_gap_s before it, and the idle stretch of one
-    within idle_min_s of it)."""
+    """Temp table touched_gpus: per GPU of the staged samples, its first and last new sample
+    (first_at, last_at) and `since` = the first less the margin, to the minute (an earlier
+    minute or hole cannot change: a new sample only changes the interval of a sample within
+    max_gap_s before it, and the idle stretch of one within idle_min_s of it)."""
     con.execute("CREATE OR REPLACE TEMP TABLE touched_gpus AS "
-                "SELECT host, gpu_index, date_trunc('minute', min(sampled_at) - to_seconds($margin_s)) AS since "
+                "SELECT host, gpu_index, date_trunc('minute', min(sampled_at) - to_seconds($margin_s)) AS since, "
+                "min(sampled_at) AS first_at, max(sampled_at) AS last_at "
                 "FROM gpu_samples GROUP BY host, gpu_index", {"margin_s": margin_s(gpu)})
 
 

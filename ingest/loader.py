@@ -28,6 +28,7 @@ KINDS = {parser.KIND: parser for parser in PARSERS}
 FILE_SUFFIXES = {".jsonl", ".json", ".ndjson", ".csv", ".gz", ".zst", ".prom", ".parquet"}
 PARQUET_MAGIC = b"PAR1"  # a parser with BINARY = True gets such files as bytes
 SNIFF_BYTES = 64 * 1024  # detection reads this much of the decompressed file
+SNIFF_CHARS = SNIFF_BYTES  # and hands detect() that head as text
 HASH_CHUNK_BYTES = 1 << 20
 Progress = Callable[[int, int], None]  # (bytes of the file read, lines or rows read)
 REJECTS_SHOWN = 10

@@ -20,6 +20,7 @@ import gzip
 import io
 import os
 import re
+import tempfile
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -155,6 +156,7 @@ def open_stage() -> duckdb.DuckDBPyConnection:
     con = duckdb.connect(":memory:", config={"memory_limit": MEMORY_LIMIT, "preserve_insertion_order": False})
     con.execute("SET TimeZone = 'UTC'")
     con.execute("SET enable_progress_bar = false")  # the CLI draws its own
+    con.execute("SET temp_directory = ?", [str(Path(tempfile.gettempdir()) / "mlcost-staging")])  # where it spills
     con.execute("ATTACH ':memory:' AS shape")
     con.execute("USE shape")
     con.execute(resources.files("ingest").joinpath("schema.sql").read_text())

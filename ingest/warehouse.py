@@ -61,14 +61,15 @@ def _open(path: Path) -> duckdb.DuckDBPyConnection:
 
 
 def _retry_on_lock(path: Path, action):
-    """action(), retried with backoff while another process holds the file's lock."""
+    """action(), retried with backoff while another process holds the file's lock (or, for the
+    merge's ATTACH, a connection of this process has the file open)."""
     deadline = time.monotonic() + LOCK_WAIT_S
     delay_s = 0.05
     while True:
         try:
             return action()
-        except duckdb.IOException as error:
-            if "lock" not in str(error).lower():
+        except (duckdb.IOException, duckdb.ResourceInUseException) as error:
+            if "lock" not in str(error).lower() and "already attached" not in str(error):
                 raise
             if time.monotonic() >= deadline:
                 holder = re.search(r"\(PID (\d+)\)", str(error))
@@ -197,7 +198,7 @@ def merge(stage: duckdb.DuckDBPyConnection, source: str, sha256: str, kind: str,
             ).fetchall()[0][0]
             for name, column in replaced:
                 stage.execute(f"DELETE FROM wh.{name} WHERE {column} IN (SELECT {column} FROM replaced_{column})")
-            if "gpu_samples" in tables:
+            if "gpu_samples" in tables and snapshot[3]:  # only stored samples in the new ones' span can go
                 stage.execute("DELETE FROM wh.gpu_samples AS s USING gpu_samples AS n WHERE s.host = n.host "
                               "AND s.gpu_index = n.gpu_index AND s.sampled_at = n.sampled_at")
             for name, with_id in tables.items():
@@ -207,7 +208,7 @@ def merge(stage: duckdb.DuckDBPyConnection, source: str, sha256: str, kind: str,
             stage.execute("INSERT INTO wh.rejects SELECT ?, path, line, reason, left(raw, 500) FROM rejects "
                           "ORDER BY line", [load_id])
             if gpu is not None:
-                _, stored, had_samples = snapshot
+                _, stored, had_samples, _ = snapshot
                 if (stored is None and had_samples) or (stored is not None
                                                         and tuple(stored[:4]) != gpu_rollups.settings(gpu)):
                     gpu_rollups.rebuild(stage, "wh", gpu, stored)  # settings changed: every GPU again
@@ -247,11 +248,13 @@ def _replaced_keys(stage: duckdb.DuckDBPyConnection, tables: dict[str, bool]) ->
 
 
 def _gpu_snapshot(stage: duckdb.DuckDBPyConnection) -> tuple:
-    """What the precomputed rollups assumed of the warehouse: its last load, the stored settings
-    and whether it held samples."""
+    """What the precomputed rollups assumed of the warehouse: its last load, the stored settings,
+    whether it held samples and whether any of the touched GPUs' lie in the new samples' span."""
     last = stage.execute("SELECT max(load_id) FROM wh.loads").fetchall()[0][0]
     has_samples = stage.execute("SELECT EXISTS (SELECT 1 FROM wh.gpu_samples)").fetchall()[0][0]
-    return last, gpu_rollups.stored_settings(stage, "wh"), has_samples
+    overlaps = stage.execute("SELECT EXISTS (SELECT 1 FROM wh.gpu_samples s JOIN touched_gpus t USING (host, gpu_index) "
+                             "WHERE s.sampled_at BETWEEN t.first_at AND t.last_at)").fetchall()[0][0]
+    return last, gpu_rollups.stored_settings(stage, "wh"), has_samples, overlaps
 
 
 def _has_temp(stage: duckdb.DuckDBPyConnection, name: str) -> bool:
