@@ -83,7 +83,8 @@ totals = traces.totals
 # wrong field count and no quotes is refused in SQL; every other line (quotes, a value the
 # patterns do not cover, a bad value) goes through `parse` above, which names the exact reason.
 ISO_TIME = r"\d{4}-\d{2}-\d{2}([T ]([01]\d|2[0-3]):[0-5]\d(:[0-5]\d(\.\d{1,6})?)?)?"
-ISO_WITH_OFFSET = ISO_TIME.removesuffix("?") + r"(Z|[+-]([01]\d|2[0-3]):[0-5]\d)"
+OFFSET = r"(Z|[+-]([01]\d|2[0-3]):[0-5]\d)"
+ISO_WITH_OFFSET = ISO_TIME.removesuffix("?") + OFFSET
 NUMBER = r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d{1,3})?"
 WHOLE = r"[+-]?\d{1,18}"
 NUMERIC = ("power_w", "energy_mj", "gpu_util_pct", "mem_used_mib")
@@ -134,6 +135,19 @@ def _sql_zone(con, ctx: ParseContext) -> str | None:
     return name
 
 
+def _line_pattern(header: list[str]) -> str:
+    """The whole of a plain line, for one regular-expression match per line: each known column
+    in its strict form (a number, a whole number, an ISO time; blank where it may be), any other
+    column text without commas or quotes, as many fields as the header."""
+    spaced = {name: f" *({pattern})? *" for name, pattern in (
+        ("power_w", NUMBER), ("gpu_util_pct", NUMBER), ("mem_used_mib", NUMBER), ("energy_mj", WHOLE))}
+    spaced["gpu_index"] = f" *{WHOLE} *"
+    day = r"\d{4}-\d{2}-\d{2}"
+    slashed = r"(\d{4}-\d{2}-\d{2}|\d{4}/\d{2}/\d{2})"  # `parse` reads 2025/05/05 as 2025-05-05
+    spaced["timestamp"] = " *" + slashed + ISO_TIME.removeprefix(day) + OFFSET + "? *"
+    return ",".join(spaced.get(name, '[^,"]*') for name in header)
+
+
 def _stage_batch(con, src, ctx: ParseContext, header_line: int, header: list[str], zone: str | None) -> int:
     """Stage one batch of lines; returns the samples it accepted."""
     width = len(header)
@@ -154,41 +168,38 @@ def _stage_batch(con, src, ctx: ParseContext, header_line: int, header: list[str
                   "AND timezone($zone, @t + INTERVAL 3 HOUR) - INTERVAL 3 HOUR = timezone($zone, @t) "
                   "THEN timezone($zone, @t) END) END").replace("@t", "TRY_CAST(stamp AS TIMESTAMP)")
     host = ("$host" if ctx.host else f"coalesce({field('host')}, $file_host)")
-    numbers = ",\n".join(
-        f"CASE WHEN regexp_full_match({name}_t, '{WHOLE if name == 'energy_mj' else NUMBER}') "
-        f"THEN TRY_CAST({name}_t AS {'BIGINT' if name == 'energy_mj' else 'DOUBLE'}) END AS {name}"
-        for name in NUMERIC)
-    params = {"header_line": header_line, "width": width, "file_host": traces.file_host(ctx.source)}
+    params = {"header_line": header_line, "pattern": _line_pattern(header),
+              "file_host": traces.file_host(ctx.source)}
     if zone not in (None, "UTC"):
         params["zone"] = zone
     if ctx.host:
         params = {**params, "host": ctx.host}
         del params["file_host"]
     in_range = " AND ".join(
-        f"({name}_t IS NULL OR ({name} IS NOT NULL AND isfinite({name}::DOUBLE) "
+        f"({name}_t IS NULL OR (isfinite({name}::DOUBLE) "
         f"AND {name} BETWEEN {traces.LIMITS[name][0]} AND {traces.LIMITS[name][1]}))" for name in NUMERIC)
     con.execute(f"""
         CREATE OR REPLACE TEMP TABLE typed AS
-        WITH split AS (
-            SELECT line, raw, string_split(raw, ',') AS f FROM batch WHERE line > $header_line AND raw <> ''
-        ), filled AS (  -- a blank line is skipped, as `parse` does
-            SELECT * FROM split WHERE len(f) > 1 OR NOT regexp_full_match(raw, '\\s*')
+        WITH split AS (  -- a plain line is checked by one pattern; the others are looked at closer
+            SELECT line, raw, regexp_full_match(raw, $pattern) AS plain, string_split(raw, ',') AS f
+            FROM batch WHERE line > $header_line AND raw <> ''
         ), fields AS (
-            SELECT line, len(f) AS fields, contains(raw, '"') AS quoted,
+            SELECT line, plain, len(f) AS fields, NOT plain AND contains(raw, '"') AS quoted,
+                   NOT plain AND len(f) = 1 AND regexp_full_match(raw, '\\s*') AS blank,  -- skipped, as `parse` does
                    {stamp} AS stamp, {host} AS host, {field('gpu_index')} AS gpu_index_t,
                    {field('gpu_uuid')} AS gpu_uuid, {field('gpu_name')} AS gpu_name,
                    {", ".join(f"{field(name)} AS {name}_t" for name in NUMERIC)}
-            FROM filled
+            FROM split
         ), typed AS (
             SELECT *,
-                   CASE WHEN regexp_full_match(stamp, '{ISO_TIME}(Z|[+-]([01]\\d|2[0-3]):[0-5]\\d)?')
-                        THEN {sampled_at} END AS sampled_at,
-                   CASE WHEN regexp_full_match(gpu_index_t, '{WHOLE}') THEN TRY_CAST(gpu_index_t AS BIGINT) END AS gpu_index,
-                   {numbers}
+                   CASE WHEN plain THEN {sampled_at} END AS sampled_at,
+                   CASE WHEN plain THEN TRY_CAST(gpu_index_t AS BIGINT) END AS gpu_index,
+                   {", ".join(f"CASE WHEN plain THEN TRY_CAST({name}_t AS {'BIGINT' if name == 'energy_mj' else 'DOUBLE'}) "
+                              f"END AS {name}" for name in NUMERIC)}
             FROM fields
         )
-        SELECT line, fields, quoted, host, gpu_index, sampled_at, gpu_uuid, gpu_name, {", ".join(NUMERIC)},
-               coalesce(NOT quoted AND fields = $width AND sampled_at >= TIMESTAMPTZ '1990-01-01 00:00:00+00'
+        SELECT line, fields, quoted, blank, host, gpu_index, sampled_at, gpu_uuid, gpu_name, {", ".join(NUMERIC)},
+               coalesce(plain AND sampled_at >= TIMESTAMPTZ '1990-01-01 00:00:00+00'
                         AND sampled_at < TIMESTAMPTZ '2100-01-01 00:00:00+00' AND host IS NOT NULL
                         AND gpu_index BETWEEN 0 AND 65535 AND {in_range}, false) AS ok
         FROM typed""", params)
@@ -198,10 +209,10 @@ def _stage_batch(con, src, ctx: ParseContext, header_line: int, header: list[str
         SELECT host, gpu_index, sampled_at, gpu_uuid, gpu_name, power_w, energy_mj, gpu_util_pct, mem_used_mib,
                '{KIND}', line FROM typed WHERE ok""").fetchall()[0][0]
     con.execute("INSERT INTO rejects SELECT NULL, ?, line, format('expected {} fields as in the header, got {}', ?, "
-                "fields), left(raw, 500) FROM typed JOIN batch USING (line) WHERE NOT quoted AND fields <> ?",
-                [src.name, width, width])
-    suspects = con.execute("SELECT line, raw FROM typed JOIN batch USING (line) WHERE NOT ok AND (quoted OR fields = ?) "
-                           "ORDER BY line", [width]).fetchall()
+                "fields), left(raw, 500) FROM typed JOIN batch USING (line) "
+                "WHERE NOT ok AND NOT quoted AND NOT blank AND fields <> ?", [src.name, width, width])
+    suspects = con.execute("SELECT line, raw FROM typed JOIN batch USING (line) "
+                           "WHERE NOT ok AND NOT blank AND (quoted OR fields = ?) ORDER BY line", [width]).fetchall()
     if suspects:  # the exact reason, or a quirk the patterns do not cover: Python, line by line
         parsed = parse([(header_line, ",".join(header))] + suspects, ctx)
         staging.insert_parsed(con, parsed, src.name)

@@ -146,11 +146,16 @@ def ingest_file(path: Path, kind: str | None = None, tz: tzinfo = timezone.utc,
         except BadValue as problem:  # the file cannot be read as given (e.g. a scrape without --at)
             summary.error = f"{name}: {problem}"
             return summary
+        except (EOFError, OSError, zstandard.ZstdError) as error:  # e.g. a .gz cut short past its head
+            summary.error = (f"{name}: looks {src.compression}-compressed but cannot be decompressed"
+                             if src.compression else f"{name}: cannot read ({getattr(error, 'strerror', None) or error})")
+            return summary
         except NotText as problem:
             summary.error = f"{name}: not UTF-8 text (byte {problem.byte})"
             return summary
-        except duckdb.InvalidInputException as problem:
-            reason = "not UTF-8 text" if "unicode" in str(problem).lower() else str(problem).splitlines()[0]
+        except duckdb.Error as problem:  # a file DuckDB cannot read as this kind: one sentence, no traceback
+            reason = ("not UTF-8 text" if "unicode" in str(problem).lower()
+                      else f"cannot be read as {parser.KIND} ({str(problem).splitlines()[0]})")
             summary.error = f"{name}: {reason}"
             return summary
         result = warehouse.merge(stage, name, sha256, parser.KIND, staged.accepted)

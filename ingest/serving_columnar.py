@@ -99,16 +99,16 @@ def _stage_batch(con, src: Source, ctx: ParseContext, prices) -> int:
     value, kind, plain = {}, {}, []
     for column, spellings, sort in FIELDS:
         # The first spelling whose value is not absent (missing, null or blank text), as serving._get.
-        cases = [(f"j[{position['$.' + name]}]", f"json_type(j[{position['$.' + name]}])") for name in spellings]
-        present = [f"({t} IS NOT NULL AND {t} <> 'NULL' AND NOT ({t} = 'VARCHAR' AND trim({v} ->> '$') = ''))"
+        cases = [(f"v[{position['$.' + name]}]", f"t[{position['$.' + name]}]") for name in spellings]
+        present = [f"({t} IS NOT NULL AND {t} <> 'NULL' AND NOT ({t} = 'VARCHAR' AND trim({v}) = ''))"
                    for v, t in cases]
-        value[column] = "CASE " + " ".join(f"WHEN {p} THEN {v} ->> '$'" for p, (v, _) in zip(present, cases)) + " END"
+        value[column] = "CASE " + " ".join(f"WHEN {p} THEN {v}" for p, (v, _) in zip(present, cases)) + " END"
         kind[column] = "CASE " + " ".join(f"WHEN {p} THEN {t}" for p, (_, t) in zip(present, cases)) + " END"
         allowed = {"text": "('VARCHAR')", "time": "('VARCHAR')", "count": "('UBIGINT', 'BIGINT')",
                    "number": "('UBIGINT', 'BIGINT', 'DOUBLE')", "percent": "('UBIGINT', 'BIGINT', 'DOUBLE')",
                    "money": "('UBIGINT', 'BIGINT', 'DOUBLE')"}[sort]
         plain.append(f"coalesce({column}_type IN {allowed}, true)")
-    uuids = f"j[{position['$.gpu_uuids']}]"
+    uuids_type = f"t[{position['$.gpu_uuids']}]"
     naive_ok = ctx.tz is timezone.utc
     time_ok = " OR ".join([f"regexp_full_match(@, '{ISO_WITH_OFFSET}')"]
                           + ([f"regexp_full_match(@, '{ISO_NAIVE}')"] if naive_ok else []))
@@ -119,20 +119,25 @@ def _stage_batch(con, src: Source, ctx: ParseContext, prices) -> int:
     texts = ", ".join(f"coalesce({c}, '')" for c, _, sort in FIELDS if sort == "text")
     con.execute(f"""
         CREATE OR REPLACE TEMP TABLE typed AS
-        WITH objects AS (
-            SELECT line, CASE WHEN json_valid(raw) AND json_type(raw) = 'OBJECT'
-                              THEN json_extract(raw, {paths!r}) END AS j,
-                   regexp_matches(raw, '{LONG_NUMBER}') AS long_number
+        WITH objects AS (  -- each line's JSON read once for the values and once for their types
+            SELECT line, raw, CASE WHEN json_valid(raw) THEN json_type(raw) = 'OBJECT'
+                                                             AND NOT regexp_matches(raw, '{LONG_NUMBER}') ELSE false END
+                   AS object
             FROM batch WHERE trim(raw) <> ''
-        ), fields AS (
-            SELECT line, j IS NOT NULL AND NOT long_number AS object,
-                   {", ".join(f"{value[c]} AS {c}_text, {kind[c]} AS {c}_type" for c, _, _ in FIELDS)},
-                   CASE WHEN json_type({uuids}) = 'ARRAY' THEN json_extract_string({uuids}, '$[*]') END AS uuid_list,
-                   coalesce(json_type({uuids}), 'NULL') IN ('NULL', 'ARRAY')
-                       AND coalesce(json_array_length({uuids}) = len(json_extract_string({uuids}, '$[*]'))
-                                    AND list_bool_and(list_transform(json_extract({uuids}, '$[*]'),
-                                                                     lambda x: json_type(x) = 'VARCHAR')), true) AS uuids_plain
+        ), read AS (
+            SELECT line, object,
+                   CASE WHEN object THEN json_extract_string(raw, {paths!r}) END AS v,
+                   CASE WHEN object THEN json_type(raw, {paths!r}) END AS t,
+                   CASE WHEN object THEN json_extract_string(raw, '$.gpu_uuids[*]') END AS uuid_list,
+                   CASE WHEN object THEN json_type(raw, '$.gpu_uuids[*]') END AS uuid_types
             FROM objects
+        ), fields AS (
+            SELECT line, object,
+                   {", ".join(f"{value[c]} AS {c}_text, {kind[c]} AS {c}_type" for c, _, _ in FIELDS)},
+                   CASE WHEN {uuids_type} = 'ARRAY' THEN uuid_list END AS uuid_list,
+                   coalesce({uuids_type}, 'NULL') IN ('NULL', 'ARRAY')
+                       AND coalesce(list_bool_and(list_transform(uuid_types, lambda x: x = 'VARCHAR')), true) AS uuids_plain
+            FROM read
         ), typed AS (
             SELECT *,
                    CASE WHEN {time_ok.replace('@', 'window_start_text')} THEN TRY_CAST(window_start_text AS TIMESTAMPTZ) END AS start_at,

@@ -191,3 +191,23 @@ def test_the_warehouse_is_free_while_a_file_is_parsed(warehouse, tmp_path, monke
     summary = loader.ingest_file(path, on_progress=other_process_opens)
     assert opened == [0]
     assert (summary.status, summary.rows_loaded) == ("loaded", 30)
+
+
+SAMPLE_LINE = b"2026-01-01T00:00:00Z,n1,0,GPU-a,L4,50,1,40,10\n"
+
+
+def test_bytes_past_the_head_that_are_not_utf8_fail_the_file_with_their_offset(warehouse, tmp_path):
+    good = (COLLECTOR_HEADER + "\n").encode() + SAMPLE_LINE * 2000  # past the 64 KB read to detect the kind
+    path = tmp_path / "n1_bad.csv"
+    path.write_bytes(good + b"2026-01-01T00:00:00Z,n1,0,GPU-\xff,L4,50,1,40,10\n")
+    summary = loader.ingest_file(path)
+    assert (summary.status, summary.error) == ("failed", f"{path}: not UTF-8 text (byte {len(good) + 30})")
+    assert wh.query("SELECT count(*) AS n FROM loads")["n"][0] == 0
+
+
+def test_a_gzip_file_cut_short_past_its_head_fails_with_one_sentence(warehouse, tmp_path):
+    data = (COLLECTOR_HEADER + "\n").encode() + SAMPLE_LINE * 20000
+    path = tmp_path / "n1_cut.csv.gz"
+    path.write_bytes(gzip.compress(data)[:-50])
+    summary = loader.ingest_file(path)
+    assert (summary.status, summary.error) == ("failed", f"{path}: looks gzip-compressed but cannot be decompressed")
