@@ -80,6 +80,7 @@ def parse(lines: Lines, ctx: ParseContext) -> Parsed:
     return traces.build(rows, found, KIND)
 
 
+stage = traces.staged(parse)
 totals = traces.totals
 
 

@@ -1,6 +1,7 @@
-"""Turn paths into loaded files: expand, read (.gz too), detect the kind, parse, load, summarise."""
+"""Turn paths into loaded files: expand, stream (.gz and .zst too), detect the kind, stage, merge, summarise."""
 from __future__ import annotations
 
+import codecs
 import glob
 import gzip
 import hashlib
@@ -8,12 +9,16 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone, tzinfo
 from pathlib import Path
 from types import ModuleType
-from typing import Iterator
+from typing import Callable, Iterator
 
-from ingest import codecarbon, dcgm, gpu_collector, nvidia_smi, runs_json, serving, warehouse
+import duckdb
+import zstandard
+
+from ingest import codecarbon, dcgm, gpu_collector, nvidia_smi, runs_json, serving, staging, warehouse
 from ingest import billing_aws, billing_azure, billing_focus, billing_gcp
-from ingest.contract import BadValue, ParseContext, numbered
+from ingest.contract import BadValue, ParseContext
 from ingest.importers import serving_metrics, slurm, wandb_runs
+from ingest.staging import NotText, Source, Staged
 
 # serving sniffs before runs_json: run detection keys on generic fields such as "start_time";
 # bills too (a GCP label named run_id would look like a run). FOCUS sniffs before Azure: an
@@ -21,9 +26,12 @@ from ingest.importers import serving_metrics, slurm, wandb_runs
 PARSERS: tuple[ModuleType, ...] = (codecarbon, wandb_runs, serving, billing_focus, billing_aws, billing_gcp,
                                    billing_azure, runs_json, gpu_collector, nvidia_smi, dcgm, serving_metrics, slurm)
 KINDS = {parser.KIND: parser for parser in PARSERS}
-FILE_SUFFIXES = {".jsonl", ".json", ".ndjson", ".csv", ".gz", ".prom", ".parquet"}
+FILE_SUFFIXES = {".jsonl", ".json", ".ndjson", ".csv", ".gz", ".zst", ".prom", ".parquet"}
 PARQUET_MAGIC = b"PAR1"  # a parser with BINARY = True gets such files as bytes
-SNIFF_CHARS = 64 * 1024
+SNIFF_BYTES = 64 * 1024  # detection reads this much of the decompressed file
+SNIFF_CHARS = SNIFF_BYTES  # and hands detect() that head as text
+HASH_CHUNK_BYTES = 1 << 20
+Progress = Callable[[int, int], None]  # (bytes of the file read, lines or rows read)
 REJECTS_SHOWN = 10
 
 
@@ -78,35 +86,47 @@ def expand(patterns: list[str]) -> tuple[list[Path], list[FileSummary]]:
 
 def ingest_file(path: Path, kind: str | None = None, tz: tzinfo = timezone.utc,
                 display_name: str | None = None, host: str | None = None,
-                at: datetime | None = None) -> FileSummary:
-    """Load one file into the warehouse; never raises for bad content, only for a busy warehouse."""
+                at: datetime | None = None, on_progress: Progress | None = None) -> FileSummary:
+    """Load one file into the warehouse; never raises for bad content, only for a busy warehouse.
+
+    The file is streamed (gzip and zstd decompressed on the fly), parsed into a private staging
+    database and merged into the warehouse in one short transaction. `on_progress(bytes_done,
+    rows_done)`, when given, is called as the file is read (bytes of the file as stored, so of
+    the compressed stream) and once at the end.
+    """
     name = display_name or str(path)
     summary = FileSummary(name, kind)
     try:
-        raw = path.read_bytes()
+        src = Source.of(path, name, on_progress)
+        sha256 = _sha256(path)
     except OSError as error:
         summary.error = f"{name}: cannot read ({error.strerror or error})"
         return summary
     try:
-        data = gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw
-        text = None if data[:4] == PARQUET_MAGIC else data.decode("utf-8-sig")
-    except (OSError, EOFError):
-        summary.error = f"{name}: looks gzip-compressed but cannot be decompressed"
+        head = _head(src)
+    except (OSError, EOFError, zstandard.ZstdError) as error:
+        summary.error = (f"{name}: looks {src.compression}-compressed but cannot be decompressed"
+                         if src.compression else f"{name}: cannot read ({getattr(error, 'strerror', None) or error})")
         return summary
-    except UnicodeDecodeError as error:
-        summary.error = f"{name}: not UTF-8 text (byte {error.start})"
-        return summary
-    if text is not None and not text.strip():
-        summary.error = f"{name}: the file is empty"
-        return summary
-    if text is None:  # Parquet: only parsers that read bytes
-        parser = KINDS.get(kind) if kind else detect_bytes(name, data)
+    binary = head[:4] == PARQUET_MAGIC
+    text = None
+    if not binary:
+        try:
+            text = codecs.getincrementaldecoder("utf-8-sig")().decode(head, final=len(head) < SNIFF_BYTES)
+        except UnicodeDecodeError as error:
+            summary.error = f"{name}: not UTF-8 text (byte {error.start})"
+            return summary
+        if not text.strip() and len(head) < SNIFF_BYTES:
+            summary.error = f"{name}: the file is empty"
+            return summary
+    if binary:  # Parquet: only parsers that read it
+        parser = KINDS.get(kind) if kind else detect_bytes(name, head)
         if parser is not None and not getattr(parser, "BINARY", False):
             summary.error = f"{name}: a Parquet file cannot be read as {parser.KIND}"
             return summary
     else:
-        parser = KINDS.get(kind) if kind else detect(name, text[:SNIFF_CHARS])
-    if parser is None and text is not None and is_prometheus(text[:SNIFF_CHARS]):
+        parser = KINDS.get(kind) if kind else detect(name, text)
+    if parser is None and text is not None and is_prometheus(text):
         summary.error = (f"{name}: a Prometheus scrape without DCGM GPU metrics (DCGM_FI_*) or an inference "
                          "server's request counters (vLLM, Triton, TorchServe): nothing in it for mlcost")
         return summary
@@ -115,24 +135,70 @@ def ingest_file(path: Path, kind: str | None = None, tz: tzinfo = timezone.utc,
                          f"pass --kind ({', '.join(KINDS)})")
         return summary
     summary.kind = parser.KIND
-    sha256 = hashlib.sha256(raw).hexdigest()
     if warehouse.find_load(sha256, parser.KIND) is not None:
         summary.status = "already_loaded"
         return summary
+    context = ParseContext(name, tz, host, at)
+    stage = staging.open_stage()
     try:
-        context = ParseContext(name, tz, host, at)
-        parsed = (parser.parse_bytes(data, context) if text is None
-                  else parser.parse(numbered(text.split("\n")), context))
-    except BadValue as problem:  # the file cannot be read as given (e.g. a scrape without --at)
-        summary.error = f"{name}: {problem}"
-        return summary
-    result = warehouse.load(name, sha256, parser.KIND, parsed)
-    summary.status = "already_loaded" if result.already_loaded else "loaded"
-    if not result.already_loaded:
-        summary.rows_loaded, summary.rows_rejected = result.rows_loaded, result.rows_rejected
-        summary.rejects = [{"line": r.line, "reason": r.reason} for r in parsed.rejects[:REJECTS_SHOWN]]
-        summary.totals = parser.totals(parsed)
+        try:
+            staged = _stage(parser, src, stage, context, binary)
+        except BadValue as problem:  # the file cannot be read as given (e.g. a scrape without --at)
+            summary.error = f"{name}: {problem}"
+            return summary
+        except (EOFError, OSError, zstandard.ZstdError) as error:  # e.g. a .gz cut short past its head
+            summary.error = (f"{name}: looks {src.compression}-compressed but cannot be decompressed"
+                             if src.compression else f"{name}: cannot read ({getattr(error, 'strerror', None) or error})")
+            return summary
+        except NotText as problem:
+            summary.error = f"{name}: not UTF-8 text (byte {problem.byte})"
+            return summary
+        except duckdb.Error as problem:  # a file DuckDB cannot read as this kind: one sentence, no traceback
+            reason = ("not UTF-8 text" if "unicode" in str(problem).lower()
+                      else f"cannot be read as {parser.KIND} ({str(problem).splitlines()[0]})")
+            summary.error = f"{name}: {reason}"
+            return summary
+        result = warehouse.merge(stage, name, sha256, parser.KIND, staged.accepted)
+        summary.status = "already_loaded" if result.already_loaded else "loaded"
+        if not result.already_loaded:
+            summary.rows_loaded, summary.rows_rejected = result.rows_loaded, result.rows_rejected
+            summary.rejects = [{"line": line, "reason": reason} for line, reason in stage.execute(
+                "SELECT line, reason FROM rejects ORDER BY line LIMIT ?", [REJECTS_SHOWN]).fetchall()]
+            summary.totals = staged.totals
+    finally:
+        stage.close()
+    if on_progress is not None:
+        on_progress(path.stat().st_size, summary.rows_loaded + summary.rows_rejected)
     return summary
+
+
+def _stage(parser: ModuleType, src: Source, stage, context: ParseContext, binary: bool) -> Staged:
+    """Parse the file into the staging database: a columnar parser reads it itself; an older one
+    gets its lines streamed and its Parsed staged in Arrow batches."""
+    if hasattr(parser, "stage"):
+        return parser.stage(src, stage, context)
+    if binary:  # Parquet through an old-style parser: its parse_bytes takes the whole file
+        with src.open_binary() as stream:
+            parsed = parser.parse_bytes(stream.read(), context)
+    else:
+        parsed = parser.parse(staging.lines(src), context)
+    staging.insert_parsed(stage, parsed, src.name)
+    return Staged(parsed.accepted, parser.totals(parsed))
+
+
+def _sha256(path: Path) -> str:
+    """The file's sha256 (hex), read in chunks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(HASH_CHUNK_BYTES):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _head(src: Source) -> bytes:
+    """The first SNIFF_BYTES of the decompressed file."""
+    with src.open_binary() as stream:
+        return stream.read(SNIFF_BYTES)
 
 
 def is_prometheus(head: str) -> bool:

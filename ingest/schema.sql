@@ -158,7 +158,7 @@ FROM serving_windows w;
 -- GPU power traces (ingest/gpu_collector.py, nvidia_smi.py, dcgm.py): one row per GPU per
 -- sample. A sample loaded again (same host, gpu_index and sampled_at) replaces the stored one
 -- (warehouse.REPLACE_BY). Pages never read this table; they read the rollups below, which
--- warehouse.py recomputes from it after every trace load.
+-- every trace load updates from the samples it changes (ingest/gpu_rollups.py).
 CREATE TABLE IF NOT EXISTS gpu_samples (
     host           VARCHAR NOT NULL,
     gpu_index      INTEGER NOT NULL,
@@ -176,7 +176,7 @@ CREATE TABLE IF NOT EXISTS gpu_samples (
     source_line    BIGINT NOT NULL
 );
 
--- Per GPU per UTC minute: what the samples say about that minute (warehouse.GPU_ROLLUP).
+-- Per GPU per UTC minute: what the samples say about that minute (gpu_rollups.MINUTES_OF).
 CREATE TABLE IF NOT EXISTS gpu_minutes (
     host                VARCHAR NOT NULL,
     gpu_index           INTEGER NOT NULL,

@@ -62,6 +62,13 @@ def parse(lines: Lines, ctx: ParseContext, prices: config.Prices | None = None) 
     return parsed
 
 
+def stage(src, con, ctx: ParseContext):
+    """Stage the file's windows and rejects (ingest/serving_columnar.py)."""
+    from ingest import serving_columnar
+
+    return serving_columnar.stage(src, con, ctx)
+
+
 def totals(parsed: Parsed) -> dict:
     """Window count, requests, cost (USD, decimal text) and energy totals, with how many windows carry them."""
     rows = parsed.tables.get("serving_windows", [])
@@ -182,12 +189,35 @@ def _records(lines: Lines, parsed: Parsed):
                 continue
             yield line, dict(zip(header, fields)), text
             continue
-        try:
-            record = json.loads(text, parse_float=Decimal)
-        except json.JSONDecodeError as error:
-            parsed.rejects.append(Reject(line, f"not valid JSON: {error.msg} at column {error.colno}", text))
+        record = _json_record(line, text, parsed)
+        if record is not None:
+            yield line, record, text
+
+
+def _json_record(line: int, text: str, parsed: Parsed) -> object | None:
+    """One JSON line's value; None (and a reject) when it is not JSON."""
+    try:
+        return json.loads(text, parse_float=Decimal)
+    except json.JSONDecodeError as error:
+        parsed.rejects.append(Reject(line, f"not valid JSON: {error.msg} at column {error.colno}", text))
+        return None
+
+
+def parse_json_lines(lines: Lines, ctx: ParseContext, prices: config.Prices) -> Parsed:
+    """Windows from JSON lines only (no CSV header): what serving_columnar leaves to Python."""
+    parsed = Parsed()
+    for line, text in lines:
+        if not text.strip():
             continue
-        yield line, record, text
+        record = _json_record(line, text, parsed)
+        if record is None:
+            continue
+        try:
+            parsed.rows("serving_windows").append(build_window(record, line, ctx, prices))
+            parsed.accepted += 1
+        except BadValue as error:
+            parsed.rejects.append(Reject(line, str(error), text))
+    return parsed
 
 
 def _span(record: dict, ctx: ParseContext) -> tuple[datetime, datetime, float]:

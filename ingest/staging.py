@@ -19,12 +19,19 @@ from __future__ import annotations
 import gzip
 import io
 import os
+import re
+import tempfile
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import IO
+from typing import IO, Callable, Iterator
 
 import duckdb
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ingest.contract import Parsed
 
 # Staging memory: DuckDB spills beyond this instead of growing (per load, in this process).
 MEMORY_LIMIT = os.environ.get("MLCOST_STAGE_MEMORY", "512MB")
@@ -38,32 +45,99 @@ class Source:
     path: Path
     name: str
     compression: str | None = None  # "gzip" | "zstd" | None, from the file's first bytes
+    # progress(bytes of the file read, lines read), called by line_batches as it goes
+    progress: Callable[[int, int], None] | None = field(default=None, compare=False)
 
     @classmethod
-    def of(cls, path: Path, name: str | None = None) -> "Source":
+    def of(cls, path: Path, name: str | None = None,
+           progress: Callable[[int, int], None] | None = None) -> "Source":
         with open(path, "rb") as handle:
             magic = handle.read(4)
         compression = ("gzip" if magic[:2] == GZIP_MAGIC else "zstd" if magic == ZSTD_MAGIC else None)
-        return cls(path, name or str(path), compression)
+        return cls(path, name or str(path), compression, progress)
 
     @property
     def duckdb_compression(self) -> str:
         """The `compression` argument for DuckDB's readers."""
         return self.compression or "none"
 
-    def open_binary(self) -> IO[bytes]:
-        """The decompressed bytes as a stream (never the whole file in memory)."""
-        if self.compression == "gzip":
+    def open_binary(self, raw: IO[bytes] | None = None) -> IO[bytes]:
+        """The decompressed bytes as a stream (never the whole file in memory); from `raw`, the
+        file opened by the caller (to follow its position), when given."""
+        if raw is None and self.compression == "gzip":
             return gzip.open(self.path, "rb")
+        raw = raw if raw is not None else open(self.path, "rb")
+        if self.compression == "gzip":  # GzipFile leaves closing `raw` to the caller
+            return gzip.GzipFile(fileobj=raw, mode="rb")
         if self.compression == "zstd":
             import zstandard
 
-            return zstandard.ZstdDecompressor().stream_reader(open(self.path, "rb"), closefd=True)
-        return open(self.path, "rb")
+            return zstandard.ZstdDecompressor().stream_reader(raw, closefd=True)
+        return raw
 
     def open_text(self) -> IO[str]:
         """The decompressed text as a stream: UTF-8 (a BOM dropped), newlines kept as written."""
         return io.TextIOWrapper(self.open_binary(), encoding="utf-8-sig", newline="")
+
+
+class NotText(Exception):
+    """The file is not UTF-8 text; `byte` is where it stops being so (in the decompressed file)."""
+
+    def __init__(self, byte: int) -> None:
+        super().__init__(byte)
+        self.byte = byte
+
+
+LINE_BATCH_BYTES = 8 << 20
+BOM = b"\xef\xbb\xbf"
+
+
+def line_batches(src: Source) -> Iterator[pa.Table]:
+    """The file's lines as Arrow tables of about LINE_BATCH_BYTES: `line` (1-based) and `raw`,
+    the text split at \\n as written, without its line end (\\r too), a leading BOM dropped.
+    Raises NotText where the bytes are not UTF-8. Reports src.progress after each batch."""
+    number, offset, rest, first = 1, 0, b"", True
+    with open(src.path, "rb") as raw, src.open_binary(raw) as stream:
+        while True:
+            data = stream.read(LINE_BATCH_BYTES)
+            ended = not data
+            data = rest + data
+            if first and data.startswith(BOM):
+                data, offset = data[3:], 3
+            first = False
+            if ended:
+                chunk, rest = data, b""
+                if not chunk:
+                    break
+            else:
+                cut = data.rfind(b"\n")
+                if cut < 0:
+                    rest = data
+                    continue
+                chunk, rest = data[:cut], data[cut + 1:]
+            if not chunk.isascii():  # checked here: Arrow's own check of one long value is slow
+                try:
+                    chunk.decode("utf-8")
+                except UnicodeDecodeError as error:
+                    raise NotText(offset + error.start) from None
+            text = pa.array([chunk], pa.binary()).view(pa.string())
+            lines = pc.list_flatten(pc.split_pattern(text, "\n"))
+            if b"\r" in chunk:
+                lines = pc.utf8_rtrim(lines, "\r")
+            count = len(lines)
+            yield pa.table({"line": pa.array(np.arange(number, number + count, dtype=np.int64)), "raw": lines})
+            number += count
+            offset += len(chunk) + 1
+            if src.progress is not None:
+                src.progress(raw.tell(), number - 1)
+            if ended:
+                break
+
+
+def lines(src: Source) -> Iterator[tuple[int, str]]:
+    """(line number, text) of every line, streamed (for parsers that read line by line)."""
+    for batch in line_batches(src):
+        yield from zip(batch["line"].to_pylist(), batch["raw"].to_pylist())
 
 
 @dataclass
@@ -78,8 +152,11 @@ class Staged:
 def open_stage() -> duckdb.DuckDBPyConnection:
     """A private in-memory database with the warehouse's tables (columns and types, without
     keys or NOT NULL: a repeated key is settled at the merge), in UTC, under MEMORY_LIMIT."""
-    con = duckdb.connect(":memory:", config={"memory_limit": MEMORY_LIMIT})
+    # Rows carry their line numbers (source_line), so their order in a table does not matter.
+    con = duckdb.connect(":memory:", config={"memory_limit": MEMORY_LIMIT, "preserve_insertion_order": False})
     con.execute("SET TimeZone = 'UTC'")
+    con.execute("SET enable_progress_bar = false")  # the CLI draws its own
+    con.execute("SET temp_directory = ?", [str(Path(tempfile.gettempdir()) / "mlcost-staging")])  # where it spills
     con.execute("ATTACH ':memory:' AS shape")
     con.execute("USE shape")
     con.execute(resources.files("ingest").joinpath("schema.sql").read_text())
@@ -89,3 +166,83 @@ def open_stage() -> duckdb.DuckDBPyConnection:
         con.execute(f"CREATE TABLE {table} AS SELECT * FROM shape.{table} LIMIT 0")
     con.execute("DETACH shape")
     return con
+
+
+# Rows unique by these columns: a key repeated within one file keeps its last line.
+UNIQUE_BY: dict[str, tuple[str, ...]] = {
+    "runs": ("run_id",), "serving_windows": ("window_key",), "billing_lines": ("line_key",),
+    "gpu_samples": ("host", "gpu_index", "sampled_at"),
+}
+INSERT_BATCH_ROWS = 50_000
+_ARROW_TYPES = {
+    "VARCHAR": pa.string(), "DOUBLE": pa.float64(), "BIGINT": pa.int64(), "INTEGER": pa.int32(),
+    "BOOLEAN": pa.bool_(), "DATE": pa.date32(), "TIMESTAMP WITH TIME ZONE": pa.timestamp("us", tz="UTC"),
+    "VARCHAR[]": pa.list_(pa.string()), "INTEGER[]": pa.list_(pa.int32()),
+    "MAP(VARCHAR, VARCHAR)": pa.map_(pa.string(), pa.string()),
+}
+
+
+def arrow_schema(con: duckdb.DuckDBPyConnection, table: str) -> pa.Schema:
+    """A staging table's columns as an Arrow schema (DECIMAL stays decimal128: money stays exact)."""
+    fields = []
+    for name, type_name, *_ in con.execute(f"DESCRIBE {table}").fetchall():
+        decimal = re.fullmatch(r"DECIMAL\((\d+),\s*(\d+)\)", type_name)
+        fields.append(pa.field(name, pa.decimal128(int(decimal[1]), int(decimal[2])) if decimal
+                               else _ARROW_TYPES[type_name]))
+    return pa.schema(fields)
+
+
+def insert_parsed(con: duckdb.DuckDBPyConnection, parsed: Parsed, source: str) -> None:
+    """Stage an old-style parser's Parsed: its rows (dicts or a pyarrow table) as Arrow batches
+    into the tables of the same names, its rejects into `rejects` (raw cut to 500 characters)."""
+    for table, rows in parsed.tables.items():
+        schema = arrow_schema(con, table)
+        if isinstance(rows, pa.Table):
+            count = rows.num_rows
+            columns = [rows[f.name].cast(f.type) if f.name in rows.column_names else pa.nulls(count, f.type)
+                       for f in schema]
+            _insert_batches(con, table, pa.Table.from_arrays(columns, schema=schema))
+            continue
+        for start in range(0, len(rows), INSERT_BATCH_ROWS):
+            batch = rows[start:start + INSERT_BATCH_ROWS]
+            _insert_batches(con, table, pa.Table.from_pylist(
+                [{name: row.get(name) for name in schema.names} for row in batch], schema=schema))
+    for start in range(0, len(parsed.rejects), INSERT_BATCH_ROWS):
+        batch = parsed.rejects[start:start + INSERT_BATCH_ROWS]
+        add_rejects(con, source, [(r.line, r.reason, r.raw) for r in batch])
+
+
+def add_rejects(con: duckdb.DuckDBPyConnection, source: str, rejects: list[tuple[int, str, str]]) -> None:
+    """Stage refused lines: (line, reason, raw text) each."""
+    if not rejects:
+        return
+    lines, reasons, raws = zip(*rejects)
+    table = pa.table({"load_id": pa.nulls(len(lines), pa.int64()), "path": pa.array([source] * len(lines)),
+                      "line": pa.array(lines, pa.int64()), "reason": pa.array(reasons, pa.string()),
+                      "raw": pa.array([(raw or "")[:500] for raw in raws], pa.string())})
+    con.from_arrow(table).insert_into("rejects")
+
+
+def _insert_batches(con: duckdb.DuckDBPyConnection, table: str, rows: pa.Table) -> None:
+    # Columns are in the staging table's order, so a positional insert is exact.
+    for batch in rows.to_batches(INSERT_BATCH_ROWS):
+        con.from_arrow(pa.Table.from_batches([batch], schema=rows.schema)).insert_into(table)
+
+
+def keep_last(con: duckdb.DuckDBPyConnection, table: str) -> None:
+    """Within the staged `table`, a key (UNIQUE_BY) repeated keeps only its last line's row."""
+    key = ", ".join(UNIQUE_BY[table])
+    done = con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'kept_last' AND temporary").fetchall()[0][0]
+    if not done:
+        con.execute("CREATE TEMP TABLE kept_last (table_name VARCHAR)")
+    elif con.execute("SELECT count(*) FROM kept_last WHERE table_name = ?", [table]).fetchall()[0][0]:
+        return
+    repeated = con.execute(f"SELECT count(*) FROM (SELECT 1 FROM {table} GROUP BY {key} HAVING count(*) > 1)").fetchall()[0][0]
+    if repeated:
+        con.execute(f"CREATE OR REPLACE TABLE {table} AS SELECT * FROM {table} "
+                    f"QUALIFY row_number() OVER (PARTITION BY {key} ORDER BY source_line DESC) = 1")
+    con.execute("INSERT INTO kept_last VALUES (?)", [table])
+
+
+def count(con: duckdb.DuckDBPyConnection, table: str) -> int:
+    return con.execute(f"SELECT count(*) FROM {table}").fetchall()[0][0]

@@ -15,8 +15,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
-from ingest import values
+from ingest import staging, values
 from ingest.contract import BadValue, ParseContext, Parsed, Reject
+from ingest.staging import Staged
 
 TABLE = "gpu_samples"
 TIME = pa.timestamp("us", tz="UTC")
@@ -204,23 +205,50 @@ def failed(reason: str, line: int = 0, raw: str = "") -> Parsed:
     return Parsed(rejects=[Reject(line, reason, raw)])
 
 
-def totals(parsed: Parsed) -> dict:
-    """GPUs, samples, first and last sample (ISO, UTC) and the file's energy in kWh, for --json."""
-    from ingest import config, warehouse
+def stage_totals(con, accepted: int) -> Staged:
+    """What a trace file staged in `con` adds up to: a repeated sample keeps its last line, the
+    samples' intervals are computed once (temp table file_intervals, which the merge reuses) and
+    give the file's energy. GPUs, samples, first and last sample (ISO, UTC), energy in kWh."""
+    from ingest import config, gpu_rollups
 
-    table = parsed.tables.get(TABLE)
-    if table is None or table.num_rows == 0:
-        return {"gpus": 0, "samples": 0, "first_ts": None, "last_ts": None, "energy_kwh_total": None}
-    gpus = table.select(["host", "gpu_index"]).group_by(["host", "gpu_index"]).aggregate([]).num_rows
-    first, last = pc.min_max(table["sampled_at"]).values()
-    energy = warehouse.trace_energy_kwh(table, config.load().gpu.max_gap_s)
-    return {
+    if not staging.count(con, TABLE):
+        return Staged(accepted, {"gpus": 0, "samples": 0, "first_ts": None, "last_ts": None,
+                                 "energy_kwh_total": None})
+    staging.keep_last(con, TABLE)
+    gpu_rollups.intervals(con, TABLE, "file_intervals", config.load().gpu)
+    gpus, first, last = con.execute("SELECT count(DISTINCT (host, gpu_index)), min(sampled_at), max(sampled_at) "
+                                    f"FROM {TABLE}").fetchall()[0]
+    energy = gpu_rollups.energy_kwh(con, "file_intervals")
+    return Staged(accepted, {
         "gpus": gpus,
-        "samples": table.num_rows,
-        "first_ts": first.as_py().isoformat().replace("+00:00", "Z"),
-        "last_ts": last.as_py().isoformat().replace("+00:00", "Z"),
+        "samples": accepted,
+        "first_ts": _iso(first),
+        "last_ts": _iso(last),
         "energy_kwh_total": None if energy is None else round(energy, 6),
-    }
+    })
+
+
+def staged(parse):
+    """A `stage` for a trace parser that reads line by line: its lines streamed, its rows staged."""
+    def stage(src: staging.Source, con, ctx: ParseContext) -> Staged:
+        parsed = parse(staging.lines(src), ctx)
+        staging.insert_parsed(con, parsed, src.name)
+        return stage_totals(con, parsed.accepted)
+    return stage
+
+
+def totals(parsed: Parsed) -> dict:
+    """The --json figures of a Parsed trace file (see stage_totals)."""
+    con = staging.open_stage()
+    try:
+        staging.insert_parsed(con, parsed, "")
+        return stage_totals(con, parsed.accepted).totals
+    finally:
+        con.close()
+
+
+def _iso(instant: datetime) -> str:
+    return instant.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
 
 
 def _array(column: pa.ChunkedArray | pa.Array) -> pa.Array:

@@ -11,7 +11,7 @@ import re
 import threading
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date, datetime, timezone
 from importlib import resources
 from pathlib import Path
@@ -19,16 +19,15 @@ from typing import Iterator
 
 import duckdb
 import pandas as pd
-import pyarrow as pa
 
+from ingest import gpu_rollups, staging
 from ingest.contract import Parsed
 
 DEFAULT_DB = "mlcost.duckdb"
 LOCK_WAIT_S = float(os.environ.get("MLCOST_LOCK_WAIT_S", "30"))
 
-# Rows that arrive again replace the older ones sharing these columns (latest load wins).
-# A tuple is a composite key (tables given as pyarrow tables; a repeat within the load keeps
-# its last line).
+# Rows that arrive again replace the older ones sharing these columns (latest load wins); a
+# repeat within one file keeps its last line (staging.UNIQUE_BY).
 REPLACE_BY: dict[str, str | tuple[str, ...]] = {
     "runs": "run_id", "run_evals": "run_id", "serving_windows": "window_key",
     "gpu_samples": ("host", "gpu_index", "sampled_at"),
@@ -49,6 +48,7 @@ class LoadResult:
     rows_loaded: int
     rows_rejected: int
     already_loaded: bool
+    lock_s: float = field(default=0.0, compare=False)  # how long the merge held the warehouse
 
 
 def db_path() -> Path:
@@ -57,13 +57,19 @@ def db_path() -> Path:
 
 
 def _open(path: Path) -> duckdb.DuckDBPyConnection:
+    return _retry_on_lock(path, lambda: duckdb.connect(str(path)))
+
+
+def _retry_on_lock(path: Path, action):
+    """action(), retried with backoff while another process holds the file's lock (or, for the
+    merge's ATTACH, a connection of this process has the file open)."""
     deadline = time.monotonic() + LOCK_WAIT_S
     delay_s = 0.05
     while True:
         try:
-            return duckdb.connect(str(path))
-        except duckdb.IOException as error:
-            if "lock" not in str(error).lower():
+            return action()
+        except (duckdb.IOException, duckdb.ResourceInUseException) as error:
+            if "lock" not in str(error).lower() and "already attached" not in str(error):
                 raise
             if time.monotonic() >= deadline:
                 holder = re.search(r"\(PID (\d+)\)", str(error))
@@ -133,290 +139,162 @@ def find_load(sha256: str, kind: str, path: Path | None = None) -> int | None:
 
 
 def load(source: str, sha256: str, kind: str, parsed: Parsed, path: Path | None = None) -> LoadResult:
-    """Record one file in the ledger and load its rows and rejects in one transaction.
+    """Record one parsed file in the ledger and load its rows and rejects (see merge)."""
+    stage = staging.open_stage()
+    try:
+        staging.insert_parsed(stage, parsed, source)
+        return merge(stage, source, sha256, kind, parsed.accepted, path)
+    finally:
+        stage.close()
+
+
+def merge(stage: duckdb.DuckDBPyConnection, source: str, sha256: str, kind: str, accepted: int,
+          path: Path | None = None) -> LoadResult:
+    """Merge a file's staging database (ingest/staging.py) into the warehouse in one transaction:
+    the ledger row, its rows with their load_id, its rejects and the GPU rollups it changes.
 
     A file already in the ledger (same sha256 and kind) is a no-op. Rows of a table in
-    REPLACE_BY replace earlier rows with the same key (parsers keep one row per key).
-    """
-    with connect(path) as con:
-        con.execute("BEGIN TRANSACTION")
-        try:
-            earlier = con.execute(
-                "SELECT load_id FROM loads WHERE sha256 = ? AND kind = ?", [sha256, kind]
-            ).fetchone()
-            if earlier:
-                con.execute("ROLLBACK")
-                return LoadResult(earlier[0], 0, 0, already_loaded=True)
-            load_id = con.execute(
-                "INSERT INTO loads (path, sha256, kind, rows_loaded, rows_rejected, loaded_at) "
-                "VALUES (?, ?, ?, ?, ?, ?) RETURNING load_id",
-                [source, sha256, kind, parsed.accepted, len(parsed.rejects), datetime.now(timezone.utc)],
-            ).fetchone()[0]
-            for name, keys in _replaced_keys(parsed).items():
-                con.execute(f"DELETE FROM {name} WHERE {REPLACE_BY[name]} IN (SELECT unnest(?))", [keys])
-            for name, rows in parsed.tables.items():
-                _insert_rows(con, name, rows, load_id)
-            if "gpu_samples" in parsed.tables:
-                _refresh_gpu_rollups(con, new_samples="incoming_keyed")
-            if parsed.rejects:
-                con.executemany(
-                    "INSERT INTO rejects VALUES (?, ?, ?, ?, ?)",
-                    [[load_id, source, r.line, r.reason, r.raw[:500]] for r in parsed.rejects],
-                )
-            con.execute("COMMIT")
-        except BaseException:
-            con.execute("ROLLBACK")
-            raise
-    return LoadResult(load_id, parsed.accepted, len(parsed.rejects), already_loaded=False)
-
-
-def _replaced_keys(parsed: Parsed) -> dict[str, list]:
-    """Per table of this load in REPLACE_BY, the keys whose old rows go: every key that any
-    table of the load carries in the same column, so a run replaced without eval points
-    loses its old ones too."""
-    by_column: dict[str, set] = {}
-    for name, rows in parsed.tables.items():
-        column = REPLACE_BY.get(name)
-        if isinstance(column, str):  # composite keys are replaced as their rows go in
-            by_column.setdefault(column, set()).update(row[column] for row in rows)
-    return {name: sorted(by_column[REPLACE_BY[name]]) for name in parsed.tables
-            if isinstance(REPLACE_BY.get(name), str) and by_column[REPLACE_BY[name]]}
-
-
-def _insert_rows(con: duckdb.DuckDBPyConnection, table: str, rows: list[dict] | pa.Table, load_id: int) -> None:
-    if isinstance(rows, pa.Table):
-        _insert_arrow(con, table, rows, load_id)
-        return
-    if not rows:
-        return
-    columns = _arrow_schema(con, table)
-    records = [{**row, "load_id": load_id} if "load_id" in columns.names else row for row in rows]
-    incoming = pa.Table.from_pylist(
-        [{name: record.get(name) for name in columns.names} for record in records], schema=columns
-    )
-    # Columns are in table order, so a positional insert is exact.
-    con.from_arrow(incoming).insert_into(table)
-
-
-_ARROW_TYPES = {
-    "VARCHAR": pa.string(),
-    "DOUBLE": pa.float64(),
-    "BIGINT": pa.int64(),
-    "INTEGER": pa.int32(),
-    "BOOLEAN": pa.bool_(),
-    "DATE": pa.date32(),
-    "TIMESTAMP WITH TIME ZONE": pa.timestamp("us", tz="UTC"),
-    "VARCHAR[]": pa.list_(pa.string()),
-    "INTEGER[]": pa.list_(pa.int32()),
-    "MAP(VARCHAR, VARCHAR)": pa.map_(pa.string(), pa.string()),
-}
-
-
-def _arrow_schema(con: duckdb.DuckDBPyConnection, table: str) -> pa.Schema:
-    fields = []
-    for name, type_name, *_ in con.execute(f"DESCRIBE {table}").fetchall():
-        decimal = re.fullmatch(r"DECIMAL\((\d+),\s*(\d+)\)", type_name)
-        arrow = pa.decimal128(int(decimal[1]), int(decimal[2])) if decimal else _ARROW_TYPES[type_name]
-        fields.append(pa.field(name, arrow))
-    return pa.schema(fields)
-
-
-def _insert_arrow(con: duckdb.DuckDBPyConnection, table: str, rows: pa.Table, load_id: int) -> None:
-    """Insert a parser's pyarrow table; with a composite REPLACE_BY key, the last line of a key
-    wins within the load and replaces the stored row. Leaves the rows in temp table incoming_keyed."""
-    schema = _arrow_schema(con, table)
-    count = rows.num_rows
-    columns = [pa.array([load_id] * count, pa.int64()) if field.name == "load_id"
-               else rows[field.name].cast(field.type) if field.name in rows.column_names
-               else pa.nulls(count, field.type) for field in schema]
-    con.register("incoming_rows", pa.Table.from_arrays(columns, schema=schema))
-    key = REPLACE_BY.get(table)
-    try:
-        if isinstance(key, tuple):
-            keys = ", ".join(key)
-            con.execute("CREATE OR REPLACE TEMP TABLE incoming_keyed AS SELECT * FROM incoming_rows "
-                        f"QUALIFY row_number() OVER (PARTITION BY {keys} ORDER BY source_line DESC) = 1")
-            con.execute(f"DELETE FROM {table} USING incoming_keyed i WHERE "
-                        + " AND ".join(f"{table}.{c} = i.{c}" for c in key))
-        else:
-            con.execute("CREATE OR REPLACE TEMP TABLE incoming_keyed AS SELECT * FROM incoming_rows")
-        con.execute(f"INSERT INTO {table} SELECT * FROM incoming_keyed")
-    finally:
-        con.unregister("incoming_rows")
-
-
-# --- GPU traces: energy per sample interval, per-minute rollups, coverage holes ----------------
-#
-# Each sample of a GPU stands for the interval up to that GPU's next sample. When the next
-# sample is more than max_gap_s away (or there is none), the interval is as long as the one
-# before it (a collector's usual spacing) and the rest, up to the next sample, is a coverage
-# hole (gpu_gaps); a sample with holes on both sides covers nothing.
-# Energy of an interval: the counter's delta (energy_mj, exact) where both ends have one and it
-# did not go down; a counter that went down was reset (reboot, driver reload), and as its new
-# value only covers the time since the reset, that interval falls back to power. Without a
-# counter: trapezoidal integration of power_w between the two samples, or power x interval for
-# the last interval before a hole.
-# Idle: a sample with gpu_util_pct <= idle_util_max_pct (and power_w <= idle_power_max_w when
-# set) inside a run of such samples, unbroken by a hole, whose intervals add up to at least
-# idle_min_s. Busy: any other sample with a utilization reading (short dips included).
-
-SAMPLE_INTERVALS = """
-WITH ordered AS (
-    SELECT host, gpu_index, sampled_at, gpu_uuid, gpu_name, power_w, energy_mj, gpu_util_pct, mem_used_mib,
-           lead(sampled_at) OVER w                       AS next_at,
-           epoch(lead(sampled_at) OVER w - sampled_at)   AS next_s,
-           epoch(sampled_at - lag(sampled_at) OVER w)    AS prev_s,
-           lead(power_w) OVER w                          AS next_power_w,
-           lead(energy_mj) OVER w                        AS next_energy_mj
-    FROM {source}
-    WINDOW w AS (PARTITION BY host, gpu_index ORDER BY sampled_at)
-), intervals AS (
-    SELECT *,
-           CASE WHEN next_s <= $max_gap_s THEN next_s
-                WHEN prev_s <= $max_gap_s THEN prev_s ELSE 0 END AS interval_s,
-           gpu_util_pct <= $idle_util_max_pct
-               AND ($idle_power_max_w IS NULL OR power_w <= $idle_power_max_w) AS low,
-           CASE WHEN next_s <= $max_gap_s AND next_energy_mj >= energy_mj
-                    THEN (next_energy_mj - energy_mj) / 1000.0
-                WHEN next_s <= $max_gap_s AND next_power_w IS NOT NULL AND power_w IS NOT NULL
-                    THEN (power_w + next_power_w) / 2 * next_s
-           END AS paired_energy_j
-    FROM ordered
-), measured AS (
-    SELECT *, coalesce(paired_energy_j, power_w * interval_s) AS energy_j,
-           sampled_at + to_microseconds(CAST(round(interval_s * 1e6) AS BIGINT)) AS end_at,
-           CASE WHEN prev_s IS NULL OR prev_s > $max_gap_s
-                     OR low IS DISTINCT FROM lag(low) OVER (PARTITION BY host, gpu_index ORDER BY sampled_at)
-                THEN 1 ELSE 0 END AS starts_stretch
-    FROM intervals
-), stretched AS (
-    SELECT *, sum(starts_stretch) OVER (PARTITION BY host, gpu_index ORDER BY sampled_at
-                                        ROWS UNBOUNDED PRECEDING) AS stretch
-    FROM measured
-), samples AS (
-    SELECT *, coalesce(low, false)
-              AND sum(interval_s) OVER (PARTITION BY host, gpu_index, stretch) >= $idle_min_s AS idle
-    FROM stretched
-)
-"""
-
-GPU_ROLLUP = SAMPLE_INTERVALS + """
-, pieces AS (
-    SELECT *, unnest(generate_series(date_trunc('minute', sampled_at), end_at - INTERVAL 1 MICROSECOND,
-                                     INTERVAL 1 MINUTE)) AS minute
-    FROM samples WHERE interval_s > 0
-), weighted AS (
-    SELECT *, epoch(least(end_at, minute + INTERVAL 1 MINUTE) - greatest(sampled_at, minute)) AS piece_s
-    FROM pieces
-)
-SELECT host, gpu_index, minute,
-       arg_max(gpu_uuid, sampled_at)                                          AS gpu_uuid,
-       arg_max(gpu_name, sampled_at)                                          AS gpu_name,
-       sum(piece_s)                                                           AS coverage_s,
-       coalesce(sum(piece_s) FILTER (WHERE energy_j IS NOT NULL), 0)          AS energy_s,
-       sum(energy_j * piece_s / interval_s) / 3.6e6                           AS energy_kwh,
-       coalesce(sum(piece_s) FILTER (WHERE idle), 0)                          AS idle_s,
-       sum(energy_j * piece_s / interval_s) FILTER (WHERE idle) / 3.6e6       AS idle_energy_kwh,
-       coalesce(sum(piece_s) FILTER (WHERE NOT idle AND gpu_util_pct IS NOT NULL), 0) AS busy_s,
-       sum(energy_j * piece_s / interval_s)
-           / sum(piece_s) FILTER (WHERE energy_j IS NOT NULL)                 AS power_w_mean,
-       max(power_w)                                                           AS power_w_max,
-       sum(gpu_util_pct * piece_s)
-           / sum(piece_s) FILTER (WHERE gpu_util_pct IS NOT NULL)             AS util_pct_mean,
-       max(gpu_util_pct)                                                      AS util_pct_max,
-       sum(gpu_util_pct * piece_s) FILTER (WHERE NOT idle)
-           / sum(piece_s) FILTER (WHERE NOT idle AND gpu_util_pct IS NOT NULL) AS util_pct_busy_mean,
-       max(mem_used_mib)                                                      AS mem_used_mib_max
-FROM weighted
-GROUP BY host, gpu_index, minute
-"""
-
-GPU_GAPS = SAMPLE_INTERVALS + """
-SELECT host, gpu_index, gpu_uuid, end_at AS gap_start, next_at AS gap_end, epoch(next_at - end_at) AS gap_s
-FROM samples WHERE next_s > $max_gap_s
-"""
-
-
-def _rollup_params(gpu) -> dict:
-    return {"max_gap_s": gpu.max_gap_s, "idle_util_max_pct": gpu.idle_util_max_pct,
-            "idle_power_max_w": gpu.idle_power_max_w, "idle_min_s": gpu.idle_min_s}
-
-
-def _refresh_gpu_rollups(con: duckdb.DuckDBPyConnection, new_samples: str | None) -> None:
-    """Recompute gpu_minutes and gpu_gaps from gpu_samples where the samples in table
-    `new_samples` can have changed them, or everywhere when it is None or the [gpu] settings
-    differ from those the stored rollups were computed with.
-
-    Per GPU, from `since` = the first new sample less max_gap_s + idle_min_s (to the minute):
-    an earlier sample keeps its interval, energy and idle flag, since a new sample can only
-    change the interval of a sample within max_gap_s before it and the idle stretch of one
-    within idle_min_s of it. The context read starts at the last sample at least that margin
-    before `since`, so that intervals, holes and stretches reaching into the window are whole.
+    REPLACE_BY replace stored rows with the same key; within the file a repeated key keeps its
+    last line. Everything that can be done without the warehouse (keeping the last of a key,
+    the GPU rollups, from the samples near the new ones read beforehand) is done first, so the
+    warehouse is locked for the writes alone; `lock_s` says for how long.
     """
     from ingest import config
 
-    params = _rollup_params(config.load().gpu)
-    stored = con.execute("SELECT idle_util_max_pct, idle_power_max_w, idle_min_s, max_gap_s, rollups "
-                         "FROM gpu_rollup_settings").fetchone()
-    current = (params["idle_util_max_pct"], params["idle_power_max_w"], params["idle_min_s"], params["max_gap_s"])
-    margin_s = params["max_gap_s"] + params["idle_min_s"] + 60
-    if stored is None or tuple(stored[:4]) != current or new_samples is None:
-        con.execute("CREATE OR REPLACE TEMP TABLE touched_gpus AS SELECT DISTINCT host, gpu_index, "
-                    "'-infinity'::TIMESTAMPTZ AS since, NULL::TIMESTAMPTZ AS context_from FROM gpu_samples")
-    else:
-        con.execute(f"""
-            CREATE OR REPLACE TEMP TABLE touched_gpus AS
-            WITH first_new AS (
-                SELECT host, gpu_index,
-                       date_trunc('minute', min(sampled_at) - to_seconds($margin_s)) AS since
-                FROM {new_samples} GROUP BY host, gpu_index
-            )
-            SELECT f.host, f.gpu_index, f.since,
-                   (SELECT max(s.sampled_at) FROM gpu_samples s
-                    WHERE s.host = f.host AND s.gpu_index = f.gpu_index
-                      AND s.sampled_at <= f.since - to_seconds($margin_s)) AS context_from
-            FROM first_new f""", {"margin_s": margin_s})
-    for table, column in (("gpu_minutes", "minute"), ("gpu_gaps", "gap_end")):
-        con.execute(f"DELETE FROM {table} USING touched_gpus t WHERE {table}.host = t.host "
-                    f"AND {table}.gpu_index = t.gpu_index AND {table}.{column} >= t.since")
-    source = ("(SELECT s.* FROM gpu_samples s JOIN touched_gpus t USING (host, gpu_index) "
-              "WHERE t.context_from IS NULL OR s.sampled_at >= t.context_from)")
-    for table, query, column in (("gpu_minutes", GPU_ROLLUP, "minute"), ("gpu_gaps", GPU_GAPS, "gap_end")):
-        con.execute(f"INSERT INTO {table} BY NAME SELECT r.* FROM ({query.format(source=source)}) r "
-                    f"JOIN touched_gpus t USING (host, gpu_index) WHERE r.{column} >= t.since", params)
-    con.execute("DELETE FROM gpu_rollup_settings")
-    con.execute("INSERT INTO gpu_rollup_settings VALUES (?, ?, ?, ?, ?, ?)",
-                [*current, (stored[4] if stored else 0) + 1, datetime.now(timezone.utc)])
+    path = path or db_path()
+    _ensure_schema(path)
+    tables = {name: with_id for name, with_id in _merged_tables(stage).items() if staging.count(stage, name)}
+    for name in tables:
+        if name in staging.UNIQUE_BY:
+            staging.keep_last(stage, name)
+    replaced = _replaced_keys(stage, tables)
+    gpu = config.load().gpu if "gpu_samples" in tables else None
+    snapshot = None
+    if gpu is not None:
+        gpu_rollups.touched(stage, gpu)
+        if not _has_temp(stage, "file_intervals"):
+            gpu_rollups.intervals(stage, "gpu_samples", "file_intervals", gpu)
+        with _attached(stage, path):
+            snapshot = _gpu_snapshot(stage)
+            with_context = gpu_rollups.context(stage, "wh", gpu) > 0
+        gpu_rollups.derive(stage, gpu, with_context)
+    rejected = staging.count(stage, "rejects")
+    started = time.monotonic()
+    with _attached(stage, path):
+        stage.execute("BEGIN TRANSACTION")
+        try:
+            earlier = next(iter(stage.execute("SELECT load_id FROM wh.loads WHERE sha256 = ? AND kind = ?",
+                                              [sha256, kind]).fetchall()), None)
+            if earlier:
+                stage.execute("ROLLBACK")
+                return LoadResult(earlier[0], 0, 0, already_loaded=True)
+            if gpu is not None and _gpu_snapshot(stage) != snapshot:  # another load came in between
+                gpu_rollups.derive(stage, gpu, gpu_rollups.context(stage, "wh", gpu) > 0)
+                snapshot = _gpu_snapshot(stage)
+            load_id = stage.execute(
+                "INSERT INTO wh.loads (path, sha256, kind, rows_loaded, rows_rejected, loaded_at) "
+                "VALUES (?, ?, ?, ?, ?, ?) RETURNING load_id",
+                [source, sha256, kind, accepted, rejected, datetime.now(timezone.utc)],
+            ).fetchall()[0][0]
+            for name, column in replaced:
+                stage.execute(f"DELETE FROM wh.{name} WHERE {column} IN (SELECT {column} FROM replaced_{column})")
+            if "gpu_samples" in tables and snapshot[3]:  # only stored samples in the new ones' span can go
+                stage.execute("DELETE FROM wh.gpu_samples AS s USING gpu_samples AS n WHERE s.host = n.host "
+                              "AND s.gpu_index = n.gpu_index AND s.sampled_at = n.sampled_at")
+            for name, with_id in tables.items():
+                stage.execute(f"INSERT INTO wh.{name} BY NAME SELECT * REPLACE (CAST(? AS BIGINT) AS load_id) "
+                              f"FROM {name}" if with_id else f"INSERT INTO wh.{name} BY NAME SELECT * FROM {name}",
+                              [load_id] if with_id else [])
+            stage.execute("INSERT INTO wh.rejects SELECT ?, path, line, reason, left(raw, 500) FROM rejects "
+                          "ORDER BY line", [load_id])
+            if gpu is not None:
+                _, stored, had_samples, _ = snapshot
+                if (stored is None and had_samples) or (stored is not None
+                                                        and tuple(stored[:4]) != gpu_rollups.settings(gpu)):
+                    gpu_rollups.rebuild(stage, "wh", gpu, stored)  # settings changed: every GPU again
+                else:
+                    gpu_rollups.replace(stage, "wh", gpu, stored)
+            stage.execute("COMMIT")
+        except BaseException:
+            stage.execute("ROLLBACK")
+            raise
+    return LoadResult(load_id, accepted, rejected, already_loaded=False, lock_s=time.monotonic() - started)
+
+
+def _merged_tables(stage: duckdb.DuckDBPyConnection) -> dict[str, bool]:
+    """The staging tables that hold a load's rows (ledger and rejects aside): name -> whether
+    its rows carry their load_id."""
+    rows = stage.execute("SELECT table_name, bool_or(column_name = 'load_id') FROM duckdb_columns() "
+                         "WHERE database_name = 'memory' AND table_name NOT IN ('loads', 'rejects') "
+                         "GROUP BY table_name ORDER BY table_name").fetchall()
+    return {name: with_id for name, with_id in rows if with_id or name in REPLACE_BY}
+
+
+def _replaced_keys(stage: duckdb.DuckDBPyConnection, tables: dict[str, bool]) -> list[tuple[str, str]]:
+    """(table, key column) whose stored rows go where the load carries the key: every key that any
+    staged table carries in that column (temp table replaced_<column>), so that a run replaced
+    without eval points loses its old ones too."""
+    by_column: dict[str, list[str]] = {}
+    for name in tables:
+        column = REPLACE_BY.get(name)
+        if isinstance(column, str):
+            by_column.setdefault(column, []).append(name)
+    replaced = []
+    for column, carriers in by_column.items():
+        union = " UNION ".join(f"SELECT {column} FROM {name}" for name in carriers)
+        stage.execute(f"CREATE OR REPLACE TEMP TABLE replaced_{column} AS {union}")
+        replaced += [(name, column) for name, key in REPLACE_BY.items() if key == column]
+    return replaced
+
+
+def _gpu_snapshot(stage: duckdb.DuckDBPyConnection) -> tuple:
+    """What the precomputed rollups assumed of the warehouse: its last load, the stored settings,
+    whether it held samples and whether any of the touched GPUs' lie in the new samples' span."""
+    last = stage.execute("SELECT max(load_id) FROM wh.loads").fetchall()[0][0]
+    has_samples = stage.execute("SELECT EXISTS (SELECT 1 FROM wh.gpu_samples)").fetchall()[0][0]
+    overlaps = stage.execute("SELECT EXISTS (SELECT 1 FROM wh.gpu_samples s JOIN touched_gpus t USING (host, gpu_index) "
+                             "WHERE s.sampled_at BETWEEN t.first_at AND t.last_at)").fetchall()[0][0]
+    return last, gpu_rollups.stored_settings(stage, "wh"), has_samples, overlaps
+
+
+def _has_temp(stage: duckdb.DuckDBPyConnection, name: str) -> bool:
+    return bool(stage.execute("SELECT count(*) FROM duckdb_tables() WHERE temporary AND table_name = ?",
+                              [name]).fetchall()[0][0])
+
+
+@contextmanager
+def _attached(stage: duckdb.DuckDBPyConnection, path: Path) -> Iterator[None]:
+    """The warehouse file attached to a staging connection as `wh` (waiting out another
+    process's lock like connect()), detached on exit."""
+    literal = "'" + str(path).replace("'", "''") + "'"  # ATTACH takes no bound parameters
+    _retry_on_lock(path, lambda: stage.execute(f"ATTACH {literal} AS wh"))
+    try:
+        yield
+    finally:
+        stage.execute("DETACH wh")
+
+
+def _ensure_schema(path: Path) -> None:
+    if str(path.resolve()) not in _schema_ready:
+        with connect(path):
+            pass
 
 
 def rebuild_gpu_rollups(path: Path | None = None) -> int:
     """Recompute every GPU's rollups with the current [gpu] settings; returns the GPUs done."""
+    from ingest import config
+
+    gpu = config.load().gpu
     with connect(path) as con:
+        db = '"' + con.execute("SELECT current_database()").fetchone()[0].replace('"', '""') + '"'
         con.execute("BEGIN TRANSACTION")
         try:
-            _refresh_gpu_rollups(con, new_samples=None)
-            gpus = con.execute("SELECT count(*) FROM touched_gpus").fetchone()[0]
+            gpus = gpu_rollups.rebuild(con, db, gpu, gpu_rollups.stored_settings(con, db))
             con.execute("COMMIT")
         except BaseException:
             con.execute("ROLLBACK")
             raise
     return gpus
-
-
-def trace_energy_kwh(samples: pa.Table, max_gap_s: float) -> float | None:
-    """The energy (kWh) of one file's samples on their own, by the rollups' rule; None if unknown."""
-    con = duckdb.connect()
-    try:
-        con.register("file_samples", samples.select(
-            ["host", "gpu_index", "sampled_at", "gpu_uuid", "gpu_name", "power_w", "energy_mj",
-             "gpu_util_pct", "mem_used_mib"]))
-        params = {"max_gap_s": max_gap_s, "idle_util_max_pct": 0, "idle_power_max_w": None, "idle_min_s": 0}
-        row = con.execute(SAMPLE_INTERVALS.format(source="file_samples")
-                          + "SELECT sum(energy_j) FILTER (WHERE interval_s > 0) / 3.6e6 FROM samples",
-                          params).fetchone()
-    finally:
-        con.close()
-    return row[0]
 
 
 DECISION_KINDS = ("decision", "note")

@@ -232,5 +232,5 @@ def test_cli_says_so_for_an_empty_folder_and_an_empty_file(tmp_path, warehouse, 
     assert cli.main(["ingest", str(tmp_path / "nothing_here"), str(tmp_path / "empty.jsonl")]) == 1
     assert capsys.readouterr().out.splitlines() == [
         f"FAILED {tmp_path / 'nothing_here'}: a folder without files to load "
-        "(.csv, .gz, .json, .jsonl, .ndjson, .parquet, .prom)",
+        "(.csv, .gz, .json, .jsonl, .ndjson, .parquet, .prom, .zst)",
         f"FAILED {tmp_path / 'empty.jsonl'}: the file is empty"]

@@ -1,0 +1,200 @@
+"""Serving windows in JSON lines, typed and checked in SQL a batch of lines at a time.
+
+A record loads straight from SQL when it is plain: a JSON object whose times are ISO-8601 text
+with an offset (or naive, read in UTC), counts JSON integers, other figures JSON numbers, text
+fields strings without surrounding blanks, `cost_usd` given with at most 6 decimals, and every
+rule of serving.build_window holds. Every other line (not JSON, a number given as text, a cost
+to derive from the catalog, a bad value) goes through serving.build_window, which names the
+exact reason or reads the quirk; so a file loads the same as line by line, in bounded memory.
+CSV serving files are read line by line (streamed).
+"""
+from __future__ import annotations
+
+from datetime import timezone
+from decimal import Decimal
+
+from ingest import staging, values
+from ingest.contract import ParseContext
+from ingest.staging import Source, Staged
+
+ISO_WITH_OFFSET = (r"\d{4}-\d{2}-\d{2}[T ]([01]\d|2[0-3]):[0-5]\d(:[0-5]\d(\.\d{1,6})?)?"
+                   r"(Z|[+-]([01]\d|2[0-3]):[0-5]\d)")
+ISO_NAIVE = r"\d{4}-\d{2}-\d{2}([T ]([01]\d|2[0-3]):[0-5]\d(:[0-5]\d(\.\d{1,6})?)?)?"
+# Python's str.strip() removes these; a text value starting or ending with one goes to Python.
+EDGE_BLANK = r"(^|\x01)[\s\x1c-\x1f\x85\xa0\x{1680}\x{2000}-\x{200a}\x{2028}\x{2029}\x{202f}\x{205f}\x{3000}]" \
+             r"|[\s\x1c-\x1f\x85\xa0\x{1680}\x{2000}-\x{200a}\x{2028}\x{2029}\x{202f}\x{205f}\x{3000}](\x01|$)"
+MONEY_TEXT = r"\d{1,9}(\.\d{1,6})?"  # read back exactly from JSON's double (DuckDB re-prints numbers)
+LONG_NUMBER = r"[0-9.]{17,}"        # a number written with more digits than a double keeps
+
+# (column, JSON spellings, kind): text, count (a JSON integer >= 0), number (>= 0), percent, time, money
+FIELDS = (
+    ("window_start", ("window_start", "start_time"), "time"),
+    ("window_end", ("window_end", "end_time"), "time"),
+    ("window_s", ("window_s", "window_seconds"), "number"),
+    ("service", ("service",), "text"),
+    ("model_version", ("model_version",), "text"),
+    ("requests_total", ("requests_total",), "count"),
+    ("requests_success", ("requests_success",), "count"),
+    ("requests_error", ("requests_error",), "count"),
+    ("latency_ms_p50", ("latency_ms_p50",), "number"),
+    ("latency_ms_p95", ("latency_ms_p95",), "number"),
+    ("latency_ms_p99", ("latency_ms_p99",), "number"),
+    ("throughput_rps", ("throughput_rps",), "number"),
+    ("avg_gpu_util_pct", ("avg_gpu_util_pct", "avg_gpu_util"), "percent"),
+    ("avg_cpu_util_pct", ("avg_cpu_util_pct", "avg_cpu_util"), "percent"),
+    ("cost_usd", ("cost_usd", "estimated_cost_usd"), "money"),
+    ("energy_kwh", ("energy_kwh",), "number"),
+    ("instance_type", ("instance_type",), "text"),
+    ("gpu_type", ("gpu_type",), "text"),
+    ("gpu_count", ("gpu_count",), "count"),
+    ("replicas", ("replicas",), "count"),
+    ("host", ("host",), "text"),
+)
+INTEGER_MAX = 2**31 - 1
+
+
+def stage(src: Source, con, ctx: ParseContext) -> Staged:
+    """Stage a serving file's windows and rejects in `con`; JSON lines in SQL, CSV line by line."""
+    from ingest import serving
+
+    head = next((raw for batch in staging.line_batches(src) for raw in batch["raw"].to_pylist() if raw.strip()), "")
+    if "," in head and not head.lstrip("\ufeff").lstrip().startswith("{"):  # a CSV header
+        parsed = serving.parse(staging.lines(src), ctx)
+        staging.insert_parsed(con, parsed, src.name)
+        return Staged(parsed.accepted, totals(con))
+    prices = serving.config.load().prices
+    accepted = 0
+    for batch in staging.line_batches(src):
+        con.register("batch", batch)
+        try:
+            accepted += _stage_batch(con, src, ctx, prices)
+        finally:
+            con.unregister("batch")
+    return Staged(accepted, totals(con))
+
+
+def totals(con) -> dict:
+    """The serving figures for --json over the staged windows (a repeated window counted once)."""
+    staging.keep_last(con, "serving_windows")
+    windows, requests, cost, derived, costed, energy, energized = con.execute(
+        "SELECT count(*), coalesce(sum(requests_total), 0), sum(cost_usd), count(*) FILTER (WHERE cost_source = 'derived'), "
+        "count(cost_usd), sum(energy_kwh), count(energy_kwh) FROM serving_windows").fetchall()[0]
+    return {
+        "windows": windows,
+        "requests_total": int(requests),
+        "cost_usd_total": str(Decimal(cost).quantize(Decimal("0.01"))) if costed else None,
+        "windows_cost_derived": derived,
+        "windows_without_cost": windows - costed,
+        "energy_kwh_total": round(energy, 9) if energized else None,
+        "windows_with_energy": energized,
+    }
+
+
+def _stage_batch(con, src: Source, ctx: ParseContext, prices) -> int:
+    """Stage one batch of lines; returns the windows it accepted."""
+    from ingest import serving
+
+    paths = [f"$.{name}" for _, spellings, _ in FIELDS for name in spellings] + ["$.gpu_uuids"]
+    position = {path: index + 1 for index, path in enumerate(paths)}
+    value, kind, plain = {}, {}, []
+    for column, spellings, sort in FIELDS:
+        # The first spelling whose value is not absent (missing, null or blank text), as serving._get.
+        cases = [(f"v[{position['$.' + name]}]", f"t[{position['$.' + name]}]") for name in spellings]
+        present = [f"({t} IS NOT NULL AND {t} <> 'NULL' AND NOT ({t} = 'VARCHAR' AND trim({v}) = ''))"
+                   for v, t in cases]
+        value[column] = "CASE " + " ".join(f"WHEN {p} THEN {v}" for p, (v, _) in zip(present, cases)) + " END"
+        kind[column] = "CASE " + " ".join(f"WHEN {p} THEN {t}" for p, (_, t) in zip(present, cases)) + " END"
+        allowed = {"text": "('VARCHAR')", "time": "('VARCHAR')", "count": "('UBIGINT', 'BIGINT')",
+                   "number": "('UBIGINT', 'BIGINT', 'DOUBLE')", "percent": "('UBIGINT', 'BIGINT', 'DOUBLE')",
+                   "money": "('UBIGINT', 'BIGINT', 'DOUBLE')"}[sort]
+        plain.append(f"coalesce({column}_type IN {allowed}, true)")
+    uuids_type = f"t[{position['$.gpu_uuids']}]"
+    naive_ok = ctx.tz is timezone.utc
+    time_ok = " OR ".join([f"regexp_full_match(@, '{ISO_WITH_OFFSET}')"]
+                          + ([f"regexp_full_match(@, '{ISO_NAIVE}')"] if naive_ok else []))
+    counts_ok = " AND ".join(f"({c}_text IS NULL OR {c} BETWEEN 0 AND {values.BIGINT_MAX if c.startswith('requests') else INTEGER_MAX})"
+                             for c in ("requests_total", "requests_success", "requests_error", "gpu_count", "replicas"))
+    numbers_ok = " AND ".join(f"({c}_text IS NULL OR (isfinite({c}) AND {c} >= 0))" for c, _, sort in FIELDS if sort == "number")
+    percents_ok = " AND ".join(f"({c}_text IS NULL OR {c} BETWEEN 0 AND 100)" for c, _, sort in FIELDS if sort == "percent")
+    texts = ", ".join(f"coalesce({c}, '')" for c, _, sort in FIELDS if sort == "text")
+    con.execute(f"""
+        CREATE OR REPLACE TEMP TABLE typed AS
+        WITH objects AS (  -- each line's JSON read once for the values and once for their types
+            SELECT line, raw, CASE WHEN json_valid(raw) THEN json_type(raw) = 'OBJECT'
+                                                             AND NOT regexp_matches(raw, '{LONG_NUMBER}') ELSE false END
+                   AS object
+            FROM batch WHERE trim(raw) <> ''
+        ), read AS (
+            SELECT line, object,
+                   CASE WHEN object THEN json_extract_string(raw, {paths!r}) END AS v,
+                   CASE WHEN object THEN json_type(raw, {paths!r}) END AS t,
+                   CASE WHEN object THEN json_extract_string(raw, '$.gpu_uuids[*]') END AS uuid_list,
+                   CASE WHEN object THEN json_type(raw, '$.gpu_uuids[*]') END AS uuid_types
+            FROM objects
+        ), fields AS (
+            SELECT line, object,
+                   {", ".join(f"{value[c]} AS {c}_text, {kind[c]} AS {c}_type" for c, _, _ in FIELDS)},
+                   CASE WHEN {uuids_type} = 'ARRAY' THEN uuid_list END AS uuid_list,
+                   coalesce({uuids_type}, 'NULL') IN ('NULL', 'ARRAY')
+                       AND coalesce(list_bool_and(list_transform(uuid_types, lambda x: x = 'VARCHAR')), true) AS uuids_plain
+            FROM read
+        ), typed AS (
+            SELECT *,
+                   CASE WHEN {time_ok.replace('@', 'window_start_text')} THEN TRY_CAST(window_start_text AS TIMESTAMPTZ) END AS start_at,
+                   CASE WHEN {time_ok.replace('@', 'window_end_text')} THEN TRY_CAST(window_end_text AS TIMESTAMPTZ) END AS end_at,
+                   {", ".join(f"TRY_CAST({c}_text AS BIGINT) AS {c}" for c, _, sort in FIELDS if sort == "count")},
+                   {", ".join(f"TRY_CAST({c}_text AS DOUBLE) AS {c}" for c, _, sort in FIELDS if sort in ("number", "percent"))},
+                   CASE WHEN regexp_full_match(cost_usd_text, '{MONEY_TEXT}') THEN CAST(cost_usd_text AS DECIMAL(38, 12)) END AS cost_usd,
+                   {", ".join(f"{c}_text AS {c}" for c, _, sort in FIELDS if sort == "text")},
+                   list_filter(uuid_list, lambda u: u <> '') AS uuids
+            FROM fields
+        ), checked AS (
+            SELECT *, coalesce(end_at, start_at + to_microseconds(CAST(window_s * 1e6 AS BIGINT))) AS window_end,
+                   CASE WHEN end_at IS NOT NULL THEN epoch(end_at - start_at) ELSE window_s END AS seconds,
+                   coalesce(
+                       object AND {" AND ".join(plain)} AND uuids_plain
+                       AND NOT regexp_matches(concat_ws(chr(1), {texts}, coalesce(array_to_string(uuid_list, chr(1)), '')),
+                                              '{EDGE_BLANK}')
+                       AND start_at >= TIMESTAMPTZ '1990-01-01 00:00:00+00' AND start_at < TIMESTAMPTZ '2100-01-01 00:00:00+00'
+                       AND (window_end_text IS NULL OR (end_at >= TIMESTAMPTZ '1990-01-01 00:00:00+00'
+                                                        AND end_at < TIMESTAMPTZ '2100-01-01 00:00:00+00' AND end_at > start_at))
+                       AND (window_s IS NULL OR window_s > 0)
+                       AND (end_at IS NOT NULL OR (window_s IS NOT NULL AND window_s * 1e6 = round(window_s * 1e6)
+                                                   AND window_s < 1e9))
+                       AND (end_at IS NULL OR window_s IS NULL OR abs(window_s - epoch(end_at - start_at)) <= {serving_tolerance()})
+                       AND service IS NOT NULL AND model_version IS NOT NULL
+                       AND requests_total IS NOT NULL AND requests_success IS NOT NULL
+                       AND {counts_ok} AND {numbers_ok} AND {percents_ok}
+                       AND requests_success + coalesce(requests_error, 0) <= requests_total
+                       AND cost_usd IS NOT NULL, false) AS ok
+            FROM typed
+        )
+        SELECT line, ok, start_at, window_end, seconds, service, model_version, requests_total, requests_success,
+               requests_error, {", ".join(c for c, _, sort in FIELDS if sort in ("number", "percent") and c != "window_s")},
+               cost_usd, instance_type, gpu_type, coalesce(gpu_count, CASE WHEN len(uuids) > 0 THEN len(uuids) END) AS gpu_count,
+               replicas, host, CASE WHEN len(uuids) > 0 THEN uuids END AS gpu_uuids
+        FROM checked""")
+    accepted = con.execute("""
+        INSERT INTO serving_windows BY NAME
+        SELECT concat_ws('|', service, model_version, coalesce(host, ''),
+                         strftime(start_at AT TIME ZONE 'UTC', '%Y-%m-%dT%H:%M:%S')
+                         || CASE WHEN microsecond(start_at) <> 0 THEN '.' || lpad(CAST(microsecond(start_at) AS VARCHAR), 6, '0')
+                                 ELSE '' END || '+00:00') AS window_key,
+               start_at AS window_start, window_end, seconds AS window_s, service, model_version,
+               requests_total, requests_success, requests_error, latency_ms_p50, latency_ms_p95, latency_ms_p99,
+               throughput_rps, avg_gpu_util_pct, avg_cpu_util_pct, cost_usd, 'given' AS cost_source,
+               energy_kwh, CASE WHEN energy_kwh IS NOT NULL THEN 'given' END AS energy_source, instance_type, gpu_type,
+               gpu_count, replicas, host, gpu_uuids, 'serving' AS source_kind, line AS source_line
+        FROM typed WHERE ok""").fetchall()[0][0]
+    suspects = con.execute("SELECT line, raw FROM typed JOIN batch USING (line) WHERE NOT ok ORDER BY line").fetchall()
+    if suspects:  # the exact reason, or a quirk the SQL does not read: Python, line by line
+        parsed = serving.parse_json_lines(suspects, ctx, prices)
+        staging.insert_parsed(con, parsed, src.name)
+        accepted += parsed.accepted
+    return accepted
+
+
+def serving_tolerance() -> float:
+    from ingest import serving
+
+    return serving.LENGTH_TOLERANCE_S
