@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone, tzinfo
 from pathlib import Path
 from types import ModuleType
-from typing import Iterator
+from typing import Callable, Iterator
 
 from ingest import codecarbon, dcgm, gpu_collector, nvidia_smi, runs_json, serving, warehouse
 from ingest import billing_aws, billing_azure, billing_focus, billing_gcp
@@ -75,10 +75,28 @@ def expand(patterns: list[str]) -> tuple[list[Path], list[FileSummary]]:
     return unique, missing
 
 
+# on_progress(bytes_done, rows_done) within the current file: bytes of the file as stored
+# (compressed, if it is), rows read so far (loaded + rejected).
+ProgressCallback = Callable[[int, int], None]
+
+
 def ingest_file(path: Path, kind: str | None = None, tz: tzinfo = timezone.utc,
                 display_name: str | None = None, host: str | None = None,
-                at: datetime | None = None) -> FileSummary:
-    """Load one file into the warehouse; never raises for bad content, only for a busy warehouse."""
+                at: datetime | None = None, on_progress: ProgressCallback | None = None) -> FileSummary:
+    """Load one file into the warehouse; never raises for bad content, only for a busy warehouse.
+    `on_progress` hears (bytes, rows) done in this file, at least once: at its end, with its size."""
+    summary = _ingest_file(path, kind, tz, display_name, host, at)
+    if on_progress is not None:
+        try:
+            size_bytes = path.stat().st_size
+        except OSError:  # an unreadable file has said so in its summary
+            size_bytes = 0
+        on_progress(size_bytes, summary.rows_loaded + summary.rows_rejected)
+    return summary
+
+
+def _ingest_file(path: Path, kind: str | None, tz: tzinfo, display_name: str | None,
+                 host: str | None, at: datetime | None) -> FileSummary:
     name = display_name or str(path)
     summary = FileSummary(name, kind)
     try:
@@ -154,10 +172,12 @@ def detect_bytes(name: str, data: bytes) -> ModuleType | None:
 
 def ingest_paths(patterns: list[str], kind: str | None = None, tz: tzinfo = timezone.utc,
                  host: str | None = None, at: datetime | None = None,
+                 on_progress: ProgressCallback | None = None,
                  ) -> Iterator[tuple[Path | None, FileSummary]]:
-    """Expand the patterns and ingest each file in turn, yielding its summary."""
+    """Expand the patterns and ingest each file in turn, yielding its summary; `on_progress`
+    hears each file's progress as in ingest_file."""
     files, missing = expand(patterns)
     for summary in missing:
         yield None, summary
     for path in files:
-        yield path, ingest_file(path, kind, tz, host=host, at=at)
+        yield path, ingest_file(path, kind, tz, host=host, at=at, on_progress=on_progress)
