@@ -5,9 +5,11 @@ from datetime import date
 from typing import Callable
 
 import pandas as pd
+import plotly.graph_objects as go
 import streamlit as st
 
 from app import alerts, budgets, queries, retrospective
+from app.filters import Filters
 from ingest import config
 
 RESULT_TTL_S = 600
@@ -27,6 +29,47 @@ def _cached(name: str, version: int, args: tuple) -> object:
 def fetch(query: Callable[..., pd.DataFrame], *args: object) -> pd.DataFrame:
     """query(*args) from the cache, recomputed whenever the warehouse has a newer load."""
     return _cached(query.__name__, _data_version(), args)
+
+
+@st.cache_resource(ttl=RESULT_TTL_S, max_entries=64, show_spinner=False)
+def _chart(name: str, version: int, key: tuple, _build: Callable[[], go.Figure]) -> go.Figure:
+    return _build()
+
+
+def chart(name: str, key: tuple, build: Callable[[], go.Figure]) -> go.Figure:
+    """build() from the cache: one figure per chart `name` and `key` (every input the figure
+    depends on besides the data) until the warehouse has a newer load.
+
+    Figures are shared, never copied (st.cache_resource): unpickling a plotly figure validates
+    every property again, which costs as much as building it. Pages only draw them."""
+    return _chart(name, _data_version(), key, build)
+
+
+@st.cache_data(ttl=RESULT_TTL_S, max_entries=16, show_spinner=False)
+def _training_runs(version: int, filters: Filters, metric: str | None, target: float | None,
+                   factors: tuple) -> pd.DataFrame:
+    runs = queries.training_runs(filters, metric, target)
+    return runs.merge(queries.run_energy_figures(filters, *factors), on="run_id", how="left")
+
+
+def training_runs(filters: Filters, metric: str | None, target: float | None, factors: tuple) -> pd.DataFrame:
+    """queries.training_runs with each run's measured GPU energy and emissions
+    (queries.run_energy_figures with the energy `factors`), recomputed on a newer load."""
+    return _training_runs(_data_version(), filters, metric, target, factors)
+
+
+@st.cache_data(ttl=RESULT_TTL_S, max_entries=4, show_spinner="Writing the CSV…")
+def _training_runs_csv(version: int, filters: Filters, metric: str | None, target: float | None,
+                       factors: tuple) -> bytes:
+    return _training_runs(version, filters, metric, target, factors).to_csv(index=False).encode()
+
+
+def training_runs_csv(filters: Filters, metric: str | None, target: float | None,
+                      factors: tuple) -> Callable[[], bytes]:
+    """The CSV of every run training_runs() returns, as a callable for st.download_button: it is
+    written when the button is pressed (once per data version), not on every rerun."""
+    version = _data_version()
+    return lambda: _training_runs_csv(version, filters, metric, target, factors)
 
 
 def forget() -> None:

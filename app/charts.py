@@ -24,11 +24,10 @@ def cost_vs_metric(runs: pd.DataFrame, metric: str, goal: str,
                    x: str = "cost_usd", x_label: str = "Cost (USD)") -> go.Figure:
     """Cost (USD), or another column `x` such as measured energy, against the metric, one point
     per run; on the cost axis the (cost) frontier runs are joined by a line per project."""
-    data = runs.dropna(subset=["cost_usd", "val_metric", x]).copy()
+    data = cost_vs_metric_rows(runs, x).copy()
     data["cost_usd"] = data["cost_usd"].astype(float)
     data[x] = data[x].astype(float)
     data["standing"] = data["on_frontier"].map({True: "Pareto frontier", False: "dominated"})
-    data = data.sort_values(["on_frontier", "cost_usd"], ascending=[False, True]).head(MAX_POINTS)
     palette = px.colors.qualitative.Plotly
     colours = {p: palette[i % len(palette)] for i, p in enumerate(sorted(data["project"].dropna().unique()))}
     figure = px.scatter(
@@ -48,6 +47,19 @@ def cost_vs_metric(runs: pd.DataFrame, metric: str, goal: str,
                                     hoverinfo="skip", showlegend=False))
     figure.update_layout(margin=dict(t=30, b=10), legend_title_text="")
     return figure
+
+
+def cost_vs_metric_rows(runs: pd.DataFrame, x: str = "cost_usd") -> pd.DataFrame:
+    """The runs cost_vs_metric draws: frontier runs first, then the cheapest dominated ones, as
+    many as keep the chart within MAX_POINTS (on the cost axis each frontier run is drawn twice,
+    as a point and on its project's line)."""
+    data = runs.dropna(subset=["cost_usd", "val_metric", x])
+    data = data.assign(sort_cost=data["cost_usd"].astype(float)).sort_values(
+        ["on_frontier", "sort_cost"], ascending=[False, True]).drop(columns="sort_cost")
+    if x == "cost_usd":
+        lines = int(data.head(MAX_POINTS)["on_frontier"].astype(bool).sum())
+        return data.head(max(MAX_POINTS - lines, MAX_POINTS // 2))
+    return data.head(MAX_POINTS)
 
 
 # --- Serving ------------------------------------------------------------------------------
@@ -90,21 +102,27 @@ def serving_trend(over_time: pd.DataFrame, column: str, label: str,
     colours = service_colours(services)
     figure = make_subplots(rows=max(len(services), 1), cols=1, shared_xaxes=True,
                            subplot_titles=services, vertical_spacing=0.25 / max(len(services), 1))
+    traces, shapes, notes = [], [], []
     for row, service in enumerate(services, start=1):
         mine = data[data["service"] == service]
-        figure.add_trace(go.Scatter(
+        axis = "" if row == 1 else str(row)
+        traces.append(go.Scatter(
             x=mine["day"], y=mine[column], mode="lines+markers" if len(mine) <= 200 else "lines",
             name=service, line=dict(color=colours[service]), marker=dict(size=4),
-            customdata=mine[["versions"]], showlegend=False,
+            customdata=mine[["versions"]], showlegend=False, xaxis=f"x{axis}", yaxis=f"y{axis}",
             hovertemplate="%{x|%Y-%m-%d}: %{y:.4g}<br>versions %{customdata[0]}<extra>" + service + "</extra>",
-        ), row=row, col=1)
+        ))
+        # one layout update for every version line below, not one (re-validating the whole
+        # layout) per line as add_vline does
         for change in starts[starts["service"] == service].itertuples():
-            figure.add_vline(x=change.first_window.timestamp() * 1000, row=row, col=1,
-                             line=dict(dash="dash", width=1, color="grey"))
-            figure.add_annotation(x=change.first_window, y=1, yref=f"y{'' if row == 1 else row} domain",
-                                  xref=f"x{'' if row == 1 else row}", text=change.model_version,
-                                  showarrow=False, xanchor="left", yanchor="top", font=dict(size=11))
-        figure.update_yaxes(title_text="", rangemode="tozero", row=row, col=1)
+            shapes.append(dict(type="line", x0=change.first_window, x1=change.first_window, y0=0, y1=1,
+                               xref=f"x{axis}", yref=f"y{axis} domain", line=dict(dash="dash", width=1, color="grey")))
+            notes.append(dict(x=change.first_window, y=1, xref=f"x{axis}", yref=f"y{axis} domain",
+                              text=change.model_version, showarrow=False, xanchor="left", yanchor="top",
+                              font=dict(size=11)))
+    figure.add_traces(traces)
+    figure.update_layout(shapes=shapes, annotations=[*figure.layout.annotations, *notes])
+    figure.update_yaxes(title_text="", rangemode="tozero")
     if column == "error_rate":
         figure.update_yaxes(tickformat=".1%")
     figure.update_xaxes(title_text="Day (UTC)", row=len(services), col=1)
@@ -225,11 +243,15 @@ def billing_gpu_spend(frame: pd.DataFrame, currency: str) -> go.Figure:
     return figure
 
 
+ESTIMATED_VS_BILLED_MAX_RUNS = MAX_POINTS - 2  # and the 2 points of the line where they agree
+
+
 def estimated_vs_billed(runs: pd.DataFrame) -> go.Figure:
-    """Billed against estimated cost (USD), one point per run, with the line where they agree."""
+    """Billed against estimated cost (USD), one point per run (the first ESTIMATED_VS_BILLED_MAX_RUNS
+    in the order given), with the line where they agree."""
     data = _floats(runs, "estimated_cost_usd", "billed_cost").dropna(subset=["estimated_cost_usd", "billed_cost"])
     data = data.assign(standing=data["large_gap"].map({True: "large gap", False: "close"}).fillna("close"))
-    figure = px.scatter(data.head(MAX_POINTS), x="estimated_cost_usd", y="billed_cost", color="project",
+    figure = px.scatter(data.head(ESTIMATED_VS_BILLED_MAX_RUNS), x="estimated_cost_usd", y="billed_cost", color="project",
                         symbol="standing", symbol_map={"close": "circle", "large gap": "x"}, hover_name="run_id",
                         hover_data={"gap_pct": ":.1f", "instance_type": True, "untagged": True},
                         labels={"estimated_cost_usd": "Estimated cost (USD)", "billed_cost": "Billed cost (USD)"})

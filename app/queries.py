@@ -33,18 +33,22 @@ def data_version() -> int:
 
 def filter_choices() -> dict:
     """The first and last day of runs and serving windows, and the projects and teams present, for the sidebar."""
+    # min/max of the stored instants, turned into UTC days once (the connection's zone is UTC),
+    # rather than a day computed for every row of the views
     span = warehouse.query(
-        "SELECT min(first_day) AS first_day, max(last_day) AS last_day FROM ("
-        " SELECT min(started_at)::DATE AS first_day, max(started_at)::DATE AS last_day FROM runs"
-        " UNION ALL SELECT min(day), max(day) FROM serving_costs"
-        " UNION ALL SELECT min(minute)::DATE, max(minute)::DATE FROM gpu_minutes"
-        " UNION ALL SELECT min(day), max(day) FROM billing_costs)"
+        "SELECT min(first_at)::DATE AS first_day, max(last_at)::DATE AS last_day FROM ("
+        " SELECT min(started_at) AS first_at, max(started_at) AS last_at FROM runs"
+        " UNION ALL SELECT min(window_start), max(window_start) FROM serving_windows"
+        " UNION ALL SELECT min(minute), max(minute) FROM gpu_minutes"
+        " UNION ALL SELECT min(charge_period_start), max(charge_period_start) FROM billing_lines)"
     ).iloc[0]
     projects = warehouse.query("SELECT DISTINCT project FROM runs WHERE project IS NOT NULL ORDER BY 1")
     teams = warehouse.query("SELECT DISTINCT team FROM runs WHERE team IS NOT NULL ORDER BY 1")
+    # dates, not pandas Timestamps: the sidebar's date_input hands back dates, and filters that
+    # differ only in that type would miss every cached result on the first rerun
     return {
-        "first_day": None if pd.isna(span["first_day"]) else span["first_day"],
-        "last_day": None if pd.isna(span["last_day"]) else span["last_day"],
+        "first_day": None if pd.isna(span["first_day"]) else pd.Timestamp(span["first_day"]).date(),
+        "last_day": None if pd.isna(span["last_day"]) else pd.Timestamp(span["last_day"]).date(),
         "projects": projects["project"].tolist(),
         "teams": teams["team"].tolist(),
     }

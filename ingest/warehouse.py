@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import date, datetime, timezone
 from importlib import resources
 from pathlib import Path
-from typing import Iterator
+from typing import Iterable, Iterator
 
 import duckdb
 import pandas as pd
@@ -86,10 +86,17 @@ def connect(path: Path | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
     try:
         # Dates and .df() timestamps must not depend on the machine's zone.
         con.execute("SET TimeZone = 'UTC'")
+        # DuckDB's own bar would draw over `mlcost ingest`'s progress bars
+        con.execute("SET enable_progress_bar = false")
         key = str(path.resolve())
         if key not in _schema_ready:
             with _schema_lock:
+                stored_before = con.execute("SELECT count(*) FROM duckdb_tables() "
+                                            "WHERE table_name = 'run_gpu_energy'").fetchone()[0]
                 con.execute(resources.files("ingest").joinpath("schema.sql").read_text())
+                if not stored_before:  # a warehouse from before per-run energy was stored
+                    with _transaction(con):
+                        refresh_run_energy(con)
                 _schema_ready.add(key)
         yield con
     finally:
@@ -158,6 +165,7 @@ def load(source: str, sha256: str, kind: str, parsed: Parsed, path: Path | None 
                 _insert_rows(con, name, rows, load_id)
             if "gpu_samples" in parsed.tables:
                 _refresh_gpu_rollups(con, new_samples="incoming_keyed")
+            refresh_run_energy(con, parsed.tables)
             if parsed.rejects:
                 con.executemany(
                     "INSERT INTO rejects VALUES (?, ?, ?, ?, ?)",
@@ -395,12 +403,43 @@ def rebuild_gpu_rollups(path: Path | None = None) -> int:
         con.execute("BEGIN TRANSACTION")
         try:
             _refresh_gpu_rollups(con, new_samples=None)
+            refresh_run_energy(con)
             gpus = con.execute("SELECT count(*) FROM touched_gpus").fetchone()[0]
             con.execute("COMMIT")
         except BaseException:
             con.execute("ROLLBACK")
             raise
     return gpus
+
+
+# Tables whose rows decide the stored per-run energy (run_gpu_time, gpu_minutes_allocated,
+# run_gpu_energy): a load that writes one of them refreshes it.
+RUN_ENERGY_SOURCES = frozenset({"runs", "gpu_samples"})
+
+
+def refresh_run_energy(con: duckdb.DuckDBPyConnection, tables: Iterable[str] | None = None) -> None:
+    """Store the views run_gpu_minutes_live and run_energy_live (ingest/schema.sql) in
+    run_gpu_time, gpu_minutes_allocated and run_gpu_energy, inside the caller's transaction;
+    with `tables` (those a load wrote), only when one of them is in RUN_ENERGY_SOURCES."""
+    if tables is not None and not RUN_ENERGY_SOURCES.intersection(tables):
+        return
+    for table in ("run_gpu_time", "gpu_minutes_allocated", "run_gpu_energy"):
+        con.execute(f"DELETE FROM {table}")
+    con.execute("INSERT INTO run_gpu_time SELECT * FROM run_gpu_minutes_live")
+    con.execute("INSERT INTO gpu_minutes_allocated SELECT host, gpu_index, minute, sum(run_s) FROM run_gpu_time "
+                "GROUP BY ALL")
+    con.execute("INSERT INTO run_gpu_energy SELECT * FROM run_energy_live")
+
+
+@contextmanager
+def _transaction(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
+    con.execute("BEGIN TRANSACTION")
+    try:
+        yield
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
 
 
 def trace_energy_kwh(samples: pa.Table, max_gap_s: float) -> float | None:

@@ -5,6 +5,8 @@ import streamlit as st
 from app import cache, charts, queries, settings as settings_page
 from app.format import money, plural
 
+TABLE_ROWS = 1000  # runs listed in the table, largest gap first
+
 st.title("Reconciliation")
 picked = st.session_state["filters"]
 rule = settings_page.load_or_stop().reconciliation
@@ -34,7 +36,12 @@ else:
     right.metric("Billed (USD)", money(usd["billed_cost"].sum(), "USD"))
     last.metric("Large gaps", f"{int(runs['large_gap'].fillna(False).sum()):,}")
     st.subheader("Estimated against billed")
-    st.plotly_chart(charts.estimated_vs_billed(usd), width="stretch")
+    st.plotly_chart(cache.chart("estimated_vs_billed", (picked, rule.run_id_tag, slack_s, rule.gap_pct),
+                                lambda: charts.estimated_vs_billed(usd)), width="stretch")
+    plotted = int((usd["estimated_cost_usd"].notna() & usd["billed_cost"].notna()).sum())
+    if plotted > charts.ESTIMATED_VS_BILLED_MAX_RUNS:
+        st.caption(f"The chart shows the {charts.ESTIMATED_VS_BILLED_MAX_RUNS:,} runs with the largest gaps of "
+                   f"{plotted:,}; the table below lists the {TABLE_ROWS:,} largest.")
     flagged = runs[runs["large_gap"].fillna(False)]
     if not flagged.empty:
         st.warning(f"{plural(len(flagged), 'run')} billed more than {rule.gap_pct:g} % away from the estimate "
@@ -43,7 +50,10 @@ else:
     if not untagged.empty:
         st.warning(f"{plural(len(untagged), 'run')} found by resource id only: their bill lines lack the "
                    f"`{rule.run_id_tag}` tag ({', '.join(untagged['run_id'])}).")
-    st.dataframe(runs, hide_index=True, width="stretch",
+    if len(runs) > TABLE_ROWS:  # a browser table of 100k rows costs seconds to send and to draw
+        st.caption(f"The table lists the {TABLE_ROWS:,} runs with the largest gaps of {len(runs):,}; narrow the "
+                   "sidebar's filters to see others.")
+    st.dataframe(runs.head(TABLE_ROWS), hide_index=True, width="stretch",
                  column_order=["run_id", "project", "team", "status", "instance_type", "started_at",
                                "estimated_cost_usd", "billing_currency", "billed_cost", "gap_usd", "gap_pct",
                                "large_gap", "untagged", "lines", "lines_by_resource"],
