@@ -148,16 +148,17 @@ def training_runs(filters: Filters, metric: str | None, target: float | None) ->
                        ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS best_cheaper_score
             FROM scored
         ), standing AS (
-            SELECT run_id, project, cost_usd, score,
+            SELECT run_id, project, coalesce(project, chr(0)) AS project_key, cost_usd, score,
                    best_cheaper_score IS NULL OR score > best_cheaper_score AS on_frontier
             FROM ranked
         ), dominance AS (
-            SELECT d.run_id,
-                   (SELECT arg_min(f.run_id, f.cost_usd) FROM standing f
-                    WHERE f.on_frontier AND f.project IS NOT DISTINCT FROM d.project
-                      AND f.score >= d.score AND f.cost_usd <= d.cost_usd AND f.run_id <> d.run_id
-                   ) AS dominated_by
-            FROM standing d WHERE NOT d.on_frontier
+            -- A project's frontier gains score with every step up in cost, so the cheapest
+            -- frontier run scoring at least as well as a dominated run is the one with the
+            -- lowest such score (an as-of join), and it costs no more than the dominated run.
+            SELECT d.run_id, f.run_id AS dominated_by
+            FROM (SELECT * FROM standing WHERE NOT on_frontier) d
+            ASOF LEFT JOIN (SELECT * FROM standing WHERE on_frontier) f
+              ON d.project_key = f.project_key AND f.score >= d.score
         ), targeted AS (
             SELECT *, coalesce(CASE WHEN val_metric_name = $metric THEN $target END, target_metric)
                       AS goal_value
