@@ -1,6 +1,7 @@
 """The dashboard's caching: query results keyed by the data version, so new loads show at once."""
 from __future__ import annotations
 
+import dataclasses
 from datetime import date
 from typing import Callable
 
@@ -77,7 +78,9 @@ def forget() -> None:
     st.cache_data.clear()
 
 
-@st.cache_data(ttl=RESULT_TTL_S, max_entries=16, show_spinner="Assembling the month…")
+# Shared, not copied (st.cache_resource): its sections hold plotly figures, which cost as much
+# to unpickle as to build. Callers get a copy of the top level only, so never change a section.
+@st.cache_resource(ttl=RESULT_TTL_S, max_entries=16, show_spinner="Assembling the month…")
 def _retrospective(month: date, version: int, settings: str) -> retrospective.Retrospective:
     return retrospective.build(month, config.load())
 
@@ -86,8 +89,7 @@ def month_retrospective(month: date, settings: config.Config) -> retrospective.R
     """retrospective.build(month) from the cache, recomputed on a newer load or other settings;
     its decisions log is read fresh (entries are written on the page, not loaded)."""
     retro = _retrospective(month, _data_version(), repr(settings))
-    retro.decisions = queries.decisions(month)
-    return retro
+    return dataclasses.replace(retro, decisions=queries.decisions(month))
 
 
 @st.cache_data(ttl=RESULT_TTL_S, max_entries=16, show_spinner=False)

@@ -163,23 +163,50 @@ def latency_vs_cost(versions: pd.DataFrame, column: str, label: str) -> go.Figur
 
 # --- GPU traces -------------------------------------------------------------------------------
 
-def idle_heatmap(by_day: pd.DataFrame) -> go.Figure:
-    """Idle hours per GPU (rows) and UTC day (columns); blank where the GPU was not observed."""
+# period -> (pandas period code, most idle hours a GPU can have in it)
+HEATMAP_PERIODS = {"day": (None, 24), "week": ("W", 24 * 7), "month": ("M", 24 * 31)}
+
+
+def idle_heatmap_grid(by_day: pd.DataFrame) -> tuple[pd.DataFrame, str, int]:
+    """Idle hours per GPU (rows, by host and index) and period (columns): per UTC day, or week
+    (from Monday) or month when days x GPUs would exceed MAX_POINTS cells; then the GPUs with the
+    most idle hours that fit. Returns the grid, the period and how many GPUs were left out."""
     data = by_day.assign(day=pd.to_datetime(by_day["day"]))
-    grid = data.pivot_table(index="gpu", columns="day", values="idle_h", aggfunc="sum")
     order = data.drop_duplicates("gpu").sort_values(["host", "gpu_index"])["gpu"]
-    grid = grid.reindex(order)
+    for period, (code, _) in HEATMAP_PERIODS.items():
+        starts = data["day"].dt.to_period(code).dt.start_time if code else data["day"]
+        if starts.nunique() * len(order) <= MAX_POINTS or period == "month":
+            break
+    grid = data.assign(period=starts).pivot_table(index="gpu", columns="period", values="idle_h", aggfunc="sum")
+    keep = max(MAX_POINTS // max(len(grid.columns), 1), 1)
+    if len(order) > keep:  # the GPUs that idled most, in host and index order
+        idlest = set(grid.sum(axis=1).nlargest(keep).index)
+        order = [gpu for gpu in order if gpu in idlest]
+    return grid.reindex(order), period, len(grid.index) - len(order)
+
+
+def idle_heatmap(by_day: pd.DataFrame) -> go.Figure:
+    """Idle hours per GPU (rows) and UTC day, week or month (columns; idle_heatmap_grid); blank
+    where the GPU was not observed."""
+    grid, period, _ = idle_heatmap_grid(by_day)
     figure = go.Figure(go.Heatmap(
-        z=grid.values, x=grid.columns, y=grid.index, colorscale="Reds", zmin=0, zmax=24,
-        colorbar=dict(title="Idle h"), hovertemplate="%{y}<br>%{x|%Y-%m-%d}: %{z:.1f} h idle<extra></extra>"))
+        z=grid.values, x=grid.columns, y=grid.index, colorscale="Reds", zmin=0, zmax=HEATMAP_PERIODS[period][1],
+        colorbar=dict(title="Idle h"),
+        hovertemplate="%{y}<br>%{x|%Y-%m-%d}: %{z:.1f} h idle<extra>" + period + "</extra>"))
     figure.update_yaxes(autorange="reversed")
-    figure.update_layout(margin=dict(t=30, b=10), height=120 + 28 * len(grid.index),
-                         xaxis_title="Day (UTC)", yaxis_title="")
+    figure.update_layout(margin=dict(t=30, b=10), height=120 + 28 * min(len(grid.index), 60),
+                         xaxis_title=f"{period.title()} (UTC)", yaxis_title="")
     return figure
 
 
+IDLE_SPLIT_MAX_GPUS = MAX_POINTS // 2  # two bars each
+
+
 def idle_split(gpus: pd.DataFrame) -> go.Figure:
-    """Idle GPU-hours per GPU, stacked: allocated but idle (a run held the GPU) and unallocated."""
+    """Idle GPU-hours per GPU, stacked: allocated but idle (a run held the GPU) and unallocated;
+    the IDLE_SPLIT_MAX_GPUS GPUs with the most idle hours, in the order given."""
+    if len(gpus) > IDLE_SPLIT_MAX_GPUS:
+        gpus = gpus.loc[gpus["idle_h"].nlargest(IDLE_SPLIT_MAX_GPUS).index].sort_index()
     labels = gpus["host"] + " GPU " + gpus["gpu_index"].astype(str)
     figure = go.Figure([
         go.Bar(x=labels, y=gpus["allocated_idle_h"], name="allocated but idle", marker_color="#d62728"),
