@@ -619,37 +619,47 @@ def billing_gpu_spend(filters: Filters, currency: str, families: tuple[str, ...]
     """, {**_charge_range(filters), "currency": currency, "families": list(families), "words": list(words)})
 
 
+def _matches_stored(run_tag: str, slack_s: float) -> bool:
+    """Whether billing_line_runs holds the matches of these settings (else they are computed)."""
+    return bool(warehouse.query(
+        "SELECT count(*) AS n FROM billing_match_settings WHERE run_id_tag = ? AND match_slack_s = ?",
+        [run_tag, float(slack_s)])["n"].iloc[0])
+
+
 def reconciliation_runs(filters: Filters, run_tag: str, slack_s: float, gap_pct: float) -> pd.DataFrame:
     """Per run in the filter with bill lines, and per billing currency: estimated cost (USD) next
     to billed cost (run_billing), the gap, `large_gap` when |gap_pct| exceeds `gap_pct`, and
     `untagged` when some of its lines were matched by resource id only. Largest |gap| first."""
     return warehouse.query(FILTERED_RUNS + """
         SELECT b.*, abs(b.gap_pct) > $gap_pct AS large_gap, b.lines_by_resource > 0 AS untagged
-        FROM run_billing($run_tag, $slack_s) b SEMI JOIN filtered_runs USING (run_id)
+        FROM run_billing($run_tag, $slack_s, stored := $stored) b SEMI JOIN filtered_runs USING (run_id)
         ORDER BY abs(b.gap_usd) DESC NULLS LAST, b.run_id, b.billing_currency
-    """, {**filters.params(), "run_tag": run_tag, "slack_s": slack_s, "gap_pct": gap_pct})
+    """, {**filters.params(), "run_tag": run_tag, "slack_s": slack_s, "gap_pct": gap_pct,
+          "stored": _matches_stored(run_tag, slack_s)})
 
 
 def reconciliation_totals(filters: Filters, run_tag: str, slack_s: float) -> pd.DataFrame:
     """Per billing currency, of the usage lines in the date range: billed cost matched to a run
     (any run) and not matched, with line counts."""
     return warehouse.query(BILL_LINES + """
-        , matched AS (SELECT line_key FROM billing_run_lines($run_tag, $slack_s))
-        SELECT billing_currency,
-               coalesce(sum(billed_cost) FILTER (WHERE line_key IN (SELECT line_key FROM matched)), 0) AS matched_cost,
-               count(*) FILTER (WHERE line_key IN (SELECT line_key FROM matched))                       AS matched_lines,
-               coalesce(sum(billed_cost) FILTER (WHERE line_key NOT IN (SELECT line_key FROM matched)), 0) AS unmatched_cost,
-               count(*) FILTER (WHERE line_key NOT IN (SELECT line_key FROM matched))                   AS unmatched_lines
-        FROM lines WHERE charge_category = 'usage'
-        GROUP BY billing_currency ORDER BY sum(abs(billed_cost)) DESC
-    """, {**_charge_range(filters), "run_tag": run_tag, "slack_s": slack_s})
+        , matched AS (SELECT line_key FROM billing_run_lines($run_tag, $slack_s, stored := $stored))
+        SELECT l.billing_currency,
+               coalesce(sum(l.billed_cost) FILTER (WHERE m.line_key IS NOT NULL), 0) AS matched_cost,
+               count(m.line_key)                                                     AS matched_lines,
+               coalesce(sum(l.billed_cost) FILTER (WHERE m.line_key IS NULL), 0)     AS unmatched_cost,
+               count(*) FILTER (WHERE m.line_key IS NULL)                            AS unmatched_lines
+        FROM lines l LEFT JOIN matched m USING (line_key)  -- a line belongs to one run at most
+        WHERE l.charge_category = 'usage'
+        GROUP BY l.billing_currency ORDER BY sum(abs(l.billed_cost)) DESC
+    """, {**_charge_range(filters), "run_tag": run_tag, "slack_s": slack_s,
+          "stored": _matches_stored(run_tag, slack_s)})
 
 
 def unmatched_spend(filters: Filters, run_tag: str, project_tag: str, slack_s: float) -> pd.DataFrame:
     """Usage lines in the date range matched to no run, per currency, project tag value and
     service: billed cost, lines, and the lines whose run tag names a run that is not loaded."""
     return warehouse.query(BILL_LINES + """
-        , matched AS (SELECT line_key FROM billing_run_lines($run_tag, $slack_s))
+        , matched AS (SELECT line_key FROM billing_run_lines($run_tag, $slack_s, stored := $stored))
         SELECT billing_currency, coalesce(tags[$project_tag], '(no ' || $project_tag || ' tag)') AS project,
                coalesce(service_name, '(no service)') AS service_name,
                sum(billed_cost) AS billed_cost, count(*) AS lines,
@@ -658,7 +668,8 @@ def unmatched_spend(filters: Filters, run_tag: str, project_tag: str, slack_s: f
         FROM lines
         WHERE charge_category = 'usage' AND line_key NOT IN (SELECT line_key FROM matched)
         GROUP BY ALL ORDER BY billing_currency, billed_cost DESC
-    """, {**_charge_range(filters), "run_tag": run_tag, "project_tag": project_tag, "slack_s": slack_s})
+    """, {**_charge_range(filters), "run_tag": run_tag, "project_tag": project_tag, "slack_s": slack_s,
+          "stored": _matches_stored(run_tag, slack_s)})
 
 
 # --- Budgets -----------------------------------------------------------------------------------

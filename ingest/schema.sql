@@ -372,7 +372,7 @@ GROUP BY billing_currency;
 -- (matched_by 'tag'); else a line whose resource_id is a run's tags['resource_id'] and whose
 -- charge period overlaps the run (widened by slack_s seconds on each side) belongs to the run
 -- it overlaps longest ('resource'). Credits, taxes, purchases and adjustments belong to no run.
-CREATE OR REPLACE MACRO billing_run_lines(run_tag, slack_s) AS TABLE
+CREATE OR REPLACE MACRO billing_run_lines_live(run_tag, slack_s) AS TABLE
 WITH usage_lines AS (
     SELECT * FROM billing_lines WHERE charge_category = 'usage'
 ), by_tag AS (
@@ -394,10 +394,32 @@ SELECT * FROM by_tag
 UNION ALL
 SELECT * FROM by_resource;
 
+-- billing_run_lines_live for the [reconciliation] settings, stored after every load of runs or
+-- bill lines by warehouse.refresh_billing_runs (pages read it many times, a load writes it once).
+CREATE TABLE IF NOT EXISTS billing_line_runs (
+    line_key    VARCHAR PRIMARY KEY,
+    run_id      VARCHAR NOT NULL,
+    matched_by  VARCHAR NOT NULL
+);
+
+-- The run tag and slack (seconds) billing_line_runs was computed with (one row).
+CREATE TABLE IF NOT EXISTS billing_match_settings (
+    run_id_tag     VARCHAR NOT NULL,
+    match_slack_s  DOUBLE NOT NULL,
+    computed_at    TIMESTAMPTZ NOT NULL
+);
+
+-- stored := true reads billing_line_runs: only when billing_match_settings holds these settings
+-- (app/queries.py asks first). A constant flag, so that the other branch is never computed.
+CREATE OR REPLACE MACRO billing_run_lines(run_tag, slack_s, stored := false) AS TABLE
+SELECT line_key, run_id, matched_by FROM billing_line_runs WHERE stored
+UNION ALL
+SELECT * FROM billing_run_lines_live(run_tag, slack_s) WHERE NOT stored;
+
 -- Per run and billing currency: the estimated cost (runs.cost_usd, USD) next to the billed
 -- cost of its lines (billing_run_lines). The gap (billed - estimated, and as % of the
 -- estimate) is computed only for lines billed in USD; other currencies are not converted.
-CREATE OR REPLACE MACRO run_billing(run_tag, slack_s) AS TABLE
+CREATE OR REPLACE MACRO run_billing(run_tag, slack_s, stored := false) AS TABLE
 WITH billed AS (
     SELECT m.run_id, b.billing_currency,
            sum(b.billed_cost)                                   AS billed_cost,
@@ -406,7 +428,7 @@ WITH billed AS (
            count(*) FILTER (WHERE m.matched_by = 'resource')    AS lines_by_resource,
            min(b.charge_period_start)                           AS billed_from,
            max(coalesce(b.charge_period_end, b.charge_period_start)) AS billed_to
-    FROM billing_run_lines(run_tag, slack_s) m JOIN billing_lines b USING (line_key)
+    FROM billing_run_lines(run_tag, slack_s, stored := stored) m JOIN billing_lines b USING (line_key)
     GROUP BY m.run_id, b.billing_currency
 )
 SELECT r.run_id, r.project, r.team, r.status, r.started_at, r.ended_at, r.instance_type,

@@ -91,12 +91,17 @@ def connect(path: Path | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
         key = str(path.resolve())
         if key not in _schema_ready:
             with _schema_lock:
-                stored_before = con.execute("SELECT count(*) FROM duckdb_tables() "
-                                            "WHERE table_name = 'run_gpu_energy'").fetchone()[0]
+                stored_before = {row[0] for row in con.execute(
+                    "SELECT table_name FROM duckdb_tables() WHERE table_name IN ('run_gpu_energy', 'billing_line_runs')"
+                ).fetchall()}
                 con.execute(resources.files("ingest").joinpath("schema.sql").read_text())
-                if not stored_before:  # a warehouse from before per-run energy was stored
+                # a warehouse from before these were stored
+                if "run_gpu_energy" not in stored_before:
                     with _transaction(con):
                         refresh_run_energy(con)
+                if "billing_line_runs" not in stored_before:
+                    with _transaction(con):
+                        refresh_billing_runs(con)
                 _schema_ready.add(key)
         yield con
     finally:
@@ -165,7 +170,7 @@ def load(source: str, sha256: str, kind: str, parsed: Parsed, path: Path | None 
                 _insert_rows(con, name, rows, load_id)
             if "gpu_samples" in parsed.tables:
                 _refresh_gpu_rollups(con, new_samples="incoming_keyed")
-            refresh_run_energy(con, parsed.tables)
+            refresh_derived(con, parsed.tables)
             if parsed.rejects:
                 con.executemany(
                     "INSERT INTO rejects VALUES (?, ?, ?, ?, ?)",
@@ -410,6 +415,33 @@ def rebuild_gpu_rollups(path: Path | None = None) -> int:
             con.execute("ROLLBACK")
             raise
     return gpus
+
+
+def refresh_derived(con: duckdb.DuckDBPyConnection, tables: Iterable[str] | None = None) -> None:
+    """Store what pages read many times and a load changes (per-run energy, bill lines' runs),
+    inside the caller's transaction; with `tables` (those a load wrote), only what they decide."""
+    refresh_run_energy(con, tables)
+    refresh_billing_runs(con, tables)
+
+
+# Tables whose rows decide which run each bill line belongs to (billing_line_runs).
+BILLING_RUNS_SOURCES = frozenset({"runs", "billing_lines"})
+
+
+def refresh_billing_runs(con: duckdb.DuckDBPyConnection, tables: Iterable[str] | None = None) -> None:
+    """Store billing_run_lines_live for the [reconciliation] settings in billing_line_runs (and
+    the settings in billing_match_settings), inside the caller's transaction; with `tables`, only
+    when one of them is in BILLING_RUNS_SOURCES."""
+    if tables is not None and not BILLING_RUNS_SOURCES.intersection(tables):
+        return
+    from ingest import config
+
+    rule = config.load().reconciliation
+    run_tag, slack_s = rule.run_id_tag, rule.match_slack_minutes * 60
+    con.execute("DELETE FROM billing_line_runs")
+    con.execute("DELETE FROM billing_match_settings")
+    con.execute("INSERT INTO billing_line_runs SELECT * FROM billing_run_lines_live(?, ?)", [run_tag, slack_s])
+    con.execute("INSERT INTO billing_match_settings VALUES (?, ?, ?)", [run_tag, slack_s, datetime.now(timezone.utc)])
 
 
 # Tables whose rows decide the stored per-run energy (run_gpu_time, gpu_minutes_allocated,
