@@ -139,8 +139,11 @@ def version_starts(versions: pd.DataFrame) -> pd.DataFrame:
 
 
 def latency_vs_cost(versions: pd.DataFrame, column: str, label: str) -> go.Figure:
-    """Latency p50 and p95 (ms) against `column`, one point per version and percentile, joined per version."""
+    """Latency p50 and p95 (ms) against `column`, one point per version and percentile, joined per
+    version (4 points each: the MAX_POINTS // 4 versions with the most successful requests)."""
     data = _floats(versions, column, "latency_ms_p50", "latency_ms_p95").dropna(subset=[column])
+    if len(data) > MAX_POINTS // 4:
+        data = data.loc[data["requests_success"].nlargest(MAX_POINTS // 4).index].sort_index()
     long = data.melt(id_vars=["service", "model_version", column],
                      value_vars=["latency_ms_p50", "latency_ms_p95"], var_name="percentile",
                      value_name="latency_ms").dropna(subset=["latency_ms"])
