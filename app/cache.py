@@ -46,7 +46,7 @@ def chart(name: str, key: tuple, build: Callable[[], go.Figure]) -> go.Figure:
     return _chart(name, _data_version(), key, build)
 
 
-@st.cache_data(ttl=RESULT_TTL_S, max_entries=16, show_spinner=False)
+@st.cache_resource(ttl=RESULT_TTL_S, max_entries=16, show_spinner=False)  # shared, as _shared
 def _training_runs(version: int, filters: Filters, metric: str | None, target: float | None,
                    factors: tuple) -> pd.DataFrame:
     runs = queries.training_runs(filters, metric, target)
@@ -55,7 +55,8 @@ def _training_runs(version: int, filters: Filters, metric: str | None, target: f
 
 def training_runs(filters: Filters, metric: str | None, target: float | None, factors: tuple) -> pd.DataFrame:
     """queries.training_runs with each run's measured GPU energy and emissions
-    (queries.run_energy_figures with the energy `factors`), recomputed on a newer load."""
+    (queries.run_energy_figures with the energy `factors`), recomputed on a newer load; shared
+    between reruns and sessions: never change it in place."""
     return _training_runs(_data_version(), filters, metric, target, factors)
 
 
@@ -73,9 +74,22 @@ def training_runs_csv(filters: Filters, metric: str | None, target: float | None
     return lambda: _training_runs_csv(version, filters, metric, target, factors)
 
 
+# Shared, not copied (st.cache_resource): a 100k-row result costs ~0.5 s to unpickle on every
+# rerun. For large results that pages only read: never change one in place.
+@st.cache_resource(ttl=RESULT_TTL_S, max_entries=32, show_spinner=False)
+def _shared(name: str, version: int, args: tuple) -> object:
+    return getattr(queries, name)(*args)
+
+
+def fetch_shared(query: Callable[..., pd.DataFrame], *args: object) -> pd.DataFrame:
+    """Like fetch(), for large results the page only reads: the one cached frame, not a copy."""
+    return _shared(query.__name__, _data_version(), args)
+
+
 def forget() -> None:
     """Drop every cached result (after this process loaded something)."""
     st.cache_data.clear()
+    st.cache_resource.clear()
 
 
 # Shared, not copied (st.cache_resource): its sections hold plotly figures, which cost as much

@@ -448,6 +448,7 @@ def right_size_candidates(filters: Filters, util_below_pct: float) -> pd.DataFra
         JOIN gpu_minutes m USING (host, gpu_index, minute)
         JOIN runs r USING (run_id)
         WHERE m.minute >= $start AND m.minute < $end AND m.util_pct_mean IS NOT NULL
+          AND rm.minute >= $start AND rm.minute < $end  -- the same range on both sides, to prune both scans
         GROUP BY rm.host, rm.gpu_index, r.project
         HAVING sum(m.util_pct_mean * m.coverage_s * rm.run_s / 60) / sum(m.coverage_s * rm.run_s / 60) < $below
         ORDER BY mean_util_pct

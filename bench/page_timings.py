@@ -82,6 +82,7 @@ def time_page(path: str, timeout_s: float = 300) -> PageTiming:
     from streamlit.testing.v1 import AppTest
 
     st.cache_data.clear()
+    st.cache_resource.clear()
     at = AppTest.from_file(str(APP), default_timeout=timeout_s)
     at.switch_page(path)
     began = time.perf_counter()

@@ -11,7 +11,7 @@ st.title("Reconciliation")
 picked = st.session_state["filters"]
 rule = settings_page.load_or_stop().reconciliation
 slack_s = rule.match_slack_minutes * 60
-runs = cache.fetch(queries.reconciliation_runs, picked, rule.run_id_tag, slack_s, rule.gap_pct)
+runs = cache.fetch_shared(queries.reconciliation_runs, picked, rule.run_id_tag, slack_s, rule.gap_pct)
 totals = cache.fetch(queries.reconciliation_totals, picked, rule.run_id_tag, slack_s)
 
 if runs.empty and totals.empty:
