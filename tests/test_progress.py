@@ -96,3 +96,19 @@ def test_on_progress_hears_each_file_at_its_end(warehouse: Path, tmp_path: Path)
     assert (sizes[0], data_lines(GOOD)) in ends
     assert (sizes[1], data_lines(MIXED)) in ends
     assert summaries[1].rows_loaded + summaries[1].rows_rejected == data_lines(MIXED)
+
+
+def test_the_data_page_shows_its_progress_over_the_uploaded_files(warehouse: Path) -> None:
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(REPO_ROOT / "app" / "main.py"), default_timeout=60).run()
+    at.switch_page("app_pages/data.py").run()
+    at.file_uploader[0].set_value([(path.name, path.read_bytes(), "application/octet-stream") for path in (GOOD, MIXED)])
+    at.button(key="FormSubmitter:upload-Load files").click()
+    at.run()
+    assert not at.exception
+    (bar,) = at.get("progress")
+    assert bar.proto.value == 100
+    megabytes = (GOOD.stat().st_size + MIXED.stat().st_size) / 1e6
+    assert bar.proto.text.startswith(f"Read 2 file(s): {data_lines(GOOD) + data_lines(MIXED):,} rows, "
+                                     f"{megabytes:,.1f} MB in ")

@@ -63,7 +63,7 @@ if submitted and zone is None:
 elif submitted and time_problem:
     st.error(f"{time_problem}: write it as 2025-11-20T10:00:00Z, for example.")
 elif submitted and files:
-    total_bytes, done_bytes = sum(upload.size for upload in files), 0
+    total_bytes, done_bytes, rows_read, started = sum(upload.size for upload in files), 0, 0, time.monotonic()
     bar = st.progress(0.0, text=f"Loading {len(files):,} file(s)…")
     with tempfile.TemporaryDirectory() as folder:
         for number, upload in enumerate(files, start=1):
@@ -78,6 +78,7 @@ elif submitted and files:
                 continue
             finally:
                 done_bytes += upload.size
+            rows_read += summary.rows_loaded + summary.rows_rejected
             report = "\n".join(summary_lines(summary))
             (st.success if summary.ok else st.error if summary.status == "failed" else st.warning)(
                 report.split("\n", 1)[0])
@@ -85,7 +86,8 @@ elif submitted and files:
                 st.code(report.split("\n", 1)[1], language=None)
             if summary.status == "failed" and summary.kind == "dcgm" and at is None:  # the scrape has no times
                 st.info("Enter when the scrape was taken under **Scrape time (UTC)** and load the file again.")
-    bar.empty()
+    bar.progress(1.0, text=f"Read {len(files):,} file(s): {rows_read:,} rows, {total_bytes / 1e6:,.1f} MB "
+                           f"in {time.monotonic() - started:,.1f} s")
     cache.forget()
 elif submitted:
     st.warning("Choose one or more files first.")
