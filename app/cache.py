@@ -33,17 +33,21 @@ def fetch(query: Callable[..., pd.DataFrame], *args: object) -> pd.DataFrame:
 
 
 @st.cache_resource(ttl=RESULT_TTL_S, max_entries=64, show_spinner=False)
-def _chart(name: str, version: int, key: tuple, _build: Callable[[], go.Figure]) -> go.Figure:
+def _derived(name: str, version: int, key: tuple, _build: Callable[[], object]) -> object:
     return _build()
 
 
-def chart(name: str, key: tuple, build: Callable[[], go.Figure]) -> go.Figure:
-    """build() from the cache: one figure per chart `name` and `key` (every input the figure
-    depends on besides the data) until the warehouse has a newer load.
+def derived(name: str, key: tuple, build: Callable[[], object]) -> object:
+    """build() from the cache: one value per `name` and `key` (every input it depends on besides
+    the data) until the warehouse has a newer load; for what a page derives from cached results
+    (figures, counts over 100k rows). Shared, never copied (st.cache_resource): never change it."""
+    return _derived(name, _data_version(), key, build)
 
-    Figures are shared, never copied (st.cache_resource): unpickling a plotly figure validates
-    every property again, which costs as much as building it. Pages only draw them."""
-    return _chart(name, _data_version(), key, build)
+
+def chart(name: str, key: tuple, build: Callable[[], go.Figure]) -> go.Figure:
+    """derived() for a figure: unpickling a plotly figure validates every property again, which
+    costs as much as building it, so figures are shared; pages only draw them."""
+    return derived(name, key, build)
 
 
 @st.cache_resource(ttl=RESULT_TTL_S, max_entries=16, show_spinner=False)  # shared, as _shared

@@ -37,32 +37,46 @@ if runs.empty:
     st.info("No training runs in this selection. Run `mlcost ingest PATH` or use the **Data** page.")
     st.stop()
 
-if metric is not None:
+def scatter(x: str, x_label: str) -> dict:
+    """The scatter of `metric` against `x` and the counts its captions quote (built once per data
+    version and choice: the runs are up to 100k rows)."""
     of_metric = runs[runs["val_metric_name"] == metric]
     ranked = of_metric.dropna(subset=["on_frontier"])
-    frontier, dominated = ranked[ranked["on_frontier"] == True], ranked[ranked["on_frontier"] == False]  # noqa: E712
-    unranked = of_metric[of_metric["status"].isin(["failed", "preempted", "running"])]
+    return {"frontier": int((ranked["on_frontier"] == True).sum()),  # noqa: E712
+            "dominated": int((ranked["on_frontier"] == False).sum()),  # noqa: E712
+            "unranked": int(of_metric["status"].isin(["failed", "preempted", "running"]).sum()),
+            "ranked": len(ranked), "traced": int(ranked[x].notna().sum()),
+            "plotted": len(ranked.dropna(subset=["cost_usd", "val_metric", x])),
+            "drawn": len(charts.cost_vs_metric_rows(ranked, x)),
+            "figure": charts.cost_vs_metric(ranked, metric, goal, x, x_label)}
+
+
+def cheapest_to_target() -> tuple[int, object]:
+    """How many runs reached the target, and the cheapest of them (a row) or None."""
+    reached = runs.dropna(subset=["cost_to_target_usd"])
+    return len(reached), None if reached.empty else reached.loc[reached["cost_to_target_usd"].astype(float).idxmin()]
+
+
+if metric is not None:
     axis = st.segmented_control("x axis", list(AXES), default="Cost", key="runs_x_axis") or "Cost"
     x, x_label = AXES[axis]
+    facts = cache.derived("runs_scatter", (picked, metric, target, factors, x), lambda: scatter(x, x_label))
     st.subheader(f"{axis} vs {metric}")
-    st.caption(f"{plural(len(frontier), 'run')} on the Pareto frontier (cheapest for their level of {metric}, "
-               f"per project); {len(dominated):,} dominated: another run of the project scored as well for less. "
-               f"{plural(len(unranked), 'failed, preempted or running run')} not ranked: their metric is partial.")
+    st.caption(f"{plural(facts['frontier'], 'run')} on the Pareto frontier (cheapest for their level of {metric}, "
+               f"per project); {facts['dominated']:,} dominated: another run of the project scored as well for less. "
+               f"{plural(facts['unranked'], 'failed, preempted or running run')} not ranked: their metric is partial.")
     if x != "cost_usd":
         st.caption(f"Measured from GPU traces (emissions: x PUE x the grid's g CO₂e/kWh of the run's region, "
-                   f"`[energy]` in mlcost.toml); {plural(ranked[x].notna().sum(), 'ranked run')} of "
-                   f"{len(ranked)} have traces. Symbols keep the cost frontier.")
-    st.plotly_chart(cache.chart("cost_vs_metric", (picked, metric, target, factors, x),
-                                lambda: charts.cost_vs_metric(ranked, metric, goal, x, x_label)), width="stretch")
-    plotted = len(ranked.dropna(subset=["cost_usd", "val_metric", x]))
-    drawn = len(charts.cost_vs_metric_rows(ranked, x))
-    if drawn < plotted:  # the chart keeps the frontier and the cheapest dominated runs
-        st.caption(f"The chart shows {drawn:,} of these {plotted:,} runs (at most {charts.MAX_POINTS:,} points): "
-                   "the frontier runs first, then the cheapest dominated ones. The CSV below has them all.")
-    reached = runs.dropna(subset=["cost_to_target_usd"])
-    if not reached.empty:
-        cheapest = reached.loc[reached["cost_to_target_usd"].astype(float).idxmin()]
-        st.caption(f"{plural(len(reached), 'run')} reached the target; cheapest to get there: "
+                   f"`[energy]` in mlcost.toml); {plural(facts['traced'], 'ranked run')} of "
+                   f"{facts['ranked']} have traces. Symbols keep the cost frontier.")
+    st.plotly_chart(facts["figure"], width="stretch")
+    if facts["drawn"] < facts["plotted"]:  # the chart keeps the frontier and the cheapest dominated runs
+        st.caption(f"The chart shows {facts['drawn']:,} of these {facts['plotted']:,} runs (at most "
+                   f"{charts.MAX_POINTS:,} points): the frontier runs first, then the cheapest dominated ones. "
+                   "The CSV below has them all.")
+    reached, cheapest = cache.derived("runs_target", (picked, metric, target, factors), cheapest_to_target)
+    if cheapest is not None:
+        st.caption(f"{plural(reached, 'run')} reached the target; cheapest to get there: "
                    f"**{cheapest['run_id']}** at {usd(cheapest['cost_to_target_usd'])} "
                    f"after {cheapest['time_to_target_h']:.2f} h.")
 
