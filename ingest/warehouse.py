@@ -99,7 +99,7 @@ def connect(path: Path | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
                 if "run_gpu_energy" not in stored_before:
                     with _transaction(con):
                         refresh_run_energy(con)
-                if "billing_line_runs" not in stored_before:
+                if "billing_line_runs" not in stored_before and _has_rows(con, "billing_lines"):
                     with _transaction(con):
                         refresh_billing_runs(con)
                 _schema_ready.add(key)
@@ -431,17 +431,24 @@ BILLING_RUNS_SOURCES = frozenset({"runs", "billing_lines"})
 def refresh_billing_runs(con: duckdb.DuckDBPyConnection, tables: Iterable[str] | None = None) -> None:
     """Store billing_run_lines_live for the [reconciliation] settings in billing_line_runs (and
     the settings in billing_match_settings), inside the caller's transaction; with `tables`, only
-    when one of them is in BILLING_RUNS_SOURCES."""
+    when one of them is in BILLING_RUNS_SOURCES. Settings that cannot be read store nothing."""
     if tables is not None and not BILLING_RUNS_SOURCES.intersection(tables):
         return
     from ingest import config
 
-    rule = config.load().reconciliation
-    run_tag, slack_s = rule.run_id_tag, rule.match_slack_minutes * 60
     con.execute("DELETE FROM billing_line_runs")
     con.execute("DELETE FROM billing_match_settings")
+    try:
+        rule = config.load().reconciliation
+    except config.ConfigError:  # nothing stored: pages compute the matches with the settings they read
+        return
+    run_tag, slack_s = rule.run_id_tag, rule.match_slack_minutes * 60
     con.execute("INSERT INTO billing_line_runs SELECT * FROM billing_run_lines_live(?, ?)", [run_tag, slack_s])
     con.execute("INSERT INTO billing_match_settings VALUES (?, ?, ?)", [run_tag, slack_s, datetime.now(timezone.utc)])
+
+
+def _has_rows(con: duckdb.DuckDBPyConnection, table: str) -> bool:
+    return con.execute(f"SELECT EXISTS (SELECT 1 FROM {table})").fetchone()[0]
 
 
 # Tables whose rows decide the stored per-run energy (run_gpu_time, gpu_minutes_allocated,
