@@ -24,11 +24,10 @@ def cost_vs_metric(runs: pd.DataFrame, metric: str, goal: str,
                    x: str = "cost_usd", x_label: str = "Cost (USD)") -> go.Figure:
     """Cost (USD), or another column `x` such as measured energy, against the metric, one point
     per run; on the cost axis the (cost) frontier runs are joined by a line per project."""
-    data = runs.dropna(subset=["cost_usd", "val_metric", x]).copy()
+    data = cost_vs_metric_rows(runs, x).copy()
     data["cost_usd"] = data["cost_usd"].astype(float)
     data[x] = data[x].astype(float)
     data["standing"] = data["on_frontier"].map({True: "Pareto frontier", False: "dominated"})
-    data = data.sort_values(["on_frontier", "cost_usd"], ascending=[False, True]).head(MAX_POINTS)
     palette = px.colors.qualitative.Plotly
     colours = {p: palette[i % len(palette)] for i, p in enumerate(sorted(data["project"].dropna().unique()))}
     figure = px.scatter(
@@ -48,6 +47,19 @@ def cost_vs_metric(runs: pd.DataFrame, metric: str, goal: str,
                                     hoverinfo="skip", showlegend=False))
     figure.update_layout(margin=dict(t=30, b=10), legend_title_text="")
     return figure
+
+
+def cost_vs_metric_rows(runs: pd.DataFrame, x: str = "cost_usd") -> pd.DataFrame:
+    """The runs cost_vs_metric draws: frontier runs first, then the cheapest dominated ones, as
+    many as keep the chart within MAX_POINTS (on the cost axis each frontier run is drawn twice,
+    as a point and on its project's line)."""
+    data = runs.dropna(subset=["cost_usd", "val_metric", x])
+    data = data.assign(sort_cost=data["cost_usd"].astype(float)).sort_values(
+        ["on_frontier", "sort_cost"], ascending=[False, True]).drop(columns="sort_cost")
+    if x == "cost_usd":
+        lines = int(data.head(MAX_POINTS)["on_frontier"].astype(bool).sum())
+        return data.head(max(MAX_POINTS - lines, MAX_POINTS // 2))
+    return data.head(MAX_POINTS)
 
 
 # --- Serving ------------------------------------------------------------------------------
@@ -90,21 +102,27 @@ def serving_trend(over_time: pd.DataFrame, column: str, label: str,
     colours = service_colours(services)
     figure = make_subplots(rows=max(len(services), 1), cols=1, shared_xaxes=True,
                            subplot_titles=services, vertical_spacing=0.25 / max(len(services), 1))
+    traces, shapes, notes = [], [], []
     for row, service in enumerate(services, start=1):
         mine = data[data["service"] == service]
-        figure.add_trace(go.Scatter(
+        axis = "" if row == 1 else str(row)
+        traces.append(go.Scatter(
             x=mine["day"], y=mine[column], mode="lines+markers" if len(mine) <= 200 else "lines",
             name=service, line=dict(color=colours[service]), marker=dict(size=4),
-            customdata=mine[["versions"]], showlegend=False,
+            customdata=mine[["versions"]], showlegend=False, xaxis=f"x{axis}", yaxis=f"y{axis}",
             hovertemplate="%{x|%Y-%m-%d}: %{y:.4g}<br>versions %{customdata[0]}<extra>" + service + "</extra>",
-        ), row=row, col=1)
+        ))
+        # one layout update for every version line below, not one (re-validating the whole
+        # layout) per line as add_vline does
         for change in starts[starts["service"] == service].itertuples():
-            figure.add_vline(x=change.first_window.timestamp() * 1000, row=row, col=1,
-                             line=dict(dash="dash", width=1, color="grey"))
-            figure.add_annotation(x=change.first_window, y=1, yref=f"y{'' if row == 1 else row} domain",
-                                  xref=f"x{'' if row == 1 else row}", text=change.model_version,
-                                  showarrow=False, xanchor="left", yanchor="top", font=dict(size=11))
-        figure.update_yaxes(title_text="", rangemode="tozero", row=row, col=1)
+            shapes.append(dict(type="line", x0=change.first_window, x1=change.first_window, y0=0, y1=1,
+                               xref=f"x{axis}", yref=f"y{axis} domain", line=dict(dash="dash", width=1, color="grey")))
+            notes.append(dict(x=change.first_window, y=1, xref=f"x{axis}", yref=f"y{axis} domain",
+                              text=change.model_version, showarrow=False, xanchor="left", yanchor="top",
+                              font=dict(size=11)))
+    figure.add_traces(traces)
+    figure.update_layout(shapes=shapes, annotations=[*figure.layout.annotations, *notes])
+    figure.update_yaxes(title_text="", rangemode="tozero")
     if column == "error_rate":
         figure.update_yaxes(tickformat=".1%")
     figure.update_xaxes(title_text="Day (UTC)", row=len(services), col=1)
@@ -121,8 +139,11 @@ def version_starts(versions: pd.DataFrame) -> pd.DataFrame:
 
 
 def latency_vs_cost(versions: pd.DataFrame, column: str, label: str) -> go.Figure:
-    """Latency p50 and p95 (ms) against `column`, one point per version and percentile, joined per version."""
+    """Latency p50 and p95 (ms) against `column`, one point per version and percentile, joined per
+    version (4 points each: the MAX_POINTS // 4 versions with the most successful requests)."""
     data = _floats(versions, column, "latency_ms_p50", "latency_ms_p95").dropna(subset=[column])
+    if len(data) > MAX_POINTS // 4:
+        data = data.loc[data["requests_success"].nlargest(MAX_POINTS // 4).index].sort_index()
     long = data.melt(id_vars=["service", "model_version", column],
                      value_vars=["latency_ms_p50", "latency_ms_p95"], var_name="percentile",
                      value_name="latency_ms").dropna(subset=["latency_ms"])
@@ -145,23 +166,50 @@ def latency_vs_cost(versions: pd.DataFrame, column: str, label: str) -> go.Figur
 
 # --- GPU traces -------------------------------------------------------------------------------
 
-def idle_heatmap(by_day: pd.DataFrame) -> go.Figure:
-    """Idle hours per GPU (rows) and UTC day (columns); blank where the GPU was not observed."""
+# period -> (pandas period code, most idle hours a GPU can have in it)
+HEATMAP_PERIODS = {"day": (None, 24), "week": ("W", 24 * 7), "month": ("M", 24 * 31)}
+
+
+def idle_heatmap_grid(by_day: pd.DataFrame) -> tuple[pd.DataFrame, str, int]:
+    """Idle hours per GPU (rows, by host and index) and period (columns): per UTC day, or week
+    (from Monday) or month when days x GPUs would exceed MAX_POINTS cells; then the GPUs with the
+    most idle hours that fit. Returns the grid, the period and how many GPUs were left out."""
     data = by_day.assign(day=pd.to_datetime(by_day["day"]))
-    grid = data.pivot_table(index="gpu", columns="day", values="idle_h", aggfunc="sum")
     order = data.drop_duplicates("gpu").sort_values(["host", "gpu_index"])["gpu"]
-    grid = grid.reindex(order)
+    for period, (code, _) in HEATMAP_PERIODS.items():
+        starts = data["day"].dt.to_period(code).dt.start_time if code else data["day"]
+        if starts.nunique() * len(order) <= MAX_POINTS or period == "month":
+            break
+    grid = data.assign(period=starts).pivot_table(index="gpu", columns="period", values="idle_h", aggfunc="sum")
+    keep = max(MAX_POINTS // max(len(grid.columns), 1), 1)
+    if len(order) > keep:  # the GPUs that idled most, in host and index order
+        idlest = set(grid.sum(axis=1).nlargest(keep).index)
+        order = [gpu for gpu in order if gpu in idlest]
+    return grid.reindex(order), period, len(grid.index) - len(order)
+
+
+def idle_heatmap(by_day: pd.DataFrame) -> go.Figure:
+    """Idle hours per GPU (rows) and UTC day, week or month (columns; idle_heatmap_grid); blank
+    where the GPU was not observed."""
+    grid, period, _ = idle_heatmap_grid(by_day)
     figure = go.Figure(go.Heatmap(
-        z=grid.values, x=grid.columns, y=grid.index, colorscale="Reds", zmin=0, zmax=24,
-        colorbar=dict(title="Idle h"), hovertemplate="%{y}<br>%{x|%Y-%m-%d}: %{z:.1f} h idle<extra></extra>"))
+        z=grid.values, x=grid.columns, y=grid.index, colorscale="Reds", zmin=0, zmax=HEATMAP_PERIODS[period][1],
+        colorbar=dict(title="Idle h"),
+        hovertemplate="%{y}<br>%{x|%Y-%m-%d}: %{z:.1f} h idle<extra>" + period + "</extra>"))
     figure.update_yaxes(autorange="reversed")
-    figure.update_layout(margin=dict(t=30, b=10), height=120 + 28 * len(grid.index),
-                         xaxis_title="Day (UTC)", yaxis_title="")
+    figure.update_layout(margin=dict(t=30, b=10), height=120 + 28 * min(len(grid.index), 60),
+                         xaxis_title=f"{period.title()} (UTC)", yaxis_title="")
     return figure
 
 
+IDLE_SPLIT_MAX_GPUS = MAX_POINTS // 2  # two bars each
+
+
 def idle_split(gpus: pd.DataFrame) -> go.Figure:
-    """Idle GPU-hours per GPU, stacked: allocated but idle (a run held the GPU) and unallocated."""
+    """Idle GPU-hours per GPU, stacked: allocated but idle (a run held the GPU) and unallocated;
+    the IDLE_SPLIT_MAX_GPUS GPUs with the most idle hours, in the order given."""
+    if len(gpus) > IDLE_SPLIT_MAX_GPUS:
+        gpus = gpus.loc[gpus["idle_h"].nlargest(IDLE_SPLIT_MAX_GPUS).index].sort_index()
     labels = gpus["host"] + " GPU " + gpus["gpu_index"].astype(str)
     figure = go.Figure([
         go.Bar(x=labels, y=gpus["allocated_idle_h"], name="allocated but idle", marker_color="#d62728"),
@@ -225,11 +273,15 @@ def billing_gpu_spend(frame: pd.DataFrame, currency: str) -> go.Figure:
     return figure
 
 
+ESTIMATED_VS_BILLED_MAX_RUNS = MAX_POINTS - 2  # and the 2 points of the line where they agree
+
+
 def estimated_vs_billed(runs: pd.DataFrame) -> go.Figure:
-    """Billed against estimated cost (USD), one point per run, with the line where they agree."""
+    """Billed against estimated cost (USD), one point per run (the first ESTIMATED_VS_BILLED_MAX_RUNS
+    in the order given), with the line where they agree."""
     data = _floats(runs, "estimated_cost_usd", "billed_cost").dropna(subset=["estimated_cost_usd", "billed_cost"])
     data = data.assign(standing=data["large_gap"].map({True: "large gap", False: "close"}).fillna("close"))
-    figure = px.scatter(data.head(MAX_POINTS), x="estimated_cost_usd", y="billed_cost", color="project",
+    figure = px.scatter(data.head(ESTIMATED_VS_BILLED_MAX_RUNS), x="estimated_cost_usd", y="billed_cost", color="project",
                         symbol="standing", symbol_map={"close": "circle", "large gap": "x"}, hover_name="run_id",
                         hover_data={"gap_pct": ":.1f", "instance_type": True, "untagged": True},
                         labels={"estimated_cost_usd": "Estimated cost (USD)", "billed_cost": "Billed cost (USD)"})

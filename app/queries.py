@@ -33,18 +33,22 @@ def data_version() -> int:
 
 def filter_choices() -> dict:
     """The first and last day of runs and serving windows, and the projects and teams present, for the sidebar."""
+    # min/max of the stored instants, turned into UTC days once (the connection's zone is UTC),
+    # rather than a day computed for every row of the views
     span = warehouse.query(
-        "SELECT min(first_day) AS first_day, max(last_day) AS last_day FROM ("
-        " SELECT min(started_at)::DATE AS first_day, max(started_at)::DATE AS last_day FROM runs"
-        " UNION ALL SELECT min(day), max(day) FROM serving_costs"
-        " UNION ALL SELECT min(minute)::DATE, max(minute)::DATE FROM gpu_minutes"
-        " UNION ALL SELECT min(day), max(day) FROM billing_costs)"
+        "SELECT min(first_at)::DATE AS first_day, max(last_at)::DATE AS last_day FROM ("
+        " SELECT min(started_at) AS first_at, max(started_at) AS last_at FROM runs"
+        " UNION ALL SELECT min(window_start), max(window_start) FROM serving_windows"
+        " UNION ALL SELECT min(minute), max(minute) FROM gpu_minutes"
+        " UNION ALL SELECT min(charge_period_start), max(charge_period_start) FROM billing_lines)"
     ).iloc[0]
     projects = warehouse.query("SELECT DISTINCT project FROM runs WHERE project IS NOT NULL ORDER BY 1")
     teams = warehouse.query("SELECT DISTINCT team FROM runs WHERE team IS NOT NULL ORDER BY 1")
+    # dates, not pandas Timestamps: the sidebar's date_input hands back dates, and filters that
+    # differ only in that type would miss every cached result on the first rerun
     return {
-        "first_day": None if pd.isna(span["first_day"]) else span["first_day"],
-        "last_day": None if pd.isna(span["last_day"]) else span["last_day"],
+        "first_day": None if pd.isna(span["first_day"]) else pd.Timestamp(span["first_day"]).date(),
+        "last_day": None if pd.isna(span["last_day"]) else pd.Timestamp(span["last_day"]).date(),
         "projects": projects["project"].tolist(),
         "teams": teams["team"].tolist(),
     }
@@ -144,16 +148,17 @@ def training_runs(filters: Filters, metric: str | None, target: float | None) ->
                        ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS best_cheaper_score
             FROM scored
         ), standing AS (
-            SELECT run_id, project, cost_usd, score,
+            SELECT run_id, project, coalesce(project, chr(0)) AS project_key, cost_usd, score,
                    best_cheaper_score IS NULL OR score > best_cheaper_score AS on_frontier
             FROM ranked
         ), dominance AS (
-            SELECT d.run_id,
-                   (SELECT arg_min(f.run_id, f.cost_usd) FROM standing f
-                    WHERE f.on_frontier AND f.project IS NOT DISTINCT FROM d.project
-                      AND f.score >= d.score AND f.cost_usd <= d.cost_usd AND f.run_id <> d.run_id
-                   ) AS dominated_by
-            FROM standing d WHERE NOT d.on_frontier
+            -- A project's frontier gains score with every step up in cost, so the cheapest
+            -- frontier run scoring at least as well as a dominated run is the one with the
+            -- lowest such score (an as-of join), and it costs no more than the dominated run.
+            SELECT d.run_id, f.run_id AS dominated_by
+            FROM (SELECT * FROM standing WHERE NOT on_frontier) d
+            ASOF LEFT JOIN (SELECT * FROM standing WHERE on_frontier) f
+              ON d.project_key = f.project_key AND f.score >= d.score
         ), targeted AS (
             SELECT *, coalesce(CASE WHEN val_metric_name = $metric THEN $target END, target_metric)
                       AS goal_value
@@ -469,6 +474,7 @@ def right_size_candidates(filters: Filters, util_below_pct: float) -> pd.DataFra
         JOIN gpu_minutes m USING (host, gpu_index, minute)
         JOIN runs r USING (run_id)
         WHERE m.minute >= $start AND m.minute < $end AND m.util_pct_mean IS NOT NULL
+          AND rm.minute >= $start AND rm.minute < $end  -- the same range on both sides, to prune both scans
         GROUP BY rm.host, rm.gpu_index, r.project
         HAVING sum(m.util_pct_mean * m.coverage_s * rm.run_s / 60) / sum(m.coverage_s * rm.run_s / 60) < $below
         ORDER BY mean_util_pct
@@ -640,37 +646,47 @@ def billing_gpu_spend(filters: Filters, currency: str, families: tuple[str, ...]
     """, {**_charge_range(filters), "currency": currency, "families": list(families), "words": list(words)})
 
 
+def _matches_stored(run_tag: str, slack_s: float) -> bool:
+    """Whether billing_line_runs holds the matches of these settings (else they are computed)."""
+    return bool(warehouse.query(
+        "SELECT count(*) AS n FROM billing_match_settings WHERE run_id_tag = ? AND match_slack_s = ?",
+        [run_tag, float(slack_s)])["n"].iloc[0])
+
+
 def reconciliation_runs(filters: Filters, run_tag: str, slack_s: float, gap_pct: float) -> pd.DataFrame:
     """Per run in the filter with bill lines, and per billing currency: estimated cost (USD) next
     to billed cost (run_billing), the gap, `large_gap` when |gap_pct| exceeds `gap_pct`, and
     `untagged` when some of its lines were matched by resource id only. Largest |gap| first."""
     return warehouse.query(FILTERED_RUNS + """
         SELECT b.*, abs(b.gap_pct) > $gap_pct AS large_gap, b.lines_by_resource > 0 AS untagged
-        FROM run_billing($run_tag, $slack_s) b SEMI JOIN filtered_runs USING (run_id)
+        FROM run_billing($run_tag, $slack_s, stored := $stored) b SEMI JOIN filtered_runs USING (run_id)
         ORDER BY abs(b.gap_usd) DESC NULLS LAST, b.run_id, b.billing_currency
-    """, {**filters.params(), "run_tag": run_tag, "slack_s": slack_s, "gap_pct": gap_pct})
+    """, {**filters.params(), "run_tag": run_tag, "slack_s": slack_s, "gap_pct": gap_pct,
+          "stored": _matches_stored(run_tag, slack_s)})
 
 
 def reconciliation_totals(filters: Filters, run_tag: str, slack_s: float) -> pd.DataFrame:
     """Per billing currency, of the usage lines in the date range: billed cost matched to a run
     (any run) and not matched, with line counts."""
     return warehouse.query(BILL_LINES + """
-        , matched AS (SELECT line_key FROM billing_run_lines($run_tag, $slack_s))
-        SELECT billing_currency,
-               coalesce(sum(billed_cost) FILTER (WHERE line_key IN (SELECT line_key FROM matched)), 0) AS matched_cost,
-               count(*) FILTER (WHERE line_key IN (SELECT line_key FROM matched))                       AS matched_lines,
-               coalesce(sum(billed_cost) FILTER (WHERE line_key NOT IN (SELECT line_key FROM matched)), 0) AS unmatched_cost,
-               count(*) FILTER (WHERE line_key NOT IN (SELECT line_key FROM matched))                   AS unmatched_lines
-        FROM lines WHERE charge_category = 'usage'
-        GROUP BY billing_currency ORDER BY sum(abs(billed_cost)) DESC
-    """, {**_charge_range(filters), "run_tag": run_tag, "slack_s": slack_s})
+        , matched AS (SELECT line_key FROM billing_run_lines($run_tag, $slack_s, stored := $stored))
+        SELECT l.billing_currency,
+               coalesce(sum(l.billed_cost) FILTER (WHERE m.line_key IS NOT NULL), 0) AS matched_cost,
+               count(m.line_key)                                                     AS matched_lines,
+               coalesce(sum(l.billed_cost) FILTER (WHERE m.line_key IS NULL), 0)     AS unmatched_cost,
+               count(*) FILTER (WHERE m.line_key IS NULL)                            AS unmatched_lines
+        FROM lines l LEFT JOIN matched m USING (line_key)  -- a line belongs to one run at most
+        WHERE l.charge_category = 'usage'
+        GROUP BY l.billing_currency ORDER BY sum(abs(l.billed_cost)) DESC
+    """, {**_charge_range(filters), "run_tag": run_tag, "slack_s": slack_s,
+          "stored": _matches_stored(run_tag, slack_s)})
 
 
 def unmatched_spend(filters: Filters, run_tag: str, project_tag: str, slack_s: float) -> pd.DataFrame:
     """Usage lines in the date range matched to no run, per currency, project tag value and
     service: billed cost, lines, and the lines whose run tag names a run that is not loaded."""
     return warehouse.query(BILL_LINES + """
-        , matched AS (SELECT line_key FROM billing_run_lines($run_tag, $slack_s))
+        , matched AS (SELECT line_key FROM billing_run_lines($run_tag, $slack_s, stored := $stored))
         SELECT billing_currency, coalesce(tags[$project_tag], '(no ' || $project_tag || ' tag)') AS project,
                coalesce(service_name, '(no service)') AS service_name,
                sum(billed_cost) AS billed_cost, count(*) AS lines,
@@ -679,7 +695,8 @@ def unmatched_spend(filters: Filters, run_tag: str, project_tag: str, slack_s: f
         FROM lines
         WHERE charge_category = 'usage' AND line_key NOT IN (SELECT line_key FROM matched)
         GROUP BY ALL ORDER BY billing_currency, billed_cost DESC
-    """, {**_charge_range(filters), "run_tag": run_tag, "project_tag": project_tag, "slack_s": slack_s})
+    """, {**_charge_range(filters), "run_tag": run_tag, "project_tag": project_tag, "slack_s": slack_s,
+          "stored": _matches_stored(run_tag, slack_s)})
 
 
 # --- Budgets -----------------------------------------------------------------------------------

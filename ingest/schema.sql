@@ -227,9 +227,38 @@ FROM runs r JOIN traced g
   OR (r.host = g.host AND list_contains(r.gpu_indices, g.gpu_index)
       AND (g.gpu_uuid IS NULL OR len(coalesce(r.gpu_uuids, [])) = 0));
 
+-- The two views below, materialized after every load of runs or GPU samples (and `mlcost
+-- rollup`) by warehouse.refresh_run_energy: pages read them many times per view, a load writes
+-- them once.
+CREATE TABLE IF NOT EXISTS run_gpu_time (
+    run_id     VARCHAR NOT NULL,
+    host       VARCHAR NOT NULL,
+    gpu_index  INTEGER NOT NULL,
+    minute     TIMESTAMPTZ NOT NULL,
+    run_s      DOUBLE NOT NULL
+);
+
+CREATE TABLE IF NOT EXISTS run_gpu_energy (
+    run_id                         VARCHAR PRIMARY KEY,
+    gpus_traced                    BIGINT NOT NULL,
+    gpu_energy_kwh                 DOUBLE,
+    gpu_energy_s                   DOUBLE,
+    gpu_energy_coverage_pct        DOUBLE,
+    gpu_energy_wh_per_1k_examples  DOUBLE
+);
+
+-- Per GPU and minute that runs held it: the seconds they held it, added over the runs (stored
+-- with run_gpu_time; runs sharing a minute split its energy by these).
+CREATE TABLE IF NOT EXISTS gpu_minutes_allocated (
+    host       VARCHAR NOT NULL,
+    gpu_index  INTEGER NOT NULL,
+    minute     TIMESTAMPTZ NOT NULL,
+    held_s     DOUBLE NOT NULL
+);
+
 -- Every minute each run held each of its traced GPUs; run_s = seconds of that minute inside
--- [started_at, ended_at).
-CREATE OR REPLACE VIEW run_gpu_minutes AS
+-- [started_at, ended_at). Computed here, stored in run_gpu_time by warehouse.refresh_run_energy.
+CREATE OR REPLACE VIEW run_gpu_minutes_live AS
 WITH spans AS (
     SELECT g.run_id, g.host, g.gpu_index, r.started_at, r.ended_at,
            unnest(generate_series(date_trunc('minute', r.started_at),
@@ -243,13 +272,15 @@ FROM spans;
 
 -- Measured GPU energy per run: each traced minute's energy in proportion to the run's share
 -- of it (runs sharing a GPU in a minute split it by their seconds in it). Coverage is the
--- GPU-seconds with measured energy over duration x the GPUs the run names.
-CREATE OR REPLACE VIEW run_energy AS
+-- GPU-seconds with measured energy over duration x the GPUs the run names. Computed here from
+-- run_gpu_time and gpu_minutes_allocated, stored in run_gpu_energy by warehouse.refresh_run_energy.
+CREATE OR REPLACE VIEW run_energy_live AS
 WITH shares AS (
     SELECT rm.run_id, rm.host, rm.gpu_index, m.energy_kwh, m.energy_s,
-           rm.run_s / greatest(60, sum(rm.run_s) OVER (PARTITION BY rm.host, rm.gpu_index, rm.minute)) AS share,
+           rm.run_s / greatest(60, a.held_s) AS share,
            rm.run_s / 60.0 AS part
-    FROM run_gpu_minutes rm JOIN gpu_minutes m USING (host, gpu_index, minute)
+    FROM run_gpu_time rm JOIN gpu_minutes m USING (host, gpu_index, minute)
+    JOIN gpu_minutes_allocated a USING (host, gpu_index, minute)
 )
 SELECT s.run_id,
        count(DISTINCT (s.host, s.gpu_index))                       AS gpus_traced,
@@ -263,11 +294,15 @@ SELECT s.run_id,
 FROM shares s JOIN runs r USING (run_id)
 GROUP BY s.run_id, r.duration_s, r.gpu_uuids, r.gpu_indices, r.gpu_count, r.examples;
 
+-- The names pages and tests read.
+CREATE OR REPLACE VIEW run_gpu_minutes AS SELECT * FROM run_gpu_time;
+CREATE OR REPLACE VIEW run_energy AS SELECT * FROM run_gpu_energy;
+
 -- gpu_minutes with whether a run held the GPU in that minute (idle there is "allocated but idle").
 CREATE OR REPLACE VIEW gpu_minute_use AS
 SELECT m.*, a.minute IS NOT NULL AS allocated
 FROM gpu_minutes m
-LEFT JOIN (SELECT DISTINCT host, gpu_index, minute FROM run_gpu_minutes) a USING (host, gpu_index, minute);
+LEFT JOIN gpu_minutes_allocated a USING (host, gpu_index, minute);
 
 -- Cloud bill lines (ingest/billing_focus.py, billing_aws.py, billing_gcp.py, billing_azure.py)
 -- in FinOps FOCUS terms, snake_case. A line loaded again replaces the stored one: line_key is
@@ -349,7 +384,7 @@ GROUP BY billing_currency;
 -- (matched_by 'tag'); else a line whose resource_id is a run's tags['resource_id'] and whose
 -- charge period overlaps the run (widened by slack_s seconds on each side) belongs to the run
 -- it overlaps longest ('resource'). Credits, taxes, purchases and adjustments belong to no run.
-CREATE OR REPLACE MACRO billing_run_lines(run_tag, slack_s) AS TABLE
+CREATE OR REPLACE MACRO billing_run_lines_live(run_tag, slack_s) AS TABLE
 WITH usage_lines AS (
     SELECT * FROM billing_lines WHERE charge_category = 'usage'
 ), by_tag AS (
@@ -371,10 +406,32 @@ SELECT * FROM by_tag
 UNION ALL
 SELECT * FROM by_resource;
 
+-- billing_run_lines_live for the [reconciliation] settings, stored after every load of runs or
+-- bill lines by warehouse.refresh_billing_runs (pages read it many times, a load writes it once).
+CREATE TABLE IF NOT EXISTS billing_line_runs (
+    line_key    VARCHAR PRIMARY KEY,
+    run_id      VARCHAR NOT NULL,
+    matched_by  VARCHAR NOT NULL
+);
+
+-- The run tag and slack (seconds) billing_line_runs was computed with (one row).
+CREATE TABLE IF NOT EXISTS billing_match_settings (
+    run_id_tag     VARCHAR NOT NULL,
+    match_slack_s  DOUBLE NOT NULL,
+    computed_at    TIMESTAMPTZ NOT NULL
+);
+
+-- stored := true reads billing_line_runs: only when billing_match_settings holds these settings
+-- (app/queries.py asks first). A constant flag, so that the other branch is never computed.
+CREATE OR REPLACE MACRO billing_run_lines(run_tag, slack_s, stored := false) AS TABLE
+SELECT line_key, run_id, matched_by FROM billing_line_runs WHERE stored
+UNION ALL
+SELECT * FROM billing_run_lines_live(run_tag, slack_s) WHERE NOT stored;
+
 -- Per run and billing currency: the estimated cost (runs.cost_usd, USD) next to the billed
 -- cost of its lines (billing_run_lines). The gap (billed - estimated, and as % of the
 -- estimate) is computed only for lines billed in USD; other currencies are not converted.
-CREATE OR REPLACE MACRO run_billing(run_tag, slack_s) AS TABLE
+CREATE OR REPLACE MACRO run_billing(run_tag, slack_s, stored := false) AS TABLE
 WITH billed AS (
     SELECT m.run_id, b.billing_currency,
            sum(b.billed_cost)                                   AS billed_cost,
@@ -383,7 +440,7 @@ WITH billed AS (
            count(*) FILTER (WHERE m.matched_by = 'resource')    AS lines_by_resource,
            min(b.charge_period_start)                           AS billed_from,
            max(coalesce(b.charge_period_end, b.charge_period_start)) AS billed_to
-    FROM billing_run_lines(run_tag, slack_s) m JOIN billing_lines b USING (line_key)
+    FROM billing_run_lines(run_tag, slack_s, stored := stored) m JOIN billing_lines b USING (line_key)
     GROUP BY m.run_id, b.billing_currency
 )
 SELECT r.run_id, r.project, r.team, r.status, r.started_at, r.ended_at, r.instance_type,

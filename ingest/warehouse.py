@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, timezone
 from importlib import resources
 from pathlib import Path
-from typing import Iterator
+from typing import Iterable, Iterator
 
 import duckdb
 import pandas as pd
@@ -92,10 +92,22 @@ def connect(path: Path | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
     try:
         # Dates and .df() timestamps must not depend on the machine's zone.
         con.execute("SET TimeZone = 'UTC'")
+        # DuckDB's own bar would draw over `mlcost ingest`'s progress bars
+        con.execute("SET enable_progress_bar = false")
         key = str(path.resolve())
         if key not in _schema_ready:
             with _schema_lock:
+                stored_before = {row[0] for row in con.execute(
+                    "SELECT table_name FROM duckdb_tables() WHERE table_name IN ('run_gpu_energy', 'billing_line_runs')"
+                ).fetchall()}
                 con.execute(resources.files("ingest").joinpath("schema.sql").read_text())
+                # a warehouse from before these were stored
+                if "run_gpu_energy" not in stored_before:
+                    with _transaction(con):
+                        refresh_run_energy(con)
+                if "billing_line_runs" not in stored_before and _has_rows(con, "billing_lines"):
+                    with _transaction(con):
+                        refresh_billing_runs(con)
                 _schema_ready.add(key)
         yield con
     finally:
@@ -214,6 +226,11 @@ def merge(stage: duckdb.DuckDBPyConnection, source: str, sha256: str, kind: str,
                     gpu_rollups.rebuild(stage, "wh", gpu, stored)  # settings changed: every GPU again
                 else:
                     gpu_rollups.replace(stage, "wh", gpu, stored)
+            stage.execute("USE wh")  # the derived tables and the views they come from are the warehouse's
+            try:
+                refresh_derived(stage, tables)
+            finally:
+                stage.execute("USE memory")
             stage.execute("COMMIT")
         except BaseException:
             stage.execute("ROLLBACK")
@@ -290,11 +307,76 @@ def rebuild_gpu_rollups(path: Path | None = None) -> int:
         con.execute("BEGIN TRANSACTION")
         try:
             gpus = gpu_rollups.rebuild(con, db, gpu, gpu_rollups.stored_settings(con, db))
+            refresh_run_energy(con)
             con.execute("COMMIT")
         except BaseException:
             con.execute("ROLLBACK")
             raise
     return gpus
+
+
+def refresh_derived(con: duckdb.DuckDBPyConnection, tables: Iterable[str] | None = None) -> None:
+    """Store what pages read many times and a load changes (per-run energy, bill lines' runs),
+    inside the caller's transaction; with `tables` (those a load wrote), only what they decide."""
+    refresh_run_energy(con, tables)
+    refresh_billing_runs(con, tables)
+
+
+# Tables whose rows decide which run each bill line belongs to (billing_line_runs).
+BILLING_RUNS_SOURCES = frozenset({"runs", "billing_lines"})
+
+
+def refresh_billing_runs(con: duckdb.DuckDBPyConnection, tables: Iterable[str] | None = None) -> None:
+    """Store billing_run_lines_live for the [reconciliation] settings in billing_line_runs (and
+    the settings in billing_match_settings), inside the caller's transaction; with `tables`, only
+    when one of them is in BILLING_RUNS_SOURCES. Settings that cannot be read store nothing."""
+    if tables is not None and not BILLING_RUNS_SOURCES.intersection(tables):
+        return
+    from ingest import config
+
+    con.execute("DELETE FROM billing_line_runs")
+    con.execute("DELETE FROM billing_match_settings")
+    try:
+        rule = config.load().reconciliation
+    except config.ConfigError:  # nothing stored: pages compute the matches with the settings they read
+        return
+    run_tag, slack_s = rule.run_id_tag, rule.match_slack_minutes * 60
+    con.execute("INSERT INTO billing_line_runs SELECT * FROM billing_run_lines_live(?, ?)", [run_tag, slack_s])
+    con.execute("INSERT INTO billing_match_settings VALUES (?, ?, ?)", [run_tag, slack_s, datetime.now(timezone.utc)])
+
+
+def _has_rows(con: duckdb.DuckDBPyConnection, table: str) -> bool:
+    return con.execute(f"SELECT EXISTS (SELECT 1 FROM {table})").fetchone()[0]
+
+
+# Tables whose rows decide the stored per-run energy (run_gpu_time, gpu_minutes_allocated,
+# run_gpu_energy): a load that writes one of them refreshes it.
+RUN_ENERGY_SOURCES = frozenset({"runs", "gpu_samples"})
+
+
+def refresh_run_energy(con: duckdb.DuckDBPyConnection, tables: Iterable[str] | None = None) -> None:
+    """Store the views run_gpu_minutes_live and run_energy_live (ingest/schema.sql) in
+    run_gpu_time, gpu_minutes_allocated and run_gpu_energy, inside the caller's transaction;
+    with `tables` (those a load wrote), only when one of them is in RUN_ENERGY_SOURCES."""
+    if tables is not None and not RUN_ENERGY_SOURCES.intersection(tables):
+        return
+    for table in ("run_gpu_time", "gpu_minutes_allocated", "run_gpu_energy"):
+        con.execute(f"DELETE FROM {table}")
+    con.execute("INSERT INTO run_gpu_time SELECT * FROM run_gpu_minutes_live")
+    con.execute("INSERT INTO gpu_minutes_allocated SELECT host, gpu_index, minute, sum(run_s) FROM run_gpu_time "
+                "GROUP BY ALL")
+    con.execute("INSERT INTO run_gpu_energy SELECT * FROM run_energy_live")
+
+
+@contextmanager
+def _transaction(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
+    con.execute("BEGIN TRANSACTION")
+    try:
+        yield
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
 
 
 DECISION_KINDS = ("decision", "note")

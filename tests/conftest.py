@@ -63,9 +63,12 @@ def demo_warehouse(demo_db: Path, warehouse: Path) -> Path:
 
 @pytest.fixture(autouse=True)
 def _clear_streamlit_caches():
-    """st.cache_data outlives an AppTest run inside one pytest process; start each test clean."""
+    """st.cache_data and st.cache_resource outlive an AppTest run inside one pytest process;
+    start each test clean."""
     import streamlit as st
 
     st.cache_data.clear()
+    st.cache_resource.clear()
     yield
     st.cache_data.clear()
+    st.cache_resource.clear()

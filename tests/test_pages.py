@@ -486,13 +486,21 @@ def test_a_chart_over_max_points_says_what_it_leaves_out(warehouse, tmp_path):
         "duration_hours": 1, "price_per_hour_usd": 1 + i / 1000, "val_metric": 0.5 + (i % 97) / 1000,
         "val_metric_name": "accuracy", "status": "completed"}) + "\n" for i in range(runs)))
     assert loader.ingest_file(path).rows_loaded == runs
+    # cost grows with i; a run is on the frontier when it scores above every cheaper one
+    best, frontier = float("-inf"), 0
+    for score in (0.5 + (i % 97) / 1000 for i in range(runs)):
+        frontier, best = (frontier + 1, score) if score > best else (frontier, best)
+    drawn = charts.MAX_POINTS - frontier  # each frontier run is a point and a point of its project's line
     at = open_page("Training runs")
     captions = texts(at, "caption")
-    assert (f"The chart shows {charts.MAX_POINTS:,} of these {runs:,} runs: every frontier run and the cheapest "
-            "dominated ones. The table below lists them all.") in captions
+    assert (f"The chart shows {drawn:,} of these {runs:,} runs (at most {charts.MAX_POINTS:,} points): the "
+            "frontier runs first, then the cheapest dominated ones. The CSV below has them all.") in captions
     [chart] = at.get("plotly_chart")
     def points(x: list | dict) -> int:  # plotly sends numeric arrays as base64 typed arrays
         return len(x) if isinstance(x, list) else len(base64.b64decode(x["bdata"])) // int(x["dtype"][1:])
 
     figure = json.loads(chart.proto.spec)
-    assert sum(points(t["x"]) for t in figure["data"] if t["mode"] == "markers") == charts.MAX_POINTS
+    assert sum(points(t["x"]) for t in figure["data"] if t["mode"] == "markers") == drawn
+    assert sum(points(t["x"]) for t in figure["data"]) == charts.MAX_POINTS
+    assert f"The table shows the 1,000 newest of {runs:,} runs" in " ".join(captions)
+    assert len(run_table(at)) == 1000

@@ -40,13 +40,16 @@ if dimension == "Tag":
         st.stop()
     tag_key = st.selectbox("Tag", keys["tag_key"], key="billing_tag")
 over_time = cache.fetch(queries.billing_spend_over_time, picked, currency, dimension, tag_key)
-st.plotly_chart(charts.billing_over_time(over_time, currency, tag_key or dimension), width="stretch")
+st.plotly_chart(cache.chart("billing_over_time", (picked, currency, dimension, tag_key),
+                            lambda: charts.billing_over_time(over_time, currency, tag_key or dimension)),
+                width="stretch")
 
 st.subheader("Charges by category")
 st.caption("Usage, purchases (fees, commitments), taxes, credits and adjustments per invoice month, "
            "each as billed: credits and corrections count below zero.")
 categories = cache.fetch(queries.billing_by_category, picked, currency)
-st.plotly_chart(charts.billing_by_category(categories, currency), width="stretch")
+st.plotly_chart(cache.chart("billing_by_category", (picked, currency),
+                            lambda: charts.billing_by_category(categories, currency)), width="stretch")
 by_category = categories.pivot_table(index="month", columns="charge_category", values="billed_cost",
                                      aggfunc="sum", fill_value=0)
 by_category.index = by_category.index.map(lambda month: str(month)[:7])  # 2026-08, not a midnight timestamp
@@ -65,7 +68,8 @@ else:
     share = float(gpu["billed_cost"].sum()) / float(row["usage_cost"]) * 100 if row["usage_cost"] else None
     st.metric("GPU instance spend", money(gpu["billed_cost"].sum(), currency),
               help=None if share is None else f"{share:.1f} % of usage")
-    st.plotly_chart(charts.billing_gpu_spend(gpu, currency), width="stretch")
+    st.plotly_chart(cache.chart("billing_gpu_spend", (picked, currency, gpu_rule),
+                                lambda: charts.billing_gpu_spend(gpu, currency)), width="stretch")
 
 st.subheader("Top resources")
 st.dataframe(cache.fetch(queries.billing_top_resources, picked, currency), hide_index=True, width="stretch",

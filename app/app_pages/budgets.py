@@ -68,8 +68,9 @@ st.info(burn.source_note)
 if burn.other_currency_lines:
     st.warning(f"{burn.other_currency_lines:,} bill lines in this scope are in other currencies than "
                f"{currency}: they are not counted (currencies are never converted).")
-st.plotly_chart(charts.budget_burn(burn.daily, budgets.projection(burn), budgets.pace(burn),
-                                   float(budget.amount), currency), width="stretch")
+st.plotly_chart(cache.chart("budget_burn", (as_of, repr(settings), budget.name),
+                            lambda: charts.budget_burn(burn.daily, budgets.projection(burn), budgets.pace(burn),
+                                                       float(budget.amount), currency)), width="stretch")
 st.caption(f"Forecast: spent + the mean daily spend of the last 7 days × the {burn.days_left} days left. "
            "Band: the same with the 10th and 90th percentile day of the last 28 days.")
 

@@ -1,5 +1,6 @@
 """Data: upload any file mlcost ingests, see the validation report, the load history and the rejected lines."""
 import tempfile
+import time
 from datetime import timezone
 from pathlib import Path
 
@@ -31,6 +32,27 @@ with st.form("upload", clear_on_submit=True):
                                         "taken (`--at` of `mlcost ingest`). ISO-8601 or epoch seconds.")
     submitted = st.form_submit_button("Load files", type="primary")
 
+
+
+def upload_progress(bar, name: str, number: int, files: int, file_bytes: int, done_bytes: int, total_bytes: int):
+    """loader's on_progress for one uploaded file: moves `bar` over every file's bytes, naming the
+    file, its rows and bytes so far, the rate and the time left; redrawn at most every 0.2 s."""
+    started, drawn = time.monotonic(), [0.0]
+
+    def step(bytes_done: int, rows_done: int) -> None:
+        now = time.monotonic()
+        if now - drawn[0] < 0.2 and bytes_done < file_bytes:  # the file's last call always draws
+            return
+        drawn[0] = now
+        elapsed_s = max(now - started, 1e-9)
+        left_s = (total_bytes - done_bytes - bytes_done) / max(bytes_done / elapsed_s, 1e-9)
+        bar.progress(min((done_bytes + bytes_done) / max(total_bytes, 1), 1.0),
+                     text=f"File {number} of {files}, {name}: {rows_done:,} rows, {bytes_done / 1e6:,.1f} of "
+                          f"{file_bytes / 1e6:,.1f} MB ({rows_done / elapsed_s:,.0f} rows/s"
+                          + (f", about {left_s:,.0f} s left)" if bytes_done else ")"))
+    return step
+
+
 zone = values.zone(zone_name)
 try:
     at, time_problem = values.timestamp(scrape_time, "Scrape time", timezone.utc), None
@@ -41,16 +63,22 @@ if submitted and zone is None:
 elif submitted and time_problem:
     st.error(f"{time_problem}: write it as 2025-11-20T10:00:00Z, for example.")
 elif submitted and files:
+    total_bytes, done_bytes, rows_read, started = sum(upload.size for upload in files), 0, 0, time.monotonic()
+    bar = st.progress(0.0, text=f"Loading {len(files):,} file(s)…")
     with tempfile.TemporaryDirectory() as folder:
-        for upload in files:
+        for number, upload in enumerate(files, start=1):
             path = Path(folder) / Path(upload.name).name
             path.write_bytes(upload.getvalue())
+            step = upload_progress(bar, upload.name, number, len(files), upload.size, done_bytes, total_bytes)
             try:
                 summary = loader.ingest_file(path, None if kind == "detect" else kind, zone,
-                                             display_name=upload.name, at=at)
+                                             display_name=upload.name, at=at, on_progress=step)
             except config.ConfigError as error:  # the price catalog serving files are priced with
                 st.error(f"FAILED {upload.name}: the settings file cannot be used: {error}")
                 continue
+            finally:
+                done_bytes += upload.size
+            rows_read += summary.rows_loaded + summary.rows_rejected
             report = "\n".join(summary_lines(summary))
             (st.success if summary.ok else st.error if summary.status == "failed" else st.warning)(
                 report.split("\n", 1)[0])
@@ -58,6 +86,8 @@ elif submitted and files:
                 st.code(report.split("\n", 1)[1], language=None)
             if summary.status == "failed" and summary.kind == "dcgm" and at is None:  # the scrape has no times
                 st.info("Enter when the scrape was taken under **Scrape time (UTC)** and load the file again.")
+    bar.progress(1.0, text=f"Read {len(files):,} file(s): {rows_read:,} rows, {total_bytes / 1e6:,.1f} MB "
+                           f"in {time.monotonic() - started:,.1f} s")
     cache.forget()
 elif submitted:
     st.warning("Choose one or more files first.")

@@ -48,16 +48,26 @@ last.metric("Allocated but idle", f"{allocated_h:,.1f} GPU-h")
 last.caption(f"a run held the GPU; {gpus['unallocated_idle_h'].sum():,.1f} GPU-h idle unallocated")
 
 st.subheader("Idle hours per GPU and day")
-st.plotly_chart(charts.idle_heatmap(cache.fetch(queries.idle_by_day, picked)), width="stretch")
+by_day = cache.fetch(queries.idle_by_day, picked)
+st.plotly_chart(cache.chart("idle_heatmap", (picked,), lambda: charts.idle_heatmap(by_day)), width="stretch")
+_, period, left_out = charts.idle_heatmap_grid(by_day)
+if period != "day" or left_out:  # a chart carries at most charts.MAX_POINTS cells
+    st.caption((f"Idle hours per {period}: days x GPUs would exceed {charts.MAX_POINTS:,} cells. " if period != "day"
+                else "") + (f"{left_out:,} GPUs that idled least are left out; the table below lists every GPU."
+                            if left_out else ""))
 
 st.subheader("Allocated but idle, or unallocated")
 st.caption("Allocated: a training run named this GPU (by uuid or host and index) for that minute.")
-st.plotly_chart(charts.idle_split(gpus), width="stretch")
+st.plotly_chart(cache.chart("idle_split", (picked, prices), lambda: charts.idle_split(gpus)), width="stretch")
+if len(gpus) > charts.IDLE_SPLIT_MAX_GPUS:
+    st.caption(f"The chart shows the {charts.IDLE_SPLIT_MAX_GPUS:,} GPUs with the most idle hours of {len(gpus):,}.")
 
 st.subheader("Utilization")
 bin_pct = 5
-st.plotly_chart(charts.utilization_histogram(cache.fetch(queries.utilization_histogram, picked, bin_pct),
-                                             bin_pct, rule["idle_util_max_pct"]), width="stretch")
+st.plotly_chart(cache.chart("utilization_histogram", (picked, bin_pct, float(rule["idle_util_max_pct"])),
+                            lambda: charts.utilization_histogram(cache.fetch(queries.utilization_histogram, picked,
+                                                                             bin_pct),
+                                                                 bin_pct, rule["idle_util_max_pct"])), width="stretch")
 
 threshold = settings.gpu.right_size_util_pct
 st.subheader("Right-size candidates")

@@ -33,7 +33,7 @@ last.caption(count_of(totals["runs_with_emissions"], runs, "measured")
 st.subheader("Estimated cost by month")
 by_month = cache.fetch(queries.spend_by_month, picked)
 if by_month["cost_usd"].notna().any():
-    st.plotly_chart(charts.spend_by_month(by_month), width="stretch")
+    st.plotly_chart(cache.chart("spend_by_month", (picked,), lambda: charts.spend_by_month(by_month)), width="stretch")
 else:
     st.caption("None of these runs has a price or a cost yet, so there is no spend to chart.")
 

@@ -5,11 +5,14 @@ import streamlit as st
 from app import cache, charts, queries, settings as settings_page
 from app.format import money, plural
 
+TABLE_ROWS = 1000  # runs listed in the table, largest gap first
+NAMED_RUNS = 20  # runs named in a warning; the table has the rest
+
 st.title("Reconciliation")
 picked = st.session_state["filters"]
 rule = settings_page.load_or_stop().reconciliation
 slack_s = rule.match_slack_minutes * 60
-runs = cache.fetch(queries.reconciliation_runs, picked, rule.run_id_tag, slack_s, rule.gap_pct)
+runs = cache.fetch_shared(queries.reconciliation_runs, picked, rule.run_id_tag, slack_s, rule.gap_pct)
 totals = cache.fetch(queries.reconciliation_totals, picked, rule.run_id_tag, slack_s)
 
 if runs.empty and totals.empty:
@@ -22,28 +25,48 @@ st.caption(f"A usage line belongs to the run its tag `{rule.run_id_tag}` names; 
            f"{rule.match_slack_minutes:g} min). A gap over {rule.gap_pct:g} % is flagged "
            "(`[reconciliation]` in mlcost.toml). Runs follow the sidebar's filters; spend below, its date range.")
 
+
+
+def summary() -> dict:
+    """The figures, flags and chart of the matched runs (once per data version and settings: up
+    to 100k rows)."""
+    usd = runs[runs["billing_currency"] == "USD"]
+    untagged = runs[runs["untagged"]]
+    return {"runs": runs["run_id"].nunique(), "estimated_usd": usd["estimated_cost_usd"].sum(),
+            "billed_usd": usd["billed_cost"].sum(), "flagged": int(runs["large_gap"].fillna(False).sum()),
+            "plotted": int((usd["estimated_cost_usd"].notna() & usd["billed_cost"].notna()).sum()),
+            "untagged": len(untagged), "untagged_ids": untagged["run_id"].head(NAMED_RUNS).tolist(),
+            "figure": charts.estimated_vs_billed(usd)}
+
+
 if runs.empty:
     st.info("No run in this selection matched a bill line. A usage line belongs to a run when its "
             f"`{rule.run_id_tag}` tag names a loaded run, or its resource id is a run's `tags.resource_id`: "
             "load the runs' logs (`mlcost ingest`, or the **Data** page) — or widen the filters in the sidebar.")
 else:
-    usd = runs[runs["billing_currency"] == "USD"]
+    facts = cache.derived("reconciliation", (picked, rule.run_id_tag, slack_s, rule.gap_pct), summary)
     left, middle, right, last = st.columns(4)
-    left.metric("Runs with bill lines", f"{runs['run_id'].nunique():,}")
-    middle.metric("Estimated (USD)", money(usd["estimated_cost_usd"].sum(), "USD"))
-    right.metric("Billed (USD)", money(usd["billed_cost"].sum(), "USD"))
-    last.metric("Large gaps", f"{int(runs['large_gap'].fillna(False).sum()):,}")
+    left.metric("Runs with bill lines", f"{facts['runs']:,}")
+    middle.metric("Estimated (USD)", money(facts["estimated_usd"], "USD"))
+    right.metric("Billed (USD)", money(facts["billed_usd"], "USD"))
+    last.metric("Large gaps", f"{facts['flagged']:,}")
     st.subheader("Estimated against billed")
-    st.plotly_chart(charts.estimated_vs_billed(usd), width="stretch")
-    flagged = runs[runs["large_gap"].fillna(False)]
-    if not flagged.empty:
-        st.warning(f"{plural(len(flagged), 'run')} billed more than {rule.gap_pct:g} % away from the estimate "
+    st.plotly_chart(facts["figure"], width="stretch")
+    if facts["plotted"] > charts.ESTIMATED_VS_BILLED_MAX_RUNS:
+        st.caption(f"The chart shows the {charts.ESTIMATED_VS_BILLED_MAX_RUNS:,} runs with the largest gaps of "
+                   f"{facts['plotted']:,}; the table below lists the {TABLE_ROWS:,} largest.")
+    if facts["flagged"]:
+        st.warning(f"{plural(facts['flagged'], 'run')} billed more than {rule.gap_pct:g} % away from the estimate "
                    "(spot capacity bills under it; a run left running bills over it).")
-    untagged = runs[runs["untagged"]]
-    if not untagged.empty:
-        st.warning(f"{plural(len(untagged), 'run')} found by resource id only: their bill lines lack the "
-                   f"`{rule.run_id_tag}` tag ({', '.join(untagged['run_id'])}).")
-    st.dataframe(runs, hide_index=True, width="stretch",
+    if facts["untagged"]:
+        named = ", ".join(facts["untagged_ids"][:NAMED_RUNS])
+        more = facts["untagged"] - min(facts["untagged"], NAMED_RUNS)
+        st.warning(f"{plural(facts['untagged'], 'run')} found by resource id only: their bill lines lack the "
+                   f"`{rule.run_id_tag}` tag ({named}{f' and {more:,} more' if more else ''}).")
+    if len(runs) > TABLE_ROWS:  # a browser table of 100k rows costs seconds to send and to draw
+        st.caption(f"The table lists the {TABLE_ROWS:,} runs with the largest gaps of {len(runs):,}; narrow the "
+                   "sidebar's filters to see others.")
+    st.dataframe(runs.head(TABLE_ROWS), hide_index=True, width="stretch",
                  column_order=["run_id", "project", "team", "status", "instance_type", "started_at",
                                "estimated_cost_usd", "billing_currency", "billed_cost", "gap_usd", "gap_pct",
                                "large_gap", "untagged", "lines", "lines_by_resource"],

@@ -71,8 +71,9 @@ else:  # a table shows the text as text, never as markup
 st.header("Report")
 name = f"mlcost-report-{month:%Y-%m}"
 left, right = st.columns(2)
-left.download_button("Download Markdown", report.markdown(retro), file_name=f"{name}.md", mime="text/markdown",
-                     icon=":material/download:")
-right.download_button("Download HTML (opens offline)", report.html_report(retro), file_name=f"{name}.html",
+# written when a button is pressed, not on every rerun (the HTML embeds every chart)
+left.download_button("Download Markdown", lambda: report.markdown(retro), file_name=f"{name}.md",
+                     mime="text/markdown", icon=":material/download:")
+right.download_button("Download HTML (opens offline)", lambda: report.html_report(retro), file_name=f"{name}.html",
                       mime="text/html", icon=":material/download:")
 st.caption(f"`mlcost report --month {month:%Y-%m} --format html` writes the same report from the command line.")

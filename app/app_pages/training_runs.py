@@ -10,6 +10,8 @@ AXES = {"Cost": ("cost_usd", "Cost (USD)"),
         "GPU energy": ("gpu_energy_kwh", "Measured GPU energy (kWh)"),
         "Emissions": ("gpu_emissions_kg", "GPU emissions (kg CO₂e)")}
 
+TABLE_ROWS = 1000  # runs listed in the page's table; the CSV has every run
+
 st.title("Training runs")
 picked = st.session_state["filters"]
 metrics = cache.fetch(queries.metric_names, picked)
@@ -27,40 +29,54 @@ else:
     target = right.number_input(f"Target {metric} for cost-to-target", value=None, format="%.4f",
                                 key=f"target_{metric}",
                                 help="Empty: use each run's own target_metric, if it has one.")
-runs = cache.fetch(queries.training_runs, picked, metric, None if metrics.empty else target)
+target = None if metrics.empty else target
+factors = settings_page.energy_or_defaults().query_factors()
+runs = cache.training_runs(picked, metric, target, factors)
 
 if runs.empty:
     st.info("No training runs in this selection. Run `mlcost ingest PATH` or use the **Data** page.")
     st.stop()
 
-factors = settings_page.energy_or_defaults().query_factors()
-measured = cache.fetch(queries.run_energy_figures, picked, *factors)
-runs = runs.merge(measured, on="run_id", how="left")
-
-if metric is not None:
+def scatter(x: str, x_label: str) -> dict:
+    """The scatter of `metric` against `x` and the counts its captions quote (built once per data
+    version and choice: the runs are up to 100k rows)."""
     of_metric = runs[runs["val_metric_name"] == metric]
     ranked = of_metric.dropna(subset=["on_frontier"])
-    frontier, dominated = ranked[ranked["on_frontier"] == True], ranked[ranked["on_frontier"] == False]  # noqa: E712
-    unranked = of_metric[of_metric["status"].isin(["failed", "preempted", "running"])]
+    return {"frontier": int((ranked["on_frontier"] == True).sum()),  # noqa: E712
+            "dominated": int((ranked["on_frontier"] == False).sum()),  # noqa: E712
+            "unranked": int(of_metric["status"].isin(["failed", "preempted", "running"]).sum()),
+            "ranked": len(ranked), "traced": int(ranked[x].notna().sum()),
+            "plotted": len(ranked.dropna(subset=["cost_usd", "val_metric", x])),
+            "drawn": len(charts.cost_vs_metric_rows(ranked, x)),
+            "figure": charts.cost_vs_metric(ranked, metric, goal, x, x_label)}
+
+
+def cheapest_to_target() -> tuple[int, object]:
+    """How many runs reached the target, and the cheapest of them (a row) or None."""
+    reached = runs.dropna(subset=["cost_to_target_usd"])
+    return len(reached), None if reached.empty else reached.loc[reached["cost_to_target_usd"].astype(float).idxmin()]
+
+
+if metric is not None:
     axis = st.segmented_control("x axis", list(AXES), default="Cost", key="runs_x_axis") or "Cost"
     x, x_label = AXES[axis]
+    facts = cache.derived("runs_scatter", (picked, metric, target, factors, x), lambda: scatter(x, x_label))
     st.subheader(f"{axis} vs {metric}")
-    st.caption(f"{plural(len(frontier), 'run')} on the Pareto frontier (cheapest for their level of {metric}, "
-               f"per project); {len(dominated):,} dominated: another run of the project scored as well for less. "
-               f"{plural(len(unranked), 'failed, preempted or running run')} not ranked: their metric is partial.")
+    st.caption(f"{plural(facts['frontier'], 'run')} on the Pareto frontier (cheapest for their level of {metric}, "
+               f"per project); {facts['dominated']:,} dominated: another run of the project scored as well for less. "
+               f"{plural(facts['unranked'], 'failed, preempted or running run')} not ranked: their metric is partial.")
     if x != "cost_usd":
         st.caption(f"Measured from GPU traces (emissions: x PUE x the grid's g CO₂e/kWh of the run's region, "
-                   f"`[energy]` in mlcost.toml); {plural(ranked[x].notna().sum(), 'ranked run')} of "
-                   f"{len(ranked)} have traces. Symbols keep the cost frontier.")
-    st.plotly_chart(charts.cost_vs_metric(ranked, metric, goal, x, x_label), width="stretch")
-    plotted = len(ranked.dropna(subset=["cost_usd", "val_metric", x]))
-    if plotted > charts.MAX_POINTS:  # the chart keeps the frontier and the cheapest dominated runs
-        st.caption(f"The chart shows {charts.MAX_POINTS:,} of these {plotted:,} runs: every frontier run and "
-                   "the cheapest dominated ones. The table below lists them all.")
-    reached = runs.dropna(subset=["cost_to_target_usd"])
-    if not reached.empty:
-        cheapest = reached.loc[reached["cost_to_target_usd"].astype(float).idxmin()]
-        st.caption(f"{plural(len(reached), 'run')} reached the target; cheapest to get there: "
+                   f"`[energy]` in mlcost.toml); {plural(facts['traced'], 'ranked run')} of "
+                   f"{facts['ranked']} have traces. Symbols keep the cost frontier.")
+    st.plotly_chart(facts["figure"], width="stretch")
+    if facts["drawn"] < facts["plotted"]:  # the chart keeps the frontier and the cheapest dominated runs
+        st.caption(f"The chart shows {facts['drawn']:,} of these {facts['plotted']:,} runs (at most "
+                   f"{charts.MAX_POINTS:,} points): the frontier runs first, then the cheapest dominated ones. "
+                   "The CSV below has them all.")
+    reached, cheapest = cache.derived("runs_target", (picked, metric, target, factors), cheapest_to_target)
+    if cheapest is not None:
+        st.caption(f"{plural(reached, 'run')} reached the target; cheapest to get there: "
                    f"**{cheapest['run_id']}** at {usd(cheapest['cost_to_target_usd'])} "
                    f"after {cheapest['time_to_target_h']:.2f} h.")
 
@@ -68,6 +84,9 @@ st.subheader("All runs")
 money = {c: st.column_config.NumberColumn(c, format="$%.2f") for c in
          ("cost_usd", "price_per_hour_usd", "cost_to_target_usd")}
 money["cost_per_1k_examples_usd"] = st.column_config.NumberColumn("cost_per_1k_examples_usd", format="$%.4f")
-st.dataframe(runs, hide_index=True, width="stretch", column_config=money)
-st.download_button("Download CSV", runs.to_csv(index=False).encode(), file_name="training_runs.csv",
-                   mime="text/csv", icon=":material/download:")
+if len(runs) > TABLE_ROWS:  # a browser table of 100k rows costs seconds to send and to draw
+    st.caption(f"The table shows the {TABLE_ROWS:,} newest of {len(runs):,} runs; narrow the sidebar's filters "
+               "to see others, or download the CSV of them all.")
+st.dataframe(runs.head(TABLE_ROWS), hide_index=True, width="stretch", column_config=money)
+st.download_button(f"Download CSV ({len(runs):,} runs)", cache.training_runs_csv(picked, metric, target, factors),
+                   file_name="training_runs.csv", mime="text/csv", icon=":material/download:")

@@ -3,8 +3,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
+import time
 from pathlib import Path
+
+from tqdm import tqdm
 
 from ingest import loader, values, warehouse
 from ingest.contract import BadValue
@@ -44,19 +48,18 @@ def run_ingest(args: argparse.Namespace) -> int:
     except BadValue as error:
         say(str(error))
         return EXIT_USAGE
-    files, _ = loader.expand(args.paths)
-    progress = _Progress(sum(p.stat().st_size for p in files)) if _show_progress(args) else None
-    summaries = []
-    for path, summary in loader.ingest_paths(args.paths, args.kind, tz, host=args.host, at=at):
-        summaries.append(summary)
-        if progress:
-            progress.clear()
-        if not args.json:
+    files, missing = loader.expand(args.paths)
+    summaries = list(missing)
+    if not args.json:
+        for summary in missing:
             print("\n".join(summary_lines(summary)), flush=True)
-        if progress and path is not None:
-            progress.advance(path.stat().st_size)
-    if progress:
-        progress.clear()
+    with _Progress(files, enabled=_show_progress(args)) as progress:
+        for path in files:
+            progress.start(path)
+            summary = loader.ingest_file(path, args.kind, tz, host=args.host, at=at, on_progress=progress.update)
+            summaries.append(summary)
+            if not args.json:
+                progress.write("\n".join(summary_lines(summary)))
     if args.json:
         print(json.dumps([s.to_json() for s in summaries], indent=2))
     return 0 if summaries and all(s.ok for s in summaries) else EXIT_PROBLEMS
@@ -79,20 +82,64 @@ def _show_progress(args: argparse.Namespace) -> bool:
 
 
 class _Progress:
-    """A one-line progress bar on stderr, by bytes read."""
+    """Two bars on stderr (tqdm): every file's bytes, and the current file's bytes and rows, each
+    with its rate and time left. Disabled, it draws nothing and write() just prints."""
 
-    WIDTH = 30
+    def __init__(self, files: list[Path], enabled: bool) -> None:
+        self.enabled, self.files_total = enabled, len(files)
+        self.files_done, self.bytes_before, self.started = 0, 0, 0.0
+        total_bytes = sum(_size(path) for path in files)
+        # a terminal that reports no size (0 x 0, as a bare pty does) gets the fallback's:
+        # tqdm would draw nothing in 0 rows
+        width, height = shutil.get_terminal_size((100, 24))
+        self.overall = tqdm(total=total_bytes, unit="B", unit_scale=True, unit_divisor=1024, position=0,
+                            desc=f"files 0/{len(files)}", disable=not enabled, file=sys.stderr,
+                            ncols=width, nrows=height, leave=False)
+        self.current = tqdm(total=0, unit="B", unit_scale=True, unit_divisor=1024, position=1,
+                            disable=not enabled, file=sys.stderr, ncols=width, nrows=height, leave=False)
 
-    def __init__(self, total_bytes: int) -> None:
-        self.total, self.done = max(total_bytes, 1), 0
+    def __enter__(self) -> _Progress:
+        return self
 
-    def advance(self, size_bytes: int) -> None:
-        self.done += size_bytes
-        filled = int(self.WIDTH * self.done / self.total)
-        bar = "#" * filled + "." * (self.WIDTH - filled)
-        sys.stderr.write(f"\r[{bar}] {self.done / 1e6:.1f}/{self.total / 1e6:.1f} MB")
-        sys.stderr.flush()
+    def __exit__(self, *_exc: object) -> None:
+        self.current.close()
+        self.overall.close()
 
-    def clear(self) -> None:
-        sys.stderr.write("\r" + " " * (self.WIDTH + 30) + "\r")
-        sys.stderr.flush()
+    def start(self, path: Path) -> None:
+        """A new file begins: the file bar restarts at 0 of its size."""
+        if self.files_done:  # the previous file is done whole
+            self.bytes_before += self.current.total or 0
+        self.files_done += 1
+        self.started = time.monotonic()
+        self.overall.set_description(f"files {self.files_done}/{self.files_total}", refresh=False)
+        self.current.set_description(_short(path.name), refresh=False)
+        self.current.set_postfix_str("0 rows", refresh=False)
+        self.current.reset(total=_size(path))
+
+    def update(self, bytes_done: int, rows_done: int) -> None:
+        """loader's on_progress: bytes and rows done within the current file."""
+        if not self.enabled:
+            return
+        self.current.update(max(bytes_done - self.current.n, 0))
+        self.overall.update(max(self.bytes_before + bytes_done - self.overall.n, 0))
+        elapsed_s = max(time.monotonic() - self.started, 1e-9)
+        self.current.set_postfix_str(f"{rows_done:,} rows, {rows_done / elapsed_s:,.0f} rows/s")
+
+    def write(self, text: str) -> None:
+        """A summary on stdout, above the bars."""
+        if self.enabled:
+            tqdm.write(text, file=sys.stdout)
+            sys.stdout.flush()
+        else:
+            print(text, flush=True)
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _short(name: str, width: int = 28) -> str:
+    return name if len(name) <= width else "…" + name[-(width - 1):]
