@@ -92,8 +92,20 @@ def ingest_file(path: Path, kind: str | None = None, tz: tzinfo = timezone.utc,
     The file is streamed (gzip and zstd decompressed on the fly), parsed into a private staging
     database and merged into the warehouse in one short transaction. `on_progress(bytes_done,
     rows_done)`, when given, is called as the file is read (bytes of the file as stored, so of
-    the compressed stream) and once at the end.
+    the compressed stream) and once at the end, with the file's size and the rows it gave.
     """
+    summary = _ingest_file(path, kind, tz, display_name, host, at, on_progress)
+    if on_progress is not None:
+        try:
+            size_bytes = path.stat().st_size
+        except OSError:  # an unreadable file has said so in its summary
+            size_bytes = 0
+        on_progress(size_bytes, summary.rows_loaded + summary.rows_rejected)
+    return summary
+
+
+def _ingest_file(path: Path, kind: str | None, tz: tzinfo, display_name: str | None, host: str | None,
+                 at: datetime | None, on_progress: Progress | None) -> FileSummary:
     name = display_name or str(path)
     summary = FileSummary(name, kind)
     try:
@@ -219,11 +231,12 @@ def detect_bytes(name: str, data: bytes) -> ModuleType | None:
 
 
 def ingest_paths(patterns: list[str], kind: str | None = None, tz: tzinfo = timezone.utc,
-                 host: str | None = None, at: datetime | None = None,
+                 host: str | None = None, at: datetime | None = None, on_progress: Progress | None = None,
                  ) -> Iterator[tuple[Path | None, FileSummary]]:
-    """Expand the patterns and ingest each file in turn, yielding its summary."""
+    """Expand the patterns and ingest each file in turn, yielding its summary; `on_progress`
+    hears each file's progress as in ingest_file."""
     files, missing = expand(patterns)
     for summary in missing:
         yield None, summary
     for path in files:
-        yield path, ingest_file(path, kind, tz, host=host, at=at)
+        yield path, ingest_file(path, kind, tz, host=host, at=at, on_progress=on_progress)
