@@ -15,7 +15,8 @@ st.caption(
     f"{rules.burn_spike_factor:g}× its {rules.burn_spike_baseline_days}-day mean, cost or energy per 1k requests "
     f"regressions started in the last {rules.regression_lookback_days} days, and idle GPUs costing over "
     f"${rules.idle_waste_usd_per_week:,.0f} a week. Each rule and threshold fires once per period; a failed "
-    "post is retried on the next check." + (" New alerts go out as one digest per channel." if rules.digest else ""))
+    "post is retried on the next check; one interrupted (or unanswered) is re-sent once, marked as a possible "
+    "repeat." + (" New alerts go out as one digest per channel." if rules.digest else ""))
 
 today = datetime.now(timezone.utc).date()
 as_of = budgets.default_as_of(today)
