@@ -4,6 +4,7 @@ from datetime import datetime, timedelta, timezone
 import streamlit as st
 
 from app import alert_store, alerts, budgets, cache, settings as settings_page, slack
+from app.format import md
 
 st.title("Alerts")
 settings = settings_page.load_or_stop()
@@ -27,10 +28,10 @@ if not holding:
     st.success("No alert condition holds.")
 for alert in holding:
     fresh = alert.key not in posted_before
-    with st.expander(f"{'**New** · ' if fresh else ''}{alert.title}"):
+    with st.expander(f"{'**New** · ' if fresh else ''}{md(alert.title)}"):
         st.text(alert.message)
-        st.caption(f"rule `{alert.rule}`, threshold {alert.threshold}, period from {alert.period_start}, channel "
-                   f"{alert.channel or 'default'}" + ("; not posted yet: the next check will" if fresh else ""))
+        st.caption(f"rule `{alert.rule}`, threshold {md(alert.threshold)}, period from {alert.period_start}, channel "
+                   f"{md(alert.channel or 'default')}" + ("; not posted yet: the next check will" if fresh else ""))
 
 st.subheader("History")
 history = alert_store.history()
@@ -59,10 +60,10 @@ with snooze_col.form("snooze"):
         now = alert_store.now()
         if days > 0:
             alert_store.snooze(alert_store.ANY_RULE, subject, now + timedelta(days=days), now)
-            st.success(f"Alerts of {subject} are held until {now + timedelta(days=days):%Y-%m-%d %H:%M} UTC.")
+            st.success(f"Alerts of {md(subject)} are held until {now + timedelta(days=days):%Y-%m-%d %H:%M} UTC.")
         else:
             alert_store.unsnooze(alert_store.ANY_RULE, subject)
-            st.success(f"Alerts of {subject} are no longer snoozed.")
+            st.success(f"Alerts of {md(subject)} are no longer snoozed.")
 active = alert_store.snoozes(alert_store.now())
 if not active.empty:
     snooze_col.dataframe(active, hide_index=True)
@@ -79,6 +80,6 @@ with test_col.form("test_message"):
         except slack.SecretsError as error:
             outcome = slack.Outcome(False, None, str(error))
         if outcome.ok:
-            st.success(f"Posted to the {channel} channel.")
+            st.success(f"Posted to the {md(channel)} channel.")
         else:
-            st.error(f"Not posted: {outcome.error}")
+            st.error(f"Not posted: {md(outcome.error)}")

@@ -6,6 +6,7 @@ from pathlib import Path
 import streamlit as st
 
 from app import cache, queries
+from app.format import md
 from ingest import config, loader, values
 from ingest.contract import BadValue
 from ingest.report import summary_lines
@@ -49,11 +50,11 @@ elif submitted and files:
                 summary = loader.ingest_file(path, None if kind == "detect" else kind, zone,
                                              display_name=upload.name, at=at)
             except config.ConfigError as error:  # the price catalog serving files are priced with
-                st.error(f"FAILED {upload.name}: the settings file cannot be used: {error}")
+                st.error(f"FAILED {md(upload.name)}: the settings file cannot be used: {md(error)}")
                 continue
             report = "\n".join(summary_lines(summary))
             (st.success if summary.ok else st.error if summary.status == "failed" else st.warning)(
-                report.split("\n", 1)[0])
+                md(report.split("\n", 1)[0]))
             if "\n" in report:
                 st.code(report.split("\n", 1)[1], language=None)
             if summary.status == "failed" and summary.kind == "dcgm" and at is None:  # the scrape has no times

@@ -3,7 +3,7 @@ cost-to-target, the run table with measured GPU energy."""
 import streamlit as st
 
 from app import cache, charts, queries, settings as settings_page
-from app.format import plural, usd
+from app.format import csv_bytes, md, plural, usd
 
 # x axis of the scatter: label -> (column, axis title)
 AXES = {"Cost": ("cost_usd", "Cost (USD)"),
@@ -44,8 +44,8 @@ if metric is not None:
     unranked = of_metric[of_metric["status"].isin(["failed", "preempted", "running"])]
     axis = st.segmented_control("x axis", list(AXES), default="Cost", key="runs_x_axis") or "Cost"
     x, x_label = AXES[axis]
-    st.subheader(f"{axis} vs {metric}")
-    st.caption(f"{plural(len(frontier), 'run')} on the Pareto frontier (cheapest for their level of {metric}, "
+    st.subheader(f"{axis} vs {md(metric)}")
+    st.caption(f"{plural(len(frontier), 'run')} on the Pareto frontier (cheapest for their level of {md(metric)}, "
                f"per project); {len(dominated):,} dominated: another run of the project scored as well for less. "
                f"{plural(len(unranked), 'failed, preempted or running run')} not ranked: their metric is partial.")
     if x != "cost_usd":
@@ -61,7 +61,7 @@ if metric is not None:
     if not reached.empty:
         cheapest = reached.loc[reached["cost_to_target_usd"].astype(float).idxmin()]
         st.caption(f"{plural(len(reached), 'run')} reached the target; cheapest to get there: "
-                   f"**{cheapest['run_id']}** at {usd(cheapest['cost_to_target_usd'])} "
+                   f"**{md(cheapest['run_id'])}** at {usd(cheapest['cost_to_target_usd'])} "
                    f"after {cheapest['time_to_target_h']:.2f} h.")
 
 st.subheader("All runs")
@@ -69,5 +69,5 @@ money = {c: st.column_config.NumberColumn(c, format="$%.2f") for c in
          ("cost_usd", "price_per_hour_usd", "cost_to_target_usd")}
 money["cost_per_1k_examples_usd"] = st.column_config.NumberColumn("cost_per_1k_examples_usd", format="$%.4f")
 st.dataframe(runs, hide_index=True, width="stretch", column_config=money)
-st.download_button("Download CSV", runs.to_csv(index=False).encode(), file_name="training_runs.csv",
+st.download_button("Download CSV", csv_bytes(runs), file_name="training_runs.csv",
                    mime="text/csv", icon=":material/download:")
