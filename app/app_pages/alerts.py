@@ -3,7 +3,7 @@ from datetime import datetime, timedelta, timezone
 
 import streamlit as st
 
-from app import alert_store, alerts, budgets, cache, settings as settings_page, slack
+from app import access, alert_store, alerts, budgets, cache, settings as settings_page, slack
 from app.format import md
 
 st.title("Alerts")
@@ -49,37 +49,43 @@ if posts.empty:
 else:
     st.dataframe(posts, hide_index=True, width="stretch")
 
-snooze_col, test_col = st.columns(2)
-with snooze_col.form("snooze"):
-    st.markdown("**Snooze**: hold a subject's alerts; those that fire meanwhile are never posted.")
-    subjects = sorted({b.name for b in settings.budgets} | {a.subject for a in holding}
-                      | set(history["subject"] if not history.empty else []))
-    subject = st.selectbox("Budget or subject", subjects)
-    days = st.number_input("Days", min_value=0.0, value=7.0, step=1.0, help="0 lifts the snooze")
-    if st.form_submit_button("Snooze") and subject:
-        now = alert_store.now()
-        if days > 0:
-            alert_store.snooze(alert_store.ANY_RULE, subject, now + timedelta(days=days), now)
-            st.success(f"Alerts of {md(subject)} are held until {now + timedelta(days=days):%Y-%m-%d %H:%M} UTC.")
-        else:
-            alert_store.unsnooze(alert_store.ANY_RULE, subject)
-            st.success(f"Alerts of {md(subject)} are no longer snoozed.")
-active = alert_store.snoozes(alert_store.now())
-if not active.empty:
-    snooze_col.dataframe(active, hide_index=True)
+if access.read_only():
+    st.info(access.READ_ONLY_NOTE + " Snooze with `mlcost alerts snooze`, test with `mlcost alerts test`.")
+    active = alert_store.snoozes(alert_store.now())
+    if not active.empty:
+        st.dataframe(active, hide_index=True)
+else:
+    snooze_col, test_col = st.columns(2)
+    with snooze_col.form("snooze"):
+        st.markdown("**Snooze**: hold a subject's alerts; those that fire meanwhile are never posted.")
+        subjects = sorted({b.name for b in settings.budgets} | {a.subject for a in holding}
+                          | set(history["subject"] if not history.empty else []))
+        subject = st.selectbox("Budget or subject", subjects)
+        days = st.number_input("Days", min_value=0.0, value=7.0, step=1.0, help="0 lifts the snooze")
+        if st.form_submit_button("Snooze") and subject:
+            now = alert_store.now()
+            if days > 0:
+                alert_store.snooze(alert_store.ANY_RULE, subject, now + timedelta(days=days), now)
+                st.success(f"Alerts of {md(subject)} are held until {now + timedelta(days=days):%Y-%m-%d %H:%M} UTC.")
+            else:
+                alert_store.unsnooze(alert_store.ANY_RULE, subject)
+                st.success(f"Alerts of {md(subject)} are no longer snoozed.")
+    active = alert_store.snoozes(alert_store.now())
+    if not active.empty:
+        snooze_col.dataframe(active, hide_index=True)
 
-with test_col.form("test_message"):
-    st.markdown("**Send a test message** to a channel's webhook.")
-    channels = ["default"] + sorted({b.channel for b in settings.budgets if b.channel}
-                                    | ({rules.channel} if rules.channel else set()))
-    channel = st.selectbox("Channel", channels)
-    if st.form_submit_button("Send test message"):
-        name = None if channel == "default" else channel
-        try:
-            outcome = alerts.test_message(name, settings)
-        except slack.SecretsError as error:
-            outcome = slack.Outcome(False, None, str(error))
-        if outcome.ok:
-            st.success(f"Posted to the {md(channel)} channel.")
-        else:
-            st.error(f"Not posted: {md(outcome.error)}")
+    with test_col.form("test_message"):
+        st.markdown("**Send a test message** to a channel's webhook.")
+        channels = ["default"] + sorted({b.channel for b in settings.budgets if b.channel}
+                                        | ({rules.channel} if rules.channel else set()))
+        channel = st.selectbox("Channel", channels)
+        if st.form_submit_button("Send test message"):
+            name = None if channel == "default" else channel
+            try:
+                outcome = alerts.test_message(name, settings)
+            except slack.SecretsError as error:
+                outcome = slack.Outcome(False, None, str(error))
+            if outcome.ok:
+                st.success(f"Posted to the {md(channel)} channel.")
+            else:
+                st.error(f"Not posted: {md(outcome.error)}")

@@ -2,7 +2,7 @@
 the decisions log, and the report (Markdown, or one HTML file that opens offline)."""
 import streamlit as st
 
-from app import cache, queries, report, retrospective, settings as settings_page
+from app import access, cache, queries, report, retrospective, settings as settings_page
 from app.format import md
 from ingest import warehouse
 
@@ -53,17 +53,20 @@ for section in retro.sections:
         st.caption(md(note))
 
 st.header("Decisions and notes")
-with st.form("decision", clear_on_submit=True):
-    kind = st.radio("Kind", warehouse.DECISION_KINDS, horizontal=True, key="decision_kind")
-    text = st.text_area("What the team decided or observed", key="decision_text")
-    author = st.text_input("Author (optional)", key="decision_author")
-    saved = st.form_submit_button("Save to the log", type="primary")
-if saved and not text.strip():
-    st.warning("Write the decision or note first.")
-elif saved:
-    warehouse.add_decision(month, kind, text, author)
-    retro.decisions = queries.decisions(month)
-    st.success(f"Saved to the {month:%B %Y} log.")
+if access.read_only():
+    st.info(access.READ_ONLY_NOTE)
+else:
+    with st.form("decision", clear_on_submit=True):
+        kind = st.radio("Kind", warehouse.DECISION_KINDS, horizontal=True, key="decision_kind")
+        text = st.text_area("What the team decided or observed", key="decision_text")
+        author = st.text_input("Author (optional)", key="decision_author")
+        saved = st.form_submit_button("Save to the log", type="primary")
+    if saved and not text.strip():
+        st.warning("Write the decision or note first.")
+    elif saved:
+        warehouse.add_decision(month, kind, text, author)
+        retro.decisions = queries.decisions(month)
+        st.success(f"Saved to the {month:%B %Y} log.")
 if retro.decisions.empty:
     st.caption("Nothing written for this month yet.")
 else:  # a table shows the text as text, never as markup
