@@ -264,5 +264,8 @@ def test_the_oidc_login_guards_every_page(chromium, oidc_provider, warehouse, tm
         page.locator("input[name=sub]").fill("dana@example.com")
         page.get_by_role("button", name="Authorize").click()
         page.wait_for_url(f"{base_url}/**")
-        expect(page.get_by_text("Signed in as dana@example.com")).to_be_visible()
-        expect(page.get_by_text("Nothing loaded yet", exact=False).first).to_be_visible()
+        expect(page.get_by_text("Signed in as")).to_be_visible()
+        expect(page.get_by_text("dana@example.com")).to_be_visible()
+        expect(page.get_by_role("heading", name="Overview")).to_be_visible()  # the dashboard itself
+        page.goto(f"{base_url}/data")
+        expect(page.get_by_role("heading", name="Data")).to_be_visible()
