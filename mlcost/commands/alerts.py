@@ -67,7 +67,8 @@ def run_check(args: argparse.Namespace) -> int:
         for key in result.new:
             print(f"  {'WOULD FIRE' if args.dry_run else 'NEW'} {by_key[key].title}\n    {by_key[key].message}")
     for keys, reason in result.failed:  # on stderr with --json too, for cron's mail and logs
-        say(f"NOT POSTED ({len(keys)} alerts, retried on the next check): {reason}")
+        verdict = "NO ANSWER" if "may have posted it" in reason else "NOT POSTED"
+        say(f"{verdict} ({len(keys)} alerts, left for the next check): {reason}")
     return EXIT_PROBLEMS if result.failed else 0
 
 
