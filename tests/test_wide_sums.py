@@ -1,6 +1,6 @@
 """Sums never overflow on a page or in the report: two runs of 6e25 USD each (each fits the
 warehouse's DECIMAL(38, 12); their sum does not) still give an Overview, a retrospective and
-`mlcost report`, with the total computed here with Decimal. (Rejecting values the warehouse
+`mlcost report`, with the total computed here with Decimal. Sums are DECIMAL(38, 10). (Rejecting values the warehouse
 cannot hold at all is the ingest's job.)"""
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ HUGE = "60000000000000000000000000"  # 6e25 USD
 
 def test_huge_costs_sum_without_overflow(warehouse, tmp_path):
     runs = [{"run_id": f"r{i}", "project": "p", "team": "t", "start_time": f"2026-03-0{i + 1}T08:00:00Z",
-             "end_time": f"2026-03-0{i + 1}T10:00:00Z", "examples": 1, "estimated_cost_usd": "1"}
+             "end_time": f"2026-03-0{i + 1}T10:00:00Z", "examples": 1_000_000, "estimated_cost_usd": "1"}
             for i in range(3)]
     (tmp_path / "runs.jsonl").write_text("\n".join(json.dumps(r) for r in runs) + "\n")
     assert loader.ingest_file(tmp_path / "runs.jsonl").ok
