@@ -12,6 +12,13 @@ import pandas as pd
 from ingest import warehouse
 
 PENDING, DELIVERED, SNOOZED, SUPERSEDED = "pending", "delivered", "snoozed", "superseded"
+# A post's intent is recorded (SENDING) before the request goes out and its outcome after. An
+# alert found SENDING by a later check was interrupted between the two; UNCERTAIN: the post got
+# no answer in time. Slack may hold either: the next check re-sends it once, marked as a possible
+# repeat (app/alerts.py).
+SENDING, UNCERTAIN = "sending", "uncertain"
+INTERRUPTED = ("interrupted: the check stopped after the post went out and before Slack's answer was "
+               "recorded; re-sent, marked as a possible repeat")
 ANY_RULE = "*"
 ALARM, RESOLVED = "alarm", "resolved"
 
@@ -68,32 +75,64 @@ def known_keys(keys: list[str]) -> set[str]:
 
 
 def pending(at: datetime) -> pd.DataFrame:
-    """Alerts still to post, oldest first; those whose subject got snoozed meanwhile are marked
-    snoozed instead and left out."""
+    """Alerts still to post, oldest first, with `repeat`: true when an earlier post of it may
+    have reached Slack (interrupted, or unanswered). Those whose subject got snoozed meanwhile
+    are marked snoozed instead and left out; an interrupted post is logged as such."""
     with warehouse.connect() as con:
-        for rule, subject in _snoozed(con, at):
-            con.execute("UPDATE alerts SET delivery = ? WHERE delivery = ? AND (rule = ? OR ? = ?) AND subject = ?",
-                        [SNOOZED, PENDING, rule, rule, ANY_RULE, subject])
-        result = con.execute("SELECT alert_key, rule, subject, channel, title, message FROM alerts "
-                             "WHERE delivery = ? ORDER BY fired_at, alert_key", [PENDING])
-        columns = [column[0] for column in result.description]
-        return pd.DataFrame(result.fetchall(), columns=columns)
+        con.execute("BEGIN TRANSACTION")
+        try:
+            for rule, subject in _snoozed(con, at):
+                con.execute("UPDATE alerts SET delivery = ? WHERE delivery = ? AND (rule = ? OR ? = ?) "
+                            "AND subject = ?", [SNOOZED, PENDING, rule, rule, ANY_RULE, subject])
+            con.execute("INSERT INTO alert_deliveries SELECT ?::TIMESTAMPTZ, alert_key, channel, false, NULL, ?::VARCHAR "
+                        "FROM alerts "
+                        "WHERE delivery = ?", [at, INTERRUPTED, SENDING])
+            con.execute("UPDATE alerts SET last_error = ? WHERE delivery = ?", [INTERRUPTED, SENDING])
+            result = con.execute("SELECT alert_key, rule, subject, channel, title, message, delivery <> ? AS repeat "
+                                 "FROM alerts WHERE delivery IN (?, ?, ?) ORDER BY fired_at, alert_key",
+                                 [PENDING, PENDING, SENDING, UNCERTAIN])
+            columns = [column[0] for column in result.description]
+            rows = result.fetchall()
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+    return pd.DataFrame(rows, columns=columns)
+
+
+def sending(keys: list[str]) -> None:
+    """Record the intent to post these alerts (one post), before the request goes out."""
+    warehouse.execute([("UPDATE alerts SET delivery = ?, attempts = attempts + 1 WHERE alert_key = ?",
+                        [SENDING, key]) for key in keys])
+
+
+def uncertain(keys: list[str], channel: str | None, at: datetime, error: str) -> None:
+    """The post of these alerts got no answer (Slack may have posted it): the next check re-sends
+    it once, marked as a possible repeat. Logged."""
+    warehouse.execute(
+        [("UPDATE alerts SET delivery = ?, last_error = ? WHERE alert_key = ?", [UNCERTAIN, error, key])
+         for key in keys]
+        + [("INSERT INTO alert_deliveries VALUES (?, ?, ?, false, NULL, ?)", [at, key, channel, error])
+           for key in keys])
 
 
 def delivered(keys: list[str], channel: str | None, at: datetime, status: int | None) -> None:
     """Mark these alerts delivered (one post carried them) and log the post."""
     warehouse.execute(
-        [("UPDATE alerts SET delivery = ?, delivered_at = ?, attempts = attempts + 1, last_error = NULL "
+        [("UPDATE alerts SET delivery = ?, delivered_at = ?, last_error = NULL "
           "WHERE alert_key = ?", [DELIVERED, at, key]) for key in keys]
         + [("INSERT INTO alert_deliveries VALUES (?, ?, ?, true, ?, NULL)", [at, key, channel, status])
            for key in keys])
 
 
-def failed(keys: list[str], channel: str | None, at: datetime, status: int | None, error: str) -> None:
-    """Count a failed post against these alerts (they stay pending) and log it."""
+def failed(keys: list[str], channel: str | None, at: datetime, status: int | None, error: str,
+           repeat: set[str] = frozenset()) -> None:
+    """A post Slack did not take (refused, an error answer, no webhook): these alerts wait for the
+    next check, pending, or uncertain for those in `repeat` (an earlier post may be in Slack, so
+    the next one stays marked). Logged."""
     warehouse.execute(
-        [("UPDATE alerts SET attempts = attempts + 1, last_error = ? WHERE alert_key = ?", [error, key])
-         for key in keys]
+        [("UPDATE alerts SET delivery = ?, last_error = ? WHERE alert_key = ?",
+          [UNCERTAIN if key in repeat else PENDING, error, key]) for key in keys]
         + [("INSERT INTO alert_deliveries VALUES (?, ?, ?, false, ?, ?)", [at, key, channel, status, error])
            for key in keys])
 

@@ -11,6 +11,7 @@ import streamlit as st
 
 from app import alerts, budgets, queries, retrospective
 from app.filters import Filters
+from app.format import csv_bytes
 from ingest import config
 
 RESULT_TTL_S = 600
@@ -67,7 +68,7 @@ def training_runs(filters: Filters, metric: str | None, target: float | None, fa
 @st.cache_data(ttl=RESULT_TTL_S, max_entries=4, show_spinner="Writing the CSV…")
 def _training_runs_csv(version: int, filters: Filters, metric: str | None, target: float | None,
                        factors: tuple) -> bytes:
-    return _training_runs(version, filters, metric, target, factors).to_csv(index=False).encode()
+    return csv_bytes(_training_runs(version, filters, metric, target, factors))
 
 
 def training_runs_csv(filters: Filters, metric: str | None, target: float | None,

@@ -1,6 +1,7 @@
 """Small display formatters shared by the pages."""
 from __future__ import annotations
 
+import re
 from decimal import Decimal
 
 import pandas as pd
@@ -38,3 +39,44 @@ def kg_co2e(kg: float) -> str:
     if kg >= 10_000:
         return f"{kg / 1000:,.1f} t CO₂e"
     return f"{kg:,.{3 if kg < 10 else 1 if kg < 100 else 0}f} kg CO₂e"
+
+
+# Markdown characters that could make untrusted text into a link, an image, HTML, emphasis, code,
+# a table cell, a heading or strikethrough; Streamlit adds $math$ and :directives:/:emoji:.
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]<>|~&])")  # [ ] alone already break links and images
+_ST_SPECIAL = re.compile(r"([$:])")
+# CSV cells a spreadsheet would run as a formula (OWASP "CSV injection").
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def md_inline(text: object) -> str:
+    """`text` (a name, tag, version, error from outside) safe inside a line of plain Markdown (a
+    report, a table cell): the same characters on one line, never markup, a link or an image."""
+    return _MD_SPECIAL.sub(r"\\\1", " ".join(str(text).split()))
+
+
+def md(text: object) -> str:
+    """`text` safe anywhere in a Streamlit Markdown string (st.markdown, captions, alerts, labels):
+    md_inline, plus Streamlit's $ and :, plus a leading list marker."""
+    escaped = _ST_SPECIAL.sub(r"\\\1", md_inline(text))
+    escaped = re.sub(r"^(\d+)([.)])", r"\1\\\2", escaped)  # "1\. item"
+    return re.sub(r"^([-+=#])", r"\\\1", escaped)
+
+
+def csv_safe(frame: pd.DataFrame) -> pd.DataFrame:
+    """A copy of `frame` for a CSV download: text cells starting with = + - @, tab or CR get a
+    leading ' so a spreadsheet shows them as text, never runs them as a formula."""
+    out = frame.copy()
+    for column in out.columns:
+        if out[column].dtype == object or pd.api.types.is_string_dtype(out[column]):
+            text = out[column]
+            risky = text.map(lambda v: isinstance(v, str) and v.startswith(_FORMULA_START))
+            if risky.any():
+                out[column] = text.where(~risky, "'" + text.astype(str))
+    return out
+
+
+def csv_bytes(frame: pd.DataFrame) -> bytes:
+    """`frame` as UTF-8 CSV for st.download_button, formula cells neutralised (csv_safe)."""
+    # CRLF rows (RFC 4180) also make the writer quote a cell holding a lone CR
+    return csv_safe(frame).to_csv(index=False, lineterminator="\r\n").encode()

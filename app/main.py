@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app import cache, filters, queries
+from app import access, cache, filters, queries
+from app.format import md
 from ingest import warehouse
 
 st.set_page_config(page_title="mlcost", page_icon=":material/savings:", layout="wide")
@@ -21,11 +22,29 @@ PAGES = [
     st.Page("app_pages/data.py", title="Data", icon=":material/upload_file:"),
 ]
 
+RETRY_S = 5
+
+
+def busy(error: warehouse.WarehouseBusy) -> None:
+    """The 'warehouse busy, retrying' state: what holds the file, and a full rerun every RETRY_S."""
+    st.warning(f"**Warehouse busy, retrying** every {RETRY_S} s: {md(error)}", icon=":material/hourglass_top:")
+    st.session_state["busy_ticks"] = 0
+
+    @st.fragment(run_every=RETRY_S)
+    def retry() -> None:
+        st.session_state["busy_ticks"] += 1
+        if st.session_state["busy_ticks"] > 1:  # not the first run, drawn with the page
+            st.rerun(scope="app")
+
+    retry()
+
+
+access.require_login()
 page = st.navigation(PAGES)
 try:
     st.session_state["filters"] = filters.sidebar(cache.fetch(queries.filter_choices))
-except warehouse.WarehouseBusy as busy:
-    st.error(str(busy))
-    st.stop()
-st.sidebar.caption(f"Warehouse: `{warehouse.db_path()}`")
-page.run()
+    st.sidebar.caption(f"Warehouse: `{warehouse.db_path()}`"
+                       + (" (read-only)" if access.read_only() else ""))
+    page.run()
+except warehouse.WarehouseBusy as error:  # an ingest held the file longer than the lock wait
+    busy(error)

@@ -76,7 +76,7 @@ def overview_totals(filters: Filters, regions: tuple[tuple[str, float, float], .
             LEFT JOIN factors f ON f.region = lower(trim(r.region))
         )
         SELECT count(*)                       AS runs,
-               sum(cost_usd)                  AS cost_usd,
+               sum(CAST(cost_usd AS DECIMAL(38, 10)))                  AS cost_usd,
                count(cost_usd)                AS runs_with_cost,
                sum(energy_kwh)                AS energy_kwh,
                count(energy_kwh)              AS runs_with_energy,
@@ -95,7 +95,7 @@ def spend_by_month(filters: Filters) -> pd.DataFrame:
     return warehouse.query(FILTERED_RUNS + """
         SELECT date_trunc('month', started_at AT TIME ZONE 'UTC')::DATE AS month,
                coalesce(project, '(no project)') AS project,
-               sum(cost_usd)    AS cost_usd,
+               sum(CAST(cost_usd AS DECIMAL(38, 10)))    AS cost_usd,
                sum(energy_kwh)  AS energy_kwh,
                count(*)         AS runs
         FROM filtered_runs
@@ -252,11 +252,11 @@ SERVING_FIGURES = """
     sum(requests_total)::BIGINT                           AS requests_total,
     sum(requests_success)::BIGINT                         AS requests_success,
     sum(requests_error)::BIGINT                           AS requests_error,
-    sum(cost_usd)                                         AS cost_usd,
+    sum(CAST(cost_usd AS DECIMAL(38, 10)))                                         AS cost_usd,
     sum(energy_kwh)                                       AS energy_kwh,
-    CAST(sum(cost_usd) * 1000 / nullif(sum(success_priced), 0) AS DECIMAL(38, 12))
+    CAST(sum(CAST(cost_usd AS DECIMAL(38, 10))) / nullif(sum(success_priced), 0) * 1000 AS DECIMAL(38, 12))
                                                           AS cost_per_1k_success_usd,
-    CAST(sum(cost_usd) * 1000 / nullif(sum(requests_priced), 0) AS DECIMAL(38, 12))
+    CAST(sum(CAST(cost_usd AS DECIMAL(38, 10))) / nullif(sum(requests_priced), 0) * 1000 AS DECIMAL(38, 12))
                                                           AS cost_per_1k_requests_usd,
     sum(energy_kwh) * 1e6 / nullif(sum(success_metered), 0)  AS energy_wh_per_1k_success,
     sum(energy_kwh) * 1e6 / nullif(sum(requests_metered), 0) AS energy_wh_per_1k_requests,
@@ -272,7 +272,7 @@ SERVING_FIGURES = """
         / nullif(sum(window_s) FILTER (WHERE avg_cpu_util_pct IS NOT NULL), 0) AS avg_cpu_util_pct
 """
 # Where SERVING_FIGURES is not self-evident: cost per 1k successful requests (USD) is
-# sum(cost_usd) x 1000 / the successful requests of windows that have a cost; energy per 1k
+# sum(CAST(cost_usd AS DECIMAL(38, 10))) x 1000 / the successful requests of windows that have a cost; energy per 1k
 # (Wh) likewise over windows with an energy; latency p50/p95 are request-weighted means of the
 # windows' percentiles (percentiles of windows cannot be combined exactly); throughput is
 # requests per second of window time (per host when a service reports from several hosts);
@@ -547,18 +547,18 @@ def billing_totals(filters: Filters) -> pd.DataFrame:
     return warehouse.query(BILL_LINES + """
         SELECT billing_currency,
                count(*)                                                   AS lines,
-               sum(billed_cost)                                           AS billed_cost,
-               sum(effective_cost)                                        AS effective_cost,
-               sum(list_cost)                                             AS list_cost,
-               coalesce(sum(billed_cost) FILTER (WHERE charge_category = 'usage'), 0)      AS usage_cost,
-               coalesce(sum(billed_cost) FILTER (WHERE charge_category = 'purchase'), 0)   AS purchase_cost,
-               coalesce(sum(billed_cost) FILTER (WHERE charge_category = 'tax'), 0)        AS tax_cost,
-               coalesce(sum(billed_cost) FILTER (WHERE charge_category = 'credit'), 0)     AS credit_cost,
-               coalesce(sum(billed_cost) FILTER (WHERE charge_category = 'adjustment'), 0) AS adjustment_cost,
+               sum(CAST(billed_cost AS DECIMAL(38, 10)))                                           AS billed_cost,
+               sum(CAST(effective_cost AS DECIMAL(38, 10)))                                        AS effective_cost,
+               sum(CAST(list_cost AS DECIMAL(38, 10)))                                             AS list_cost,
+               coalesce(sum(CAST(billed_cost AS DECIMAL(38, 10))) FILTER (WHERE charge_category = 'usage'), 0)      AS usage_cost,
+               coalesce(sum(CAST(billed_cost AS DECIMAL(38, 10))) FILTER (WHERE charge_category = 'purchase'), 0)   AS purchase_cost,
+               coalesce(sum(CAST(billed_cost AS DECIMAL(38, 10))) FILTER (WHERE charge_category = 'tax'), 0)        AS tax_cost,
+               coalesce(sum(CAST(billed_cost AS DECIMAL(38, 10))) FILTER (WHERE charge_category = 'credit'), 0)     AS credit_cost,
+               coalesce(sum(CAST(billed_cost AS DECIMAL(38, 10))) FILTER (WHERE charge_category = 'adjustment'), 0) AS adjustment_cost,
                count(DISTINCT provider)                                   AS providers,
                min(charge_period_start)                                   AS first_charge,
                max(coalesce(charge_period_end, charge_period_start))      AS last_charge
-        FROM lines GROUP BY billing_currency ORDER BY sum(abs(billed_cost)) DESC, billing_currency
+        FROM lines GROUP BY billing_currency ORDER BY sum(CAST(abs(billed_cost) AS DECIMAL(38, 10))) DESC, billing_currency
     """, _charge_range(filters))
 
 
@@ -581,7 +581,7 @@ def billing_spend_over_time(filters: Filters, currency: str, dimension: str, tag
         , grouped AS (
             SELECT day, billed_cost, {group} AS grp FROM lines WHERE billing_currency = $currency
         ), ranked AS (
-            SELECT grp, row_number() OVER (ORDER BY sum(abs(billed_cost)) DESC, grp) AS rank
+            SELECT grp, row_number() OVER (ORDER BY sum(CAST(abs(billed_cost) AS DECIMAL(38, 10))) DESC, grp) AS rank
             FROM grouped GROUP BY grp
         ), span AS (
             SELECT CASE WHEN count(DISTINCT day) * least(count(DISTINCT grp), $top + 1) <= $max_points THEN 'day'
@@ -591,7 +591,7 @@ def billing_spend_over_time(filters: Filters, currency: str, dimension: str, tag
         )
         SELECT date_trunc(bucket, g.day)::DATE AS period, bucket,
                CASE WHEN r.rank <= $top THEN g.grp ELSE '(other)' END AS "group",
-               sum(g.billed_cost) AS billed_cost
+               sum(CAST(g.billed_cost AS DECIMAL(38, 10))) AS billed_cost
         FROM grouped g JOIN ranked r USING (grp), span
         GROUP BY ALL ORDER BY period, "group"
     """, {**_charge_range(filters), "currency": currency, "top": top, "max_points": max_points,
@@ -602,7 +602,7 @@ def billing_by_category(filters: Filters, currency: str) -> pd.DataFrame:
     """Billed cost in `currency` per invoice month (`month`: billing_month, UTC) and charge
     category (credits and adjustments keep their sign), with the line count."""
     return warehouse.query(BILL_LINES + """
-        SELECT billing_month AS month, charge_category, sum(billed_cost) AS billed_cost, count(*) AS lines
+        SELECT billing_month AS month, charge_category, sum(CAST(billed_cost AS DECIMAL(38, 10))) AS billed_cost, count(*) AS lines
         FROM lines WHERE billing_currency = $currency
         GROUP BY ALL ORDER BY month, charge_category
     """, {**_charge_range(filters), "currency": currency})
@@ -614,7 +614,7 @@ def billing_top_resources(filters: Filters, currency: str, limit: int = 20) -> p
     return warehouse.query(BILL_LINES + """
         SELECT resource_id, any_value(resource_name) AS resource_name, any_value(provider) AS provider,
                mode(service_name) AS service_name, mode(instance_type) AS instance_type,
-               sum(billed_cost) AS billed_cost, sum(effective_cost) AS effective_cost, count(*) AS lines,
+               sum(CAST(billed_cost AS DECIMAL(38, 10))) AS billed_cost, sum(CAST(effective_cost AS DECIMAL(38, 10))) AS effective_cost, count(*) AS lines,
                min(charge_period_start) AS first_charge, max(coalesce(charge_period_end, charge_period_start)) AS last_charge
         FROM lines WHERE billing_currency = $currency AND resource_id IS NOT NULL
         GROUP BY resource_id ORDER BY billed_cost DESC, resource_id LIMIT $limit
@@ -640,7 +640,7 @@ def billing_gpu_spend(filters: Filters, currency: str, families: tuple[str, ...]
     return warehouse.query(BILL_LINES + GPU_LINES + """
         SELECT month, coalesce(instance_type, '(' || coalesce(charge_description, 'GPU') || ')') AS instance_type,
                coalesce(pricing_category, '(none)') AS pricing_category,
-               sum(billed_cost) AS billed_cost, count(*) AS lines,
+               sum(CAST(billed_cost AS DECIMAL(38, 10))) AS billed_cost, count(*) AS lines,
                sum(consumed_quantity) FILTER (WHERE lower(consumed_unit) IN ('hours', 'hrs', 'hour')) AS instance_hours
         FROM gpu_lines GROUP BY ALL ORDER BY month, billed_cost DESC
     """, {**_charge_range(filters), "currency": currency, "families": list(families), "words": list(words)})
@@ -671,13 +671,13 @@ def reconciliation_totals(filters: Filters, run_tag: str, slack_s: float) -> pd.
     return warehouse.query(BILL_LINES + """
         , matched AS (SELECT line_key FROM billing_run_lines($run_tag, $slack_s, stored := $stored))
         SELECT l.billing_currency,
-               coalesce(sum(l.billed_cost) FILTER (WHERE m.line_key IS NOT NULL), 0) AS matched_cost,
+               coalesce(sum(CAST(l.billed_cost AS DECIMAL(38, 10))) FILTER (WHERE m.line_key IS NOT NULL), 0) AS matched_cost,
                count(m.line_key)                                                     AS matched_lines,
-               coalesce(sum(l.billed_cost) FILTER (WHERE m.line_key IS NULL), 0)     AS unmatched_cost,
+               coalesce(sum(CAST(l.billed_cost AS DECIMAL(38, 10))) FILTER (WHERE m.line_key IS NULL), 0)     AS unmatched_cost,
                count(*) FILTER (WHERE m.line_key IS NULL)                            AS unmatched_lines
         FROM lines l LEFT JOIN matched m USING (line_key)  -- a line belongs to one run at most
         WHERE l.charge_category = 'usage'
-        GROUP BY l.billing_currency ORDER BY sum(abs(l.billed_cost)) DESC
+        GROUP BY l.billing_currency ORDER BY sum(CAST(abs(l.billed_cost) AS DECIMAL(38, 10))) DESC
     """, {**_charge_range(filters), "run_tag": run_tag, "slack_s": slack_s,
           "stored": _matches_stored(run_tag, slack_s)})
 
@@ -689,7 +689,7 @@ def unmatched_spend(filters: Filters, run_tag: str, project_tag: str, slack_s: f
         , matched AS (SELECT line_key FROM billing_run_lines($run_tag, $slack_s, stored := $stored))
         SELECT billing_currency, coalesce(tags[$project_tag], '(no ' || $project_tag || ' tag)') AS project,
                coalesce(service_name, '(no service)') AS service_name,
-               sum(billed_cost) AS billed_cost, count(*) AS lines,
+               sum(CAST(billed_cost AS DECIMAL(38, 10))) AS billed_cost, count(*) AS lines,
                count(*) FILTER (WHERE tags[$run_tag] IS NOT NULL) AS lines_naming_unknown_runs,
                count(*) FILTER (WHERE tags IS NULL OR cardinality(tags) = 0) AS untagged_lines
         FROM lines
@@ -755,7 +755,7 @@ def budget_daily_billed(budget, tags: tuple[str, str], start, end) -> pd.DataFra
     """Per UTC day in [start, end): the scope's billed cost in the budget's currency (`spend`,
     Decimal, credits and taxes included) and its lines in other currencies (not counted)."""
     return _budget_query(f"""
-        SELECT day, coalesce(sum(billed_cost) FILTER (WHERE billing_currency = $currency), 0) AS spend,
+        SELECT day, coalesce(sum(CAST(billed_cost AS DECIMAL(38, 10))) FILTER (WHERE billing_currency = $currency), 0) AS spend,
                count(*) FILTER (WHERE billing_currency <> $currency) AS other_currency_lines
         FROM billing_costs
         WHERE day >= $start AND day < $end AND coalesce({BUDGET_SCOPE_BILLED}, false)
@@ -767,7 +767,7 @@ def budget_daily_estimated(budget, start, end) -> pd.DataFrame:
     """Per UTC day in [start, end): the scope's estimated cost in USD (`spend`, Decimal): runs
     by start day, plus serving windows for a budget on everything (windows carry no project)."""
     return _budget_query(f"""
-        SELECT day, sum(cost_usd) AS spend, 0 AS other_currency_lines FROM (
+        SELECT day, sum(CAST(cost_usd AS DECIMAL(38, 10))) AS spend, 0 AS other_currency_lines FROM (
             SELECT (started_at AT TIME ZONE 'UTC')::DATE AS day, cost_usd FROM runs
             WHERE cost_usd IS NOT NULL AND coalesce({BUDGET_SCOPE_RUNS}, false)
             UNION ALL
@@ -793,14 +793,14 @@ def budget_top_services(budget, tags: tuple[str, str], billed: bool, start, end,
     (budget currency), else serving windows' estimated cost (USD, budgets on everything only)."""
     if billed:
         return _budget_query(f"""
-            SELECT tags['service'] AS service, sum(billed_cost) AS cost
+            SELECT tags['service'] AS service, sum(CAST(billed_cost AS DECIMAL(38, 10))) AS cost
             FROM billing_costs
             WHERE day >= $start AND day < $end AND billing_currency = $currency
               AND tags['service'] IS NOT NULL AND coalesce({BUDGET_SCOPE_BILLED}, false)
             GROUP BY 1 ORDER BY cost DESC, service LIMIT $limit
         """, budget, tags, start, end, limit=limit)
     return _budget_query("""
-        SELECT service, sum(cost_usd) AS cost FROM serving_costs
+        SELECT service, sum(CAST(cost_usd AS DECIMAL(38, 10))) AS cost FROM serving_costs
         WHERE day >= $start AND day < $end AND cost_usd IS NOT NULL AND $scope = 'all'
         GROUP BY 1 ORDER BY cost DESC, service LIMIT $limit
     """, budget, tags, start, end, limit=limit)
@@ -811,14 +811,14 @@ def budget_top_projects(budget, tags: tuple[str, str], billed: bool, start, end,
     ('(untagged)' without one; budget currency), else runs' estimated cost by project (USD)."""
     if billed:
         return _budget_query(f"""
-            SELECT coalesce(tags[$project_tag], '(untagged)') AS project, sum(billed_cost) AS cost
+            SELECT coalesce(tags[$project_tag], '(untagged)') AS project, sum(CAST(billed_cost AS DECIMAL(38, 10))) AS cost
             FROM billing_costs
             WHERE day >= $start AND day < $end AND billing_currency = $currency
               AND coalesce({BUDGET_SCOPE_BILLED}, false)
             GROUP BY 1 ORDER BY cost DESC, project LIMIT $limit
         """, budget, tags, start, end, limit=limit)
     return _budget_query(f"""
-        SELECT coalesce(project, '(no project)') AS project, sum(cost_usd) AS cost FROM runs
+        SELECT coalesce(project, '(no project)') AS project, sum(CAST(cost_usd AS DECIMAL(38, 10))) AS cost FROM runs
         WHERE (started_at AT TIME ZONE 'UTC')::DATE >= $start AND (started_at AT TIME ZONE 'UTC')::DATE < $end
           AND cost_usd IS NOT NULL AND coalesce({BUDGET_SCOPE_RUNS}, false)
         GROUP BY 1 ORDER BY cost DESC, project LIMIT $limit

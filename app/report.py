@@ -11,6 +11,7 @@ from decimal import Decimal
 
 import pandas as pd
 
+from app.format import md_inline
 from app.retrospective import Figure, Retrospective, Section, is_missing
 
 TITLE = "Efficiency retrospective"
@@ -95,7 +96,7 @@ def headline(retro: Retrospective) -> str:
 # --- Markdown -----------------------------------------------------------------------------
 
 def _md_cell(text: str) -> str:
-    return " ".join(text.split()).replace("|", "\\|").replace("<", "&lt;")
+    return md_inline(text)  # names, tags and notes come from data and people: text, never markup
 
 
 def _md_table(header: list[str], rows: list[list[str]]) -> list[str]:
@@ -108,12 +109,12 @@ def markdown(retro: Retrospective) -> str:
     """The whole retrospective as Markdown: figures, tables, recommendations and decisions."""
     out = [f"# {TITLE} {_month(retro, 'month')}", "", headline(retro), "", "## Recommendations", ""]
     if retro.recommendations:
-        out += [f"{i}. {_md_cell(r.text)} (evidence: **{r.evidence}**)" for i, r in enumerate(retro.recommendations, 1)]
+        out += [f"{i}. {_md_cell(r.text)} (evidence: **{_md_cell(r.evidence)}**)" for i, r in enumerate(retro.recommendations, 1)]
     else:
         out.append("No rule found anything to change this month.")
     out.append("")
     for section in retro.sections:
-        out += [f"## {section.title}", ""]
+        out += [f"## {_md_cell(section.title)}", ""]
         if section.figures:
             out += _md_table(["figure", _month(retro, "previous"), _month(retro, "month"), "change"],
                              figure_rows(retro, section))

@@ -157,6 +157,7 @@ class Alerts:
     channel: str | None = None
     digest: bool = False
     retry_after_max_s: float = 60.0
+    post_timeout_s: float = 10.0
 
 
 @dataclass(frozen=True)
@@ -366,6 +367,7 @@ def _alerts(section: dict, file: str) -> Alerts:
         channel=_channel(channel, file, "alerts.channel"),
         digest=section["digest"],
         retry_after_max_s=_number(section["retry_after_max_s"], file, "alerts.retry_after_max_s"),
+        post_timeout_s=_number(section["post_timeout_s"], file, "alerts.post_timeout_s"),
     )
 
 

@@ -1,7 +1,10 @@
 """Pull cloud bills from S3 into a local folder, incrementally, for `mlcost fetch` to ingest.
 
-Objects land at `<dest>/<bucket>/<key>`. A key that would leave that folder (absolute, or with
-`..` or `.` parts, or a backslash) is refused, whatever a listing or a manifest says.
+Objects land at `<dest>/<bucket>/<name>`, one flat file per key: the key's tail made safe
+(letters, digits, `.`, `_` and `-` kept, anything else `_`, at most 100 characters), a hash of
+the whole key, and the key's file suffix (`.csv.gz`, `.parquet`). Any set of legal S3 keys thus
+maps to distinct files that stay inside that folder: `a.csv` and `a.csv/b.csv`, keys of 1,024
+bytes, `..` parts, backslashes and any Unicode alike.
 Incremental: `<dest>/.mlcost-fetch.json` records each object fetched (by bucket, key and ETag)
 and whether it was ingested; an object whose ETag is unchanged and whose file is still there is
 not transferred again. Resumable: each object is written to `<name>.part` and renamed when
@@ -11,7 +14,8 @@ then ingests whatever was fetched but not yet ingested.
 
 CUR manifests (`*Manifest.json`): when the prefix holds any, they decide what is fetched: the
 files their `reportKeys` (legacy CUR: keys in the manifest's `bucket`) or `dataFiles` (CUR 2.0:
-`s3://bucket/key` URIs) list, the current delivery of each report. Data files under the prefix
+`s3://bucket/key` URIs) list, the current delivery of each report. A manifest is followed only
+inside the bucket and prefix asked for: a listed file elsewhere is refused, not fetched. Data files under the prefix
 that no manifest lists belong to superseded deliveries and are left alone. Without manifests,
 every data file under the prefix (the loader's file suffixes) is fetched.
 
@@ -20,6 +24,7 @@ can point it at a local endpoint.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -60,19 +65,26 @@ def parse_uri(uri: str) -> tuple[str, str]:
 
 
 def local_path(dest: Path, bucket: str, key: str) -> Path:
-    """Where an object goes under dest; UnsafeKey when the key would leave it."""
+    """Where an object goes under dest: `<dest>/<bucket>/<safe tail>-<hash><suffix>`, distinct
+    per key and always inside dest; UnsafeKey for an invalid bucket name or an empty key."""
     if not _BUCKET.match(bucket):
         raise UnsafeKey(f"bucket name {bucket!r} is not a valid S3 bucket name")
-    if not key or key.startswith("/") or "\\" in key or "\x00" in key:
-        raise UnsafeKey("an absolute or malformed key")
-    parts = key.split("/")
-    if any(part in ("", ".", "..") for part in parts):
-        raise UnsafeKey("a key with '..', '.' or empty parts")
-    root = dest.resolve()
-    target = (root / bucket).joinpath(*parts).resolve()
-    if not target.is_relative_to(root / bucket):
-        raise UnsafeKey("a key that leads outside the download folder")
-    return target
+    if not key:
+        raise UnsafeKey("an empty key")
+    digest = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    name = PurePosixPath(key.replace("\\", "/")).name
+    suffixes = [s for s in PurePosixPath(name).suffixes[-2:] if re.fullmatch(r"\.[A-Za-z0-9]{1,10}", s)]
+    if len(suffixes) == 2 and suffixes[-1].lower() != ".gz":
+        suffixes = suffixes[-1:]  # "report.2026.csv": only ".csv"
+    suffix = "".join(suffixes)
+    stem = key[: len(key) - len(suffix)] if suffix and key.endswith(suffix) else key
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", stem).strip("._-")[-100:] or "object"
+    return dest.resolve() / bucket / f"{safe}-{digest}{suffix.lower()}"
+
+
+def _inside(where: str, key: str, bucket: str, prefix: str) -> bool:
+    """Whether a manifest's file is in the bucket and under the prefix that was asked for."""
+    return where == bucket and key.startswith(prefix)
 
 
 def fetch(client: Any, bucket: str, prefix: str, dest: Path) -> FetchResult:
@@ -86,7 +98,11 @@ def fetch(client: Any, bucket: str, prefix: str, dest: Path) -> FetchResult:
         wanted: dict[tuple[str, str], str | None] = {}
         for key in manifests:
             for target in _manifest_targets(client, bucket, key, listed[key], dest, state, result):
-                wanted.setdefault(target, listed.get(target[1]) if target[0] == bucket else None)
+                if not _inside(*target, bucket, prefix):
+                    result.refused.append((_uri(*target), f"refused: listed by {_uri(bucket, key)} but outside "
+                                                          f"{_uri(bucket, prefix)}, the location asked for"))
+                    continue
+                wanted.setdefault(target, listed.get(target[1]))
         result.not_in_manifest = [_uri(bucket, k) for k in listed
                                   if _is_data(k) and (bucket, k) not in wanted]
     else:
@@ -159,8 +175,12 @@ def _fetch_one(client: Any, bucket: str, key: str, etag: str | None, dest: Path,
     except UnsafeKey as unsafe:
         result.refused.append((uri, f"refused: {unsafe}"))
         return None
-    if etag is None:  # listed by a manifest outside the prefix: ask for its ETag
-        etag = client.head_object(Bucket=bucket, Key=key)["ETag"]
+    if etag is None:  # listed by a manifest but not (yet) in the listing: ask for its ETag
+        try:
+            etag = client.head_object(Bucket=bucket, Key=key)["ETag"]
+        except Exception as error:  # noqa: BLE001 (botocore's errors; a missing file is not fatal)
+            result.refused.append((uri, f"refused: cannot be read ({type(error).__name__})"))
+            return None
     known = state["objects"].get(uri)
     if known and known.get("etag") == etag and path.is_file():
         result.unchanged.append(uri)

@@ -84,7 +84,7 @@ SELECT
     r.*,
     r.duration_s / 3600.0                                   AS duration_h,
     CASE WHEN r.examples > 0
-         THEN CAST(r.cost_usd * 1000 / r.examples AS DECIMAL(38, 12)) END
+         THEN CAST(r.cost_usd / r.examples * 1000 AS DECIMAL(38, 12)) END
                                                             AS cost_per_1k_examples_usd,
     CASE WHEN r.duration_s > 0 AND r.gpu_count > 0
          THEN r.duration_s / 3600.0 * r.gpu_count END       AS gpu_hours
@@ -142,10 +142,10 @@ SELECT
     CASE WHEN w.energy_kwh IS NOT NULL THEN w.requests_total END   AS requests_metered,
     CASE WHEN w.requests_error IS NOT NULL THEN w.requests_total END AS requests_error_counted,
     CASE WHEN w.requests_success > 0
-         THEN CAST(w.cost_usd * 1000 / w.requests_success AS DECIMAL(38, 12)) END
+         THEN CAST(w.cost_usd / w.requests_success * 1000 AS DECIMAL(38, 12)) END
                                                                 AS cost_per_1k_success_usd,
     CASE WHEN w.requests_total > 0
-         THEN CAST(w.cost_usd * 1000 / w.requests_total AS DECIMAL(38, 12)) END
+         THEN CAST(w.cost_usd / w.requests_total * 1000 AS DECIMAL(38, 12)) END
                                                                 AS cost_per_1k_requests_usd,
     CASE WHEN w.requests_success > 0 THEN w.energy_kwh * 1e6 / w.requests_success END
                                                                 AS energy_wh_per_1k_success,
@@ -366,14 +366,14 @@ CREATE OR REPLACE VIEW billing_currency_totals AS
 SELECT
     billing_currency,
     count(*)                                                      AS lines,
-    sum(billed_cost)                                              AS billed_cost,
-    sum(effective_cost)                                           AS effective_cost,
-    sum(list_cost)                                                AS list_cost,
-    coalesce(sum(billed_cost) FILTER (WHERE charge_category = 'usage'), 0)      AS usage_cost,
-    coalesce(sum(billed_cost) FILTER (WHERE charge_category = 'purchase'), 0)   AS purchase_cost,
-    coalesce(sum(billed_cost) FILTER (WHERE charge_category = 'tax'), 0)        AS tax_cost,
-    coalesce(sum(billed_cost) FILTER (WHERE charge_category = 'credit'), 0)     AS credit_cost,
-    coalesce(sum(billed_cost) FILTER (WHERE charge_category = 'adjustment'), 0) AS adjustment_cost,
+    sum(CAST(billed_cost AS DECIMAL(38, 10)))                                              AS billed_cost,
+    sum(CAST(effective_cost AS DECIMAL(38, 10)))                                           AS effective_cost,
+    sum(CAST(list_cost AS DECIMAL(38, 10)))                                                AS list_cost,
+    coalesce(sum(CAST(billed_cost AS DECIMAL(38, 10))) FILTER (WHERE charge_category = 'usage'), 0)      AS usage_cost,
+    coalesce(sum(CAST(billed_cost AS DECIMAL(38, 10))) FILTER (WHERE charge_category = 'purchase'), 0)   AS purchase_cost,
+    coalesce(sum(CAST(billed_cost AS DECIMAL(38, 10))) FILTER (WHERE charge_category = 'tax'), 0)        AS tax_cost,
+    coalesce(sum(CAST(billed_cost AS DECIMAL(38, 10))) FILTER (WHERE charge_category = 'credit'), 0)     AS credit_cost,
+    coalesce(sum(CAST(billed_cost AS DECIMAL(38, 10))) FILTER (WHERE charge_category = 'adjustment'), 0) AS adjustment_cost,
     min(charge_period_start)                                      AS charge_period_min,
     max(coalesce(charge_period_end, charge_period_start))         AS charge_period_max
 FROM billing_lines
@@ -434,8 +434,8 @@ SELECT * FROM billing_run_lines_live(run_tag, slack_s) WHERE NOT stored;
 CREATE OR REPLACE MACRO run_billing(run_tag, slack_s, stored := false) AS TABLE
 WITH billed AS (
     SELECT m.run_id, b.billing_currency,
-           sum(b.billed_cost)                                   AS billed_cost,
-           sum(b.effective_cost)                                AS effective_cost,
+           sum(CAST(b.billed_cost AS DECIMAL(38, 10)))                                   AS billed_cost,
+           sum(CAST(b.effective_cost AS DECIMAL(38, 10)))                                AS effective_cost,
            count(*)                                             AS lines,
            count(*) FILTER (WHERE m.matched_by = 'resource')    AS lines_by_resource,
            min(b.charge_period_start)                           AS billed_from,

@@ -3,6 +3,12 @@
 Every connection is short-lived (open, work, close), so the dashboard never holds the file
 and `mlcost ingest` can write while it is open. A lock held by another process is waited
 for with backoff; if it persists, WarehouseBusy says so in one sentence.
+
+Reads (query, query_exact) open the file read-only. DuckDB refuses a read-only and a read-write
+connection to one file open at the same time in one process, so connections of the two kinds
+take turns here (any number of one kind at once). The schema is put in place by the first
+read-write open of a file in this process; a reader that comes first does that once too (a
+missing or older file is created or migrated), then reads read-only.
 """
 from __future__ import annotations
 
@@ -56,8 +62,34 @@ def db_path() -> Path:
     return Path(os.environ.get("MLCOST_DB") or DEFAULT_DB).expanduser()
 
 
-def _open(path: Path) -> duckdb.DuckDBPyConnection:
-    return _retry_on_lock(path, lambda: duckdb.connect(str(path)))
+class _Turns:
+    """Connections of one kind (read-only or read-write) open at a time in this process: DuckDB
+    refuses a second configuration of an open file."""
+
+    def __init__(self) -> None:
+        self.condition = threading.Condition()
+        self.kind: bool | None = None  # read_only of the connections open now
+        self.open = 0
+
+    @contextmanager
+    def take(self, read_only: bool) -> Iterator[None]:
+        with self.condition:
+            self.condition.wait_for(lambda: self.open == 0 or self.kind == read_only)
+            self.kind, self.open = read_only, self.open + 1
+        try:
+            yield
+        finally:
+            with self.condition:
+                self.open -= 1
+                self.condition.notify_all()
+
+
+_turns = _Turns()
+_held = threading.local()  # read-write connections this thread has open (a read inside one uses it)
+
+
+def _open(path: Path, read_only: bool = False) -> duckdb.DuckDBPyConnection:
+    return _retry_on_lock(path, lambda: duckdb.connect(str(path), read_only=read_only))
 
 
 def _retry_on_lock(path: Path, action):
@@ -88,41 +120,66 @@ def connect(path: Path | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
     """A short-lived read-write connection with the schema in place; closed on exit."""
     path = path or db_path()
     path.parent.mkdir(parents=True, exist_ok=True)
-    con = _open(path)
-    try:
-        # Dates and .df() timestamps must not depend on the machine's zone.
-        con.execute("SET TimeZone = 'UTC'")
-        # DuckDB's own bar would draw over `mlcost ingest`'s progress bars
-        con.execute("SET enable_progress_bar = false")
-        key = str(path.resolve())
-        if key not in _schema_ready:
-            with _schema_lock:
-                stored_before = {row[0] for row in con.execute(
-                    "SELECT table_name FROM duckdb_tables() WHERE table_name IN ('run_gpu_energy', 'billing_line_runs')"
-                ).fetchall()}
-                con.execute(resources.files("ingest").joinpath("schema.sql").read_text())
-                # a warehouse from before these were stored
-                if "run_gpu_energy" not in stored_before:
-                    with _transaction(con):
-                        refresh_run_energy(con)
-                if "billing_line_runs" not in stored_before and _has_rows(con, "billing_lines"):
-                    with _transaction(con):
-                        refresh_billing_runs(con)
-                _schema_ready.add(key)
-        yield con
-    finally:
-        con.close()
+    with _turns.take(read_only=False):
+        con = _open(path)
+        _held.rw = getattr(_held, "rw", 0) + 1
+        try:
+            # Dates and .df() timestamps must not depend on the machine's zone.
+            con.execute("SET TimeZone = 'UTC'")
+            # DuckDB's own bar would draw over `mlcost ingest`'s progress bars
+            con.execute("SET enable_progress_bar = false")
+            key = str(path.resolve())
+            if key not in _schema_ready:
+                with _schema_lock:
+                    stored_before = {row[0] for row in con.execute(
+                        "SELECT table_name FROM duckdb_tables() WHERE table_name IN ('run_gpu_energy', 'billing_line_runs')"
+                    ).fetchall()}
+                    con.execute(resources.files("ingest").joinpath("schema.sql").read_text())
+                    # a warehouse from before these were stored
+                    if "run_gpu_energy" not in stored_before:
+                        with _transaction(con):
+                            refresh_run_energy(con)
+                    if "billing_line_runs" not in stored_before and _has_rows(con, "billing_lines"):
+                        with _transaction(con):
+                            refresh_billing_runs(con)
+                    _schema_ready.add(key)
+            yield con
+        finally:
+            _held.rw -= 1
+            con.close()
+
+
+@contextmanager
+def read(path: Path | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A short-lived read-only connection (the schema put in place first if this process has
+    not yet); closed on exit."""
+    path = path or db_path()
+    if getattr(_held, "rw", 0):  # inside a write on this thread: a second configuration would fail
+        with connect(path) as con:
+            yield con
+        return
+    if not path.exists() or str(path.resolve()) not in _schema_ready:
+        with connect(path):  # create or migrate the file once per process
+            pass
+    with _turns.take(read_only=True):
+        con = _open(path, read_only=True)
+        try:
+            con.execute("SET TimeZone = 'UTC'")
+            con.execute("SET enable_progress_bar = false")
+            yield con
+        finally:
+            con.close()
 
 
 def query(sql: str, params: list | dict | None = None, path: Path | None = None) -> pd.DataFrame:
-    """Run one read query with bound parameters and return the result as a DataFrame."""
-    with connect(path) as con:
+    """Run one read query with bound parameters (read-only) and return the result as a DataFrame."""
+    with read(path) as con:
         return con.execute(sql, params or []).df()
 
 
 def query_exact(sql: str, params: list | dict | None = None, path: Path | None = None) -> pd.DataFrame:
     """Like query(), but DECIMAL columns come back as decimal.Decimal (money stays exact)."""
-    with connect(path) as con:
+    with read(path) as con:
         result = con.execute(sql, params or [])
         columns = [column[0] for column in result.description]
         return pd.DataFrame(result.fetchall(), columns=columns, dtype=object)
@@ -284,11 +341,12 @@ def _attached(stage: duckdb.DuckDBPyConnection, path: Path) -> Iterator[None]:
     """The warehouse file attached to a staging connection as `wh` (waiting out another
     process's lock like connect()), detached on exit."""
     literal = "'" + str(path).replace("'", "''") + "'"  # ATTACH takes no bound parameters
-    _retry_on_lock(path, lambda: stage.execute(f"ATTACH {literal} AS wh"))
-    try:
-        yield
-    finally:
-        stage.execute("DETACH wh")
+    with _turns.take(read_only=False):  # this process's read-only connections wait meanwhile
+        _retry_on_lock(path, lambda: stage.execute(f"ATTACH {literal} AS wh"))
+        try:
+            yield
+        finally:
+            stage.execute("DETACH wh")
 
 
 def _ensure_schema(path: Path) -> None:

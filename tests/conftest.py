@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -72,3 +73,8 @@ def _clear_streamlit_caches():
     yield
     st.cache_data.clear()
     st.cache_resource.clear()
+
+
+def as_read(markdown: str) -> str:
+    """What a reader sees of a Markdown string whose untrusted parts app.format.md escaped."""
+    return re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", markdown)

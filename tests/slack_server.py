@@ -2,15 +2,22 @@
 
 It records every POST (path and JSON body) and answers from a script: each entry is
 (status, headers, body) and is used once; when the script runs out it answers 200 "ok".
+For delivery trials it can also stall its answer (a slow Slack) and SIGKILL the process that
+posts (`victim`) at a chosen post: before Slack takes it (the post is dropped unrecorded) or
+right after Slack's 200 went out.
 """
 from __future__ import annotations
 
 import json
+import os
+import signal
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import quote
 
 
 class SlackStandIn:
@@ -19,6 +26,20 @@ class SlackStandIn:
         self.script: list[tuple[int, dict, str]] = []
         self.lock = threading.Lock()
         self.server: ThreadingHTTPServer | None = None
+        self.victim: int | None = None              # pid SIGKILLed by a kill plan
+        self.kill_plan: dict[int, str] = {}         # post number (1-based, every request counted) -> when
+        self.stall_plan: dict[int, float] = {}      # post number -> seconds to wait before answering
+        self.requests = 0
+
+    def kill_at(self, post: int, when: str) -> None:
+        """SIGKILL `victim` at request number `post`: when="before" drops the post unrecorded
+        (killed before Slack took it), "after_200" records it and kills once the 200 is sent."""
+        assert when in ("before", "after_200")
+        self.kill_plan[post] = when
+
+    def stall_at(self, post: int, seconds: float) -> None:
+        """Answer request number `post` (200, posted) only after `seconds`: a slow Slack."""
+        self.stall_plan[post] = seconds
 
     def url(self, path: str = "/services/T000/B000/XXXX") -> str:
         host, port = self.server.server_address[:2]
@@ -42,16 +63,33 @@ def slack_stand_in() -> Iterator[SlackStandIn]:
         def do_POST(self) -> None:  # noqa: N802 (http.server's name)
             body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))) or b"{}")
             with stand_in.lock:
+                stand_in.requests += 1
+                number = stand_in.requests
+                kill = stand_in.kill_plan.get(number)
+                if kill == "before":
+                    os.kill(stand_in.victim, signal.SIGKILL)
+                    self.close_connection = True
+                    return
                 status, headers, text = stand_in.script.pop(0) if stand_in.script else (200, {}, "ok")
                 stand_in.posts.append({"path": self.path, "body": body, "status": status})
-            payload = text.encode()
-            self.send_response(status)
-            for name, value in headers.items():
-                self.send_header(name, value)
-            self.send_header("Content-Type", "text/plain")
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
+            if kill == "after_200":  # stopped first, so it cannot record the 200 before the kill
+                os.kill(stand_in.victim, signal.SIGSTOP)
+            time.sleep(stand_in.stall_plan.get(number, 0))
+            # "{path}" in a scripted body echoes the request's path, as some servers' errors do
+            payload = text.replace("{path}", self.path).replace("{path_encoded}", quote(self.path, safe="")).encode()
+            try:
+                self.send_response(status)
+                for name, value in headers.items():
+                    self.send_header(name, value)
+                self.send_header("Content-Type", "text/plain")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+                self.wfile.flush()
+            except OSError:  # a stalled answer: the client gave up and closed
+                pass
+            if kill == "after_200":
+                os.kill(stand_in.victim, signal.SIGKILL)
 
         def log_message(self, *args) -> None:
             pass

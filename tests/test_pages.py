@@ -33,7 +33,7 @@ from streamlit.testing.v1 import AppTest
 
 from ingest import loader
 from ingest import warehouse as wh
-from tests.conftest import IN_CI, REPO_ROOT, SAMPLE_DIR
+from tests.conftest import IN_CI, REPO_ROOT, SAMPLE_DIR, as_read
 
 APP = REPO_ROOT / "app" / "main.py"
 CASES = Path(__file__).parent / "cases"
@@ -64,7 +64,7 @@ def rendered(at: AppTest) -> AppTest:
 
 
 def texts(at: AppTest, kind: str) -> list[str]:
-    return [element.value for element in at.get(kind)]
+    return [as_read(element.value) for element in at.get(kind)]
 
 
 def metrics(at: AppTest) -> dict[str, str]:

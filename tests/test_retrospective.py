@@ -263,7 +263,7 @@ def test_decisions_are_stored_read_back_and_shown_escaped_in_both_reports(sample
     assert "alert(1)&lt;/script&gt;" in page and "<script>alert(1)" not in page
     assert "Weekend idle is the largest waste" in page and "a September note" not in page
     markdown = report.markdown(retro)
-    assert "&lt;script>alert(1)&lt;/script> \\| by December" in markdown
+    assert "\\<script\\>alert(1)\\</script\\> \\| by December" in markdown
     assert "a September note" not in markdown
 
 

@@ -144,8 +144,9 @@ def test_fetch_follows_manifests_ingests_and_a_second_fetch_transfers_nothing(
         f"s3://{BUCKET}/{CUR2_PARQUET}": ("billing_aws", "loaded", 1, 0),
     }
     assert "4 files fetched" in err and "1 files under the prefix are in no manifest" in err
-    assert (dest / BUCKET / LEGACY_CSV).is_file() and (dest / BUCKET / CUR2_PARQUET).is_file()
-    assert not (dest / BUCKET / STALE_CSV).exists()
+    assert s3_fetch.local_path(dest, BUCKET, LEGACY_CSV).is_file()
+    assert s3_fetch.local_path(dest, BUCKET, CUR2_PARQUET).is_file()
+    assert not s3_fetch.local_path(dest, BUCKET, STALE_CSV).exists()
     assert not list(dest.rglob("*.part"))
     with wh.connect() as con:
         assert con.execute("SELECT billing_currency, billed_cost, lines FROM billing_currency_totals").fetchall() == [
@@ -172,32 +173,77 @@ def test_a_changed_object_is_fetched_again(s3, moto_endpoint, warehouse, tmp_pat
     assert [uri for uri, _ in result.pending] == [f"s3://{BUCKET}/{LEGACY_CSV}"]
 
 
-def test_keys_that_leave_the_download_folder_are_refused(s3, moto_endpoint, warehouse, tmp_path, capsys):
-    s3.put_object(Bucket=BUCKET, Key="plain/../../escape.csv", Body=b"x")
-    s3.put_object(Bucket=BUCKET, Key="plain/ok.csv", Body=(CASES / "focus.csv").read_bytes())
+def test_any_legal_keys_map_to_distinct_files_inside_the_folder(s3, moto_endpoint, warehouse, tmp_path, capsys):
+    """Keys that collide or escape as plain paths: a file and a folder of the same name, a
+    300-character key, `..` parts, a backslash, Unicode. Each lands in its own file under dest."""
+    focus = (CASES / "focus.csv").read_bytes()
+    keys = ["plain/a.csv", "plain/a.csv/b.csv", "plain/" + "k" * 300 + ".csv", "plain/../../escape.csv",
+            "plain/x\\..\\y.csv", "plain/日本語/ü.csv", "plain/A.csv"]
+    for key in keys:  # the same bill each time: the ledger loads it once
+        s3.put_object(Bucket=BUCKET, Key=key, Body=focus)
     dest = tmp_path / "inside" / "bills"
     code = cli.main(["fetch", f"s3://{BUCKET}/plain/", "--endpoint-url", moto_endpoint, "--dest", str(dest)])
     out, err = capsys.readouterr()
-    assert code == 1
-    assert f"s3://{BUCKET}/plain/../../escape.csv: refused: a key with '..', '.' or empty parts" in err
-    assert not (tmp_path / "inside" / "escape.csv").exists() and not (tmp_path / "escape.csv").exists()
-    assert [p.name for p in tmp_path.rglob("*.csv")] == ["ok.csv"]
-    assert "[billing_focus]" in out
+    assert "Traceback" not in err and f"{len(keys)} files fetched" in err
+    paths = [s3_fetch.local_path(dest, BUCKET, key) for key in keys]
+    assert len(set(paths)) == len(keys) and all(p.is_file() and p.read_bytes() == focus for p in paths)
+    assert all(p.parent == dest.resolve() / BUCKET and len(p.name.encode()) <= 255 for p in paths)
+    files = [p for p in (tmp_path / "inside").rglob("*") if p.is_file()]
+    assert sorted(files) == sorted(paths + [dest.resolve() / s3_fetch.STATE_FILE])  # nothing anywhere else
+    assert out.count("[billing_focus]") + out.count("SKIPPED") == len(keys)  # the same bill: loaded once
+    assert "FAILED" not in out + err and code in (0, 1)  # 1 when the case file has rejected lines
 
 
-def test_manifest_keys_cannot_escape_either(s3, tmp_path):
+def test_a_manifest_is_followed_only_inside_the_bucket_and_prefix(s3, moto_endpoint, tmp_path):
+    s3.create_bucket(Bucket="elsewhere")
+    s3.put_object(Bucket="elsewhere", Key="cur/other.csv", Body=(CASES / "focus.csv").read_bytes())
+    s3.put_object(Bucket=BUCKET, Key="outside/other.csv", Body=(CASES / "focus.csv").read_bytes())
     s3.put_object(Bucket=BUCKET, Key="evil/r-Manifest.json", Body=json.dumps(
-        {"bucket": BUCKET, "reportKeys": ["../../outside.csv", "/etc/passwd"]}).encode())
-    result = s3_fetch.fetch(s3, BUCKET, "evil/", tmp_path / "bills")
-    assert sorted(reason for _, reason in result.refused) == [
-        "refused: a key with '..', '.' or empty parts", "refused: an absolute or malformed key"]
-    assert result.pending == [] and not (tmp_path / "outside.csv").exists()
+        {"bucket": BUCKET, "reportKeys": ["../../outside.csv", "/etc/passwd", "outside/other.csv"],
+         "dataFiles": ["s3://elsewhere/cur/other.csv", f"s3://{BUCKET}/outside/other.csv"]}).encode())
+    try:
+        result = s3_fetch.fetch(s3, BUCKET, "evil/", tmp_path / "bills")
+    finally:
+        s3.delete_object(Bucket="elsewhere", Key="cur/other.csv")
+        s3.delete_bucket(Bucket="elsewhere")
+    assert sorted(uri for uri, _ in result.refused) == sorted([
+        f"s3://{BUCKET}/../../outside.csv", f"s3://{BUCKET}//etc/passwd", f"s3://{BUCKET}/outside/other.csv",
+        "s3://elsewhere/cur/other.csv", f"s3://{BUCKET}/outside/other.csv"])
+    assert all("outside s3://bills/evil/, the location asked for" in reason for _, reason in result.refused)
+    assert result.pending == [] and result.downloaded == [f"s3://{BUCKET}/evil/r-Manifest.json"]
 
 
-@pytest.mark.parametrize("key", ["a/../b", "/abs", "a//b", "./a", "a\\b", ""])
-def test_local_path_refuses_unsafe_keys(tmp_path, key):
+def test_a_bill_that_cannot_be_read_does_not_stop_the_others(s3, moto_endpoint, warehouse, tmp_path, capsys):
+    """A file the loader cannot read (JSON nested 100k deep) among good bills: the good ones load,
+    the bad one is reported FAILED, and later fetches run without a traceback."""
+    s3.put_object(Bucket=BUCKET, Key="mixed/0-bad.json", Body=b'{"run_id": ' + b"[" * 100_000 + b"]" * 100_000 + b"}")
+    s3.put_object(Bucket=BUCKET, Key="mixed/1-focus.csv", Body=(CASES / "focus.csv").read_bytes())
+    dest = tmp_path / "bills"
+    for attempt in range(2):
+        code = cli.main(["fetch", f"s3://{BUCKET}/mixed/", "--endpoint-url", moto_endpoint, "--dest", str(dest),
+                         "--json"])
+        out, err = capsys.readouterr()
+        summaries = {s["path"]: s for s in json.loads(out)}
+        assert code == 1 and "Traceback" not in err
+        bad = summaries[f"s3://{BUCKET}/mixed/0-bad.json"]
+        assert bad["status"] == "failed" or bad["rows_rejected"] > 0
+        if attempt == 0:
+            assert summaries[f"s3://{BUCKET}/mixed/1-focus.csv"]["status"] == "loaded"
+    with wh.connect() as con:
+        assert con.execute("SELECT count(*) FROM billing_lines").fetchone()[0] > 0
+
+
+@pytest.mark.parametrize("key", ["a/../b", "/abs", "a//b", "./a", "a\\b", "..", "a/b/../../.."])
+def test_local_path_stays_inside_dest(tmp_path, key):
+    path = s3_fetch.local_path(tmp_path, BUCKET, key)
+    assert path.parent == tmp_path.resolve() / BUCKET and path.name not in ("", ".", "..")
+
+
+def test_local_path_refuses_an_empty_key_or_a_bad_bucket(tmp_path):
     with pytest.raises(s3_fetch.UnsafeKey):
-        s3_fetch.local_path(tmp_path, BUCKET, key)
+        s3_fetch.local_path(tmp_path, BUCKET, "")
+    with pytest.raises(s3_fetch.UnsafeKey):
+        s3_fetch.local_path(tmp_path, "../up", "a.csv")
 
 
 def test_an_interrupted_fetch_resumes(s3, moto_endpoint, warehouse, tmp_path, capsys):

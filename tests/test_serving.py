@@ -29,7 +29,7 @@ from app.filters import Filters
 from ingest import codecarbon, config, loader, runs_json, serving
 from ingest import warehouse as wh
 from ingest.contract import ParseContext, numbered
-from tests.conftest import IN_CI, REPO_ROOT, SAMPLE_DIR
+from tests.conftest import IN_CI, REPO_ROOT, SAMPLE_DIR, as_read
 
 UTC = timezone.utc
 CTX = ParseContext("serving.jsonl", UTC)
@@ -641,5 +641,5 @@ def test_serving_file_uploads_on_the_data_page(warehouse):
     at.file_uploader[0].set_value([("serving.jsonl", jsonl(SEED).encode(), "application/octet-stream")])
     at.button(key="FormSubmitter:upload-Load files").click()
     rendered(at.run())
-    assert [s.value for s in at.success] == ["OK serving.jsonl [serving]: 1 rows loaded, 0 rejected"]
+    assert [as_read(s.value) for s in at.success] == ["OK serving.jsonl [serving]: 1 rows loaded, 0 rejected"]
     assert at.dataframe[0].value[["path", "kind"]].values.tolist() == [["serving.jsonl", "serving"]]

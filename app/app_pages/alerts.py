@@ -3,7 +3,8 @@ from datetime import datetime, timedelta, timezone
 
 import streamlit as st
 
-from app import alert_store, alerts, budgets, cache, settings as settings_page, slack
+from app import access, alert_store, alerts, budgets, cache, settings as settings_page, slack
+from app.format import md
 
 st.title("Alerts")
 settings = settings_page.load_or_stop()
@@ -15,7 +16,8 @@ st.caption(
     f"{rules.burn_spike_factor:g}× its {rules.burn_spike_baseline_days}-day mean, cost or energy per 1k requests "
     f"regressions started in the last {rules.regression_lookback_days} days, and idle GPUs costing over "
     f"${rules.idle_waste_usd_per_week:,.0f} a week. Each rule and threshold fires once per period; a failed "
-    "post is retried on the next check." + (" New alerts go out as one digest per channel." if rules.digest else ""))
+    "post is retried on the next check; one interrupted (or unanswered) is re-sent once, marked as a possible "
+    "repeat." + (" New alerts go out as one digest per channel." if rules.digest else ""))
 
 today = datetime.now(timezone.utc).date()
 as_of = budgets.default_as_of(today)
@@ -26,10 +28,10 @@ if not holding:
     st.success("No alert condition holds.")
 for alert in holding:
     fresh = alert.key not in posted_before
-    with st.expander(f"{'**New** · ' if fresh else ''}{alert.title}"):
+    with st.expander(f"{'**New** · ' if fresh else ''}{md(alert.title)}"):
         st.text(alert.message)
-        st.caption(f"rule `{alert.rule}`, threshold {alert.threshold}, period from {alert.period_start}, channel "
-                   f"{alert.channel or 'default'}" + ("; not posted yet: the next check will" if fresh else ""))
+        st.caption(f"rule `{alert.rule}`, threshold {md(alert.threshold)}, period from {alert.period_start}, channel "
+                   f"{md(alert.channel or 'default')}" + ("; not posted yet: the next check will" if fresh else ""))
 
 st.subheader("History")
 history = alert_store.history()
@@ -47,37 +49,43 @@ if posts.empty:
 else:
     st.dataframe(posts, hide_index=True, width="stretch")
 
-snooze_col, test_col = st.columns(2)
-with snooze_col.form("snooze"):
-    st.markdown("**Snooze**: hold a subject's alerts; those that fire meanwhile are never posted.")
-    subjects = sorted({b.name for b in settings.budgets} | {a.subject for a in holding}
-                      | set(history["subject"] if not history.empty else []))
-    subject = st.selectbox("Budget or subject", subjects)
-    days = st.number_input("Days", min_value=0.0, value=7.0, step=1.0, help="0 lifts the snooze")
-    if st.form_submit_button("Snooze") and subject:
-        now = alert_store.now()
-        if days > 0:
-            alert_store.snooze(alert_store.ANY_RULE, subject, now + timedelta(days=days), now)
-            st.success(f"Alerts of {subject} are held until {now + timedelta(days=days):%Y-%m-%d %H:%M} UTC.")
-        else:
-            alert_store.unsnooze(alert_store.ANY_RULE, subject)
-            st.success(f"Alerts of {subject} are no longer snoozed.")
-active = alert_store.snoozes(alert_store.now())
-if not active.empty:
-    snooze_col.dataframe(active, hide_index=True)
+if access.read_only():
+    st.info(access.READ_ONLY_NOTE + " Snooze with `mlcost alerts snooze`, test with `mlcost alerts test`.")
+    active = alert_store.snoozes(alert_store.now())
+    if not active.empty:
+        st.dataframe(active, hide_index=True)
+else:
+    snooze_col, test_col = st.columns(2)
+    with snooze_col.form("snooze"):
+        st.markdown("**Snooze**: hold a subject's alerts; those that fire meanwhile are never posted.")
+        subjects = sorted({b.name for b in settings.budgets} | {a.subject for a in holding}
+                          | set(history["subject"] if not history.empty else []))
+        subject = st.selectbox("Budget or subject", subjects)
+        days = st.number_input("Days", min_value=0.0, value=7.0, step=1.0, help="0 lifts the snooze")
+        if st.form_submit_button("Snooze") and subject:
+            now = alert_store.now()
+            if days > 0:
+                alert_store.snooze(alert_store.ANY_RULE, subject, now + timedelta(days=days), now)
+                st.success(f"Alerts of {md(subject)} are held until {now + timedelta(days=days):%Y-%m-%d %H:%M} UTC.")
+            else:
+                alert_store.unsnooze(alert_store.ANY_RULE, subject)
+                st.success(f"Alerts of {md(subject)} are no longer snoozed.")
+    active = alert_store.snoozes(alert_store.now())
+    if not active.empty:
+        snooze_col.dataframe(active, hide_index=True)
 
-with test_col.form("test_message"):
-    st.markdown("**Send a test message** to a channel's webhook.")
-    channels = ["default"] + sorted({b.channel for b in settings.budgets if b.channel}
-                                    | ({rules.channel} if rules.channel else set()))
-    channel = st.selectbox("Channel", channels)
-    if st.form_submit_button("Send test message"):
-        name = None if channel == "default" else channel
-        try:
-            outcome = alerts.test_message(name, settings)
-        except slack.SecretsError as error:
-            outcome = slack.Outcome(False, None, str(error))
-        if outcome.ok:
-            st.success(f"Posted to the {channel} channel.")
-        else:
-            st.error(f"Not posted: {outcome.error}")
+    with test_col.form("test_message"):
+        st.markdown("**Send a test message** to a channel's webhook.")
+        channels = ["default"] + sorted({b.channel for b in settings.budgets if b.channel}
+                                        | ({rules.channel} if rules.channel else set()))
+        channel = st.selectbox("Channel", channels)
+        if st.form_submit_button("Send test message"):
+            name = None if channel == "default" else channel
+            try:
+                outcome = alerts.test_message(name, settings)
+            except slack.SecretsError as error:
+                outcome = slack.Outcome(False, None, str(error))
+            if outcome.ok:
+                st.success(f"Posted to the {md(channel)} channel.")
+            else:
+                st.error(f"Not posted: {md(outcome.error)}")

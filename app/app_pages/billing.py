@@ -3,7 +3,7 @@
 import streamlit as st
 
 from app import cache, charts, queries, settings as settings_page
-from app.format import money
+from app.format import md, money
 
 st.title("Billing")
 picked = st.session_state["filters"]
@@ -23,7 +23,7 @@ currency = st.selectbox("Currency", currencies, key="billing_currency") if len(c
 row = totals.set_index("billing_currency").loc[currency]
 
 left, middle, right, last = st.columns(4)
-left.metric(f"Billed ({currency})", money(row["billed_cost"], currency))
+left.metric(f"Billed ({md(currency)})", money(row["billed_cost"], currency))
 left.caption(f"{int(row['lines']):,} bill lines, {int(row['providers'])} provider(s)")
 middle.metric("Effective cost", money(row["effective_cost"], currency),
               help="After commitment discounts, amortized (FOCUS EffectiveCost).")

@@ -5,7 +5,7 @@ import pandas as pd
 import streamlit as st
 
 from app import budgets, cache, charts, queries, settings as settings_page
-from app.format import money
+from app.format import md, money
 
 st.title("Budgets")
 settings = settings_page.load_or_stop()
@@ -64,7 +64,7 @@ last.metric("Burn rate, last 7 days", f"{money(burn.rate_per_day, currency)}/day
             delta=f"{money(burn.rate_per_day - burn.allowed_per_day, currency)}/day vs allowed",
             delta_color="inverse")
 last.caption(f"allowed {money(burn.allowed_per_day, currency)}/day")
-st.info(burn.source_note)
+st.info(md(burn.source_note))
 if burn.other_currency_lines:
     st.warning(f"{burn.other_currency_lines:,} bill lines in this scope are in other currencies than "
                f"{currency}: they are not counted (currencies are never converted).")

@@ -1,15 +1,20 @@
 """Data: upload any file mlcost ingests, see the validation report, the load history and the rejected lines."""
+import shutil
 import tempfile
 import time
 from datetime import timezone
 from pathlib import Path
 
 import streamlit as st
+from streamlit.runtime.scriptrunner import get_script_run_ctx
 
-from app import cache, queries
+from app import access, cache, queries
+from app.format import md
 from ingest import config, loader, values
 from ingest.contract import BadValue
 from ingest.report import summary_lines
+
+SPOOL_CHUNK_BYTES = 1 << 20
 
 st.title("Data")
 st.write("Upload training-run summaries (JSONL or `run_meta.json`), CodeCarbon `emissions.csv` "
@@ -19,19 +24,18 @@ st.write("Upload training-run summaries (JSONL or `run_meta.json`), CodeCarbon `
          "The same checks run as for `mlcost ingest`: good lines load, "
          "bad lines are listed with their line number and reason, and a file loaded before is skipped.")
 
-with st.form("upload", clear_on_submit=True):
-    files = st.file_uploader("Files to load (runs, CodeCarbon, serving windows, GPU traces, bills)",
-                             accept_multiple_files=True,
-                             type=["jsonl", "ndjson", "json", "csv", "gz", "prom", "parquet"])
-    left, middle, right = st.columns(3)
-    kind = left.selectbox("Kind", ["detect", *loader.KINDS], help="Leave on detect unless detection guesses wrong.")
-    zone_name = middle.text_input("Time zone of times written without an offset", value="UTC",
-                                  help="An IANA name such as Europe/Paris; CodeCarbon writes local times.")
-    scrape_time = right.text_input("Scrape time (UTC)", placeholder="2025-11-20T10:00:00Z", key="scrape_time",
-                                   help="Only for a DCGM exporter scrape without sample timestamps: when it was "
-                                        "taken (`--at` of `mlcost ingest`). ISO-8601 or epoch seconds.")
-    submitted = st.form_submit_button("Load files", type="primary")
-
+def spool(upload) -> Path:
+    """The upload written, in 1 MB chunks, to a file of its own in a new temporary folder, and its
+    in-memory copy released; the caller deletes both."""
+    path = Path(tempfile.mkdtemp(prefix="mlcost-upload-")) / (Path(upload.name).name or "upload")
+    upload.seek(0)
+    with path.open("wb") as out:
+        shutil.copyfileobj(upload, out, SPOOL_CHUNK_BYTES)
+    upload.close()  # our copy of the bytes, then the upload manager's: nothing of it stays in memory
+    context = get_script_run_ctx()
+    if context is not None and getattr(upload, "file_id", None):
+        context.uploaded_file_mgr.remove_file(context.session_id, upload.file_id)
+    return path
 
 
 def upload_progress(bar, name: str, number: int, files: int, file_bytes: int, done_bytes: int, total_bytes: int):
@@ -53,44 +57,69 @@ def upload_progress(bar, name: str, number: int, files: int, file_bytes: int, do
     return step
 
 
-zone = values.zone(zone_name)
-try:
-    at, time_problem = values.timestamp(scrape_time, "Scrape time", timezone.utc), None
-except BadValue as error:
-    at, time_problem = None, error
-if submitted and zone is None:
-    st.error(f"Unknown time zone {zone_name!r}: use an IANA name such as Europe/Paris, or UTC.")
-elif submitted and time_problem:
-    st.error(f"{time_problem}: write it as 2025-11-20T10:00:00Z, for example.")
-elif submitted and files:
+def load(files: list, kind: str, zone, at) -> None:
+    """Ingest each upload from disk, one at a time, with a progress bar over every file's bytes,
+    and show its report."""
     total_bytes, done_bytes, rows_read, started = sum(upload.size for upload in files), 0, 0, time.monotonic()
     bar = st.progress(0.0, text=f"Loading {len(files):,} file(s)…")
-    with tempfile.TemporaryDirectory() as folder:
-        for number, upload in enumerate(files, start=1):
-            path = Path(folder) / Path(upload.name).name
-            path.write_bytes(upload.getvalue())
-            step = upload_progress(bar, upload.name, number, len(files), upload.size, done_bytes, total_bytes)
-            try:
-                summary = loader.ingest_file(path, None if kind == "detect" else kind, zone,
-                                             display_name=upload.name, at=at, on_progress=step)
-            except config.ConfigError as error:  # the price catalog serving files are priced with
-                st.error(f"FAILED {upload.name}: the settings file cannot be used: {error}")
-                continue
-            finally:
-                done_bytes += upload.size
-            rows_read += summary.rows_loaded + summary.rows_rejected
-            report = "\n".join(summary_lines(summary))
-            (st.success if summary.ok else st.error if summary.status == "failed" else st.warning)(
-                report.split("\n", 1)[0])
-            if "\n" in report:
-                st.code(report.split("\n", 1)[1], language=None)
-            if summary.status == "failed" and summary.kind == "dcgm" and at is None:  # the scrape has no times
-                st.info("Enter when the scrape was taken under **Scrape time (UTC)** and load the file again.")
+    for number, upload in enumerate(files, start=1):
+        name, size_bytes = upload.name, upload.size
+        path = spool(upload)
+        step = upload_progress(bar, name, number, len(files), size_bytes, done_bytes, total_bytes)
+        try:
+            summary = loader.ingest_file(path, None if kind == "detect" else kind, zone,
+                                         display_name=name, at=at, on_progress=step)
+        except config.ConfigError as error:  # the price catalog serving files are priced with
+            st.error(f"FAILED {md(name)}: the settings file cannot be used: {md(error)}")
+            continue
+        finally:
+            done_bytes += size_bytes
+            path.unlink(missing_ok=True)
+            path.parent.rmdir()
+        rows_read += summary.rows_loaded + summary.rows_rejected
+        report = "\n".join(summary_lines(summary))
+        (st.success if summary.ok else st.error if summary.status == "failed" else st.warning)(
+            md(report.split("\n", 1)[0]))
+        if "\n" in report:
+            st.code(report.split("\n", 1)[1], language=None)
+        if summary.status == "failed" and summary.kind == "dcgm" and at is None:  # the scrape has no times
+            st.info("Enter when the scrape was taken under **Scrape time (UTC)** and load the file again.")
     bar.progress(1.0, text=f"Read {len(files):,} file(s): {rows_read:,} rows, {total_bytes / 1e6:,.1f} MB "
                            f"in {time.monotonic() - started:,.1f} s")
     cache.forget()
-elif submitted:
-    st.warning("Choose one or more files first.")
+
+
+if access.read_only():
+    st.info(access.READ_ONLY_NOTE + " Load files with `mlcost ingest PATH`.")
+else:
+    with st.form("upload", clear_on_submit=True):
+        files = st.file_uploader("Files to load (runs, CodeCarbon, serving windows, GPU traces, bills)",
+                                 accept_multiple_files=True,
+                                 type=["jsonl", "ndjson", "json", "csv", "gz", "prom", "parquet"])
+        left, middle, right = st.columns(3)
+        kind = left.selectbox("Kind", ["detect", *loader.KINDS],
+                              help="Leave on detect unless detection guesses wrong.")
+        zone_name = middle.text_input("Time zone of times written without an offset", value="UTC",
+                                      help="An IANA name such as Europe/Paris; CodeCarbon writes local times.")
+        scrape_time = right.text_input("Scrape time (UTC)", placeholder="2025-11-20T10:00:00Z", key="scrape_time",
+                                       help="Only for a DCGM exporter scrape without sample timestamps: when it "
+                                            "was taken (`--at` of `mlcost ingest`). ISO-8601 or epoch seconds.")
+        submitted = st.form_submit_button("Load files", type="primary")
+
+    zone = values.zone(zone_name)
+    try:
+        at, time_problem = values.timestamp(scrape_time, "Scrape time", timezone.utc), None
+    except BadValue as error:
+        at, time_problem = None, error
+    if submitted and zone is None:
+        st.error(f"Unknown time zone {md(repr(zone_name))}: use an IANA name such as Europe/Paris, or UTC.")
+    elif submitted and time_problem:
+        st.error(f"{md(time_problem)}: write it as 2025-11-20T10:00:00Z, for example.")
+    elif submitted and files:
+        load(files, kind, zone, at)
+        del files  # no reference to the uploads outlives this run
+    elif submitted:
+        st.warning("Choose one or more files first.")
 
 st.subheader("Imported sources")
 sources = cache.fetch(queries.import_sources)

@@ -3,7 +3,7 @@ import pandas as pd
 import streamlit as st
 
 from app import cache, charts, queries, settings as settings_page
-from app.format import usd
+from app.format import md, usd
 
 st.title("Idle GPUs")
 picked = st.session_state["filters"]
@@ -43,7 +43,7 @@ middle.metric("Idle energy", f"{gpus['idle_kwh'].sum():,.1f} kWh")
 right.metric("Idle cost", usd(gpus["idle_usd"].sum() if gpus["idle_usd"].notna().any() else None),
              help="Idle GPU-hours x the GPU-hour price of the model ([prices.gpu_usd_per_hour]).")
 if unpriced:
-    right.caption(f"Not priced: {', '.join(unpriced)}")
+    right.caption(f"Not priced: {', '.join(md(name) for name in unpriced)}")
 last.metric("Allocated but idle", f"{allocated_h:,.1f} GPU-h")
 last.caption(f"a run held the GPU; {gpus['unallocated_idle_h'].sum():,.1f} GPU-h idle unallocated")
 

@@ -3,7 +3,7 @@ gaps, runs found only by resource id, and spend that belongs to no run."""
 import streamlit as st
 
 from app import cache, charts, queries, settings as settings_page
-from app.format import money, plural
+from app.format import md, money, plural
 
 TABLE_ROWS = 1000  # runs listed in the table, largest gap first
 NAMED_RUNS = 20  # runs named in a warning; the table has the rest
@@ -77,7 +77,7 @@ else:
 
 st.subheader("Spend that belongs to no run")
 for item in totals.itertuples():
-    st.caption(f"{item.billing_currency}: {money(item.unmatched_cost, item.billing_currency)} of usage in "
+    st.caption(f"{md(item.billing_currency)}: {money(item.unmatched_cost, item.billing_currency)} of usage in "
                f"{item.unmatched_lines:,} lines matched no run; {money(item.matched_cost, item.billing_currency)} "
                f"in {item.matched_lines:,} lines did.")
 unmatched = cache.fetch(queries.unmatched_spend, picked, rule.run_id_tag, rule.project_tag, slack_s)

@@ -2,7 +2,8 @@
 the decisions log, and the report (Markdown, or one HTML file that opens offline)."""
 import streamlit as st
 
-from app import cache, queries, report, retrospective, settings as settings_page
+from app import access, cache, queries, report, retrospective, settings as settings_page
+from app.format import md
 from ingest import warehouse
 
 # How a table column of each unit (retrospective.Section.units) is shown.
@@ -30,14 +31,14 @@ st.header("Recommendations")
 if not retro.recommendations:
     st.success("No rule found anything to change this month.")
 for item in retro.recommendations:
-    st.markdown(f"- {item.text} — evidence: **{item.evidence}**")
+    st.markdown(f"- {md(item.text)} — evidence: **{md(item.evidence)}**")
 
 previous = f"{retro.previous:%Y-%m}"
 for section in retro.sections:
-    st.header(section.title)
+    st.header(md(section.title))
     columns = st.columns(4)
     for i, figure in enumerate(section.figures):
-        columns[i % 4].metric(figure.label, report.number(figure.current, figure.unit),
+        columns[i % 4].metric(md(figure.label), report.number(figure.current, figure.unit),
                               delta=None if figure.change_pct is None else report.change(figure), delta_color="off",
                               help=f"{previous}: {report.number(figure.previous, figure.unit)}. "
                                    f"The {figure.page} page shows the same figure for the month.")
@@ -49,20 +50,23 @@ for section in retro.sections:
             else st.column_config.NumberColumn(column, format=FORMATS[unit])
             for column, unit in section.units.items() if unit in FORMATS or unit == "date"})
     for note in section.notes:
-        st.caption(note)
+        st.caption(md(note))
 
 st.header("Decisions and notes")
-with st.form("decision", clear_on_submit=True):
-    kind = st.radio("Kind", warehouse.DECISION_KINDS, horizontal=True, key="decision_kind")
-    text = st.text_area("What the team decided or observed", key="decision_text")
-    author = st.text_input("Author (optional)", key="decision_author")
-    saved = st.form_submit_button("Save to the log", type="primary")
-if saved and not text.strip():
-    st.warning("Write the decision or note first.")
-elif saved:
-    warehouse.add_decision(month, kind, text, author)
-    retro.decisions = queries.decisions(month)
-    st.success(f"Saved to the {month:%B %Y} log.")
+if access.read_only():
+    st.info(access.READ_ONLY_NOTE)
+else:
+    with st.form("decision", clear_on_submit=True):
+        kind = st.radio("Kind", warehouse.DECISION_KINDS, horizontal=True, key="decision_kind")
+        text = st.text_area("What the team decided or observed", key="decision_text")
+        author = st.text_input("Author (optional)", key="decision_author")
+        saved = st.form_submit_button("Save to the log", type="primary")
+    if saved and not text.strip():
+        st.warning("Write the decision or note first.")
+    elif saved:
+        warehouse.add_decision(month, kind, text, author)
+        retro.decisions = queries.decisions(month)
+        st.success(f"Saved to the {month:%B %Y} log.")
 if retro.decisions.empty:
     st.caption("Nothing written for this month yet.")
 else:  # a table shows the text as text, never as markup

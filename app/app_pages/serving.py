@@ -3,7 +3,7 @@ import pandas as pd
 import streamlit as st
 
 from app import cache, charts, queries, settings as settings_page
-from app.format import usd
+from app.format import md, usd
 
 st.title("Serving")
 picked = st.session_state["filters"]
@@ -51,7 +51,7 @@ st.plotly_chart(cache.chart("serving_trend", (picked, cost_column),
 st.subheader(f"Energy per 1k {unit}")
 unmetered = sorted(versions.loc[versions["windows_with_energy"] == 0, "service"].unique())
 if unmetered:
-    st.caption(f"No energy_kwh in the windows of {', '.join(unmetered)}: their energy is unknown, not zero.")
+    st.caption(f"No energy_kwh in the windows of {', '.join(md(s) for s in unmetered)}: their energy is unknown, not zero.")
 if totals["windows_with_energy"] > 0:
     st.plotly_chart(cache.chart("serving_by_version", (picked, energy_column),
                                 lambda: charts.serving_by_version(versions, energy_column, energy_label)),

@@ -3,7 +3,7 @@ cost-to-target, the run table with measured GPU energy."""
 import streamlit as st
 
 from app import cache, charts, queries, settings as settings_page
-from app.format import plural, usd
+from app.format import md, plural, usd
 
 # x axis of the scatter: label -> (column, axis title)
 AXES = {"Cost": ("cost_usd", "Cost (USD)"),
@@ -61,8 +61,8 @@ if metric is not None:
     axis = st.segmented_control("x axis", list(AXES), default="Cost", key="runs_x_axis") or "Cost"
     x, x_label = AXES[axis]
     facts = cache.derived("runs_scatter", (picked, metric, target, factors, x), lambda: scatter(x, x_label))
-    st.subheader(f"{axis} vs {metric}")
-    st.caption(f"{plural(facts['frontier'], 'run')} on the Pareto frontier (cheapest for their level of {metric}, "
+    st.subheader(f"{axis} vs {md(metric)}")
+    st.caption(f"{plural(facts['frontier'], 'run')} on the Pareto frontier (cheapest for their level of {md(metric)}, "
                f"per project); {facts['dominated']:,} dominated: another run of the project scored as well for less. "
                f"{plural(facts['unranked'], 'failed, preempted or running run')} not ranked: their metric is partial.")
     if x != "cost_usd":
@@ -77,7 +77,7 @@ if metric is not None:
     reached, cheapest = cache.derived("runs_target", (picked, metric, target, factors), cheapest_to_target)
     if cheapest is not None:
         st.caption(f"{plural(reached, 'run')} reached the target; cheapest to get there: "
-                   f"**{cheapest['run_id']}** at {usd(cheapest['cost_to_target_usd'])} "
+                   f"**{md(cheapest['run_id'])}** at {usd(cheapest['cost_to_target_usd'])} "
                    f"after {cheapest['time_to_target_h']:.2f} h.")
 
 st.subheader("All runs")

@@ -53,6 +53,7 @@ def run_check(args: argparse.Namespace) -> int:
             "as_of": as_of.isoformat(), "dry_run": args.dry_run,
             "firing": [alert.key for alert in result.alerts], "new": result.new, "resolved": result.resolved,
             "delivered": result.delivered, "snoozed": result.snoozed, "superseded": result.superseded,
+            "repeated": result.repeated,
             "failed": [{"alerts": keys, "reason": reason} for keys, reason in result.failed],
         }, indent=2))
     else:
@@ -60,11 +61,14 @@ def run_check(args: argparse.Namespace) -> int:
         print(f"mlcost: {len(result.alerts)} alert conditions hold as of {as_of}; {len(result.new)} {verb}, "
               f"{len(result.resolved)} resolved, {len(result.delivered)} posted to Slack"
               + (f", {len(result.superseded)} left unposted under a higher threshold" if result.superseded else "")
-              + (f", {len(result.snoozed)} snoozed" if result.snoozed else ""))
+              + (f", {len(result.snoozed)} snoozed" if result.snoozed else "")
+              + (f"; {len(result.repeated)} re-sent marked as a possible repeat (an earlier post was interrupted "
+                 "or unanswered)" if result.repeated else ""))
         for key in result.new:
             print(f"  {'WOULD FIRE' if args.dry_run else 'NEW'} {by_key[key].title}\n    {by_key[key].message}")
     for keys, reason in result.failed:  # on stderr with --json too, for cron's mail and logs
-        say(f"NOT POSTED ({len(keys)} alerts, retried on the next check): {reason}")
+        verdict = "NO ANSWER" if "may have posted it" in reason else "NOT POSTED"
+        say(f"{verdict} ({len(keys)} alerts, left for the next check): {reason}")
     return EXIT_PROBLEMS if result.failed else 0
 
 

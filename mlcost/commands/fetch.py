@@ -50,7 +50,12 @@ def run_fetch(args: argparse.Namespace) -> int:
         say(f"{uri}: {reason}")
     summaries = []
     for uri, path in fetched.pending:
-        summary = loader.ingest_file(path, display_name=uri)
+        try:
+            summary = loader.ingest_file(path, display_name=uri)
+        except Exception as error:  # noqa: BLE001 (one bad bill must not stop the others, nor later runs)
+            summary = loader.FileSummary(uri, error=f"{uri}: not loaded, the file could not be read "
+                                                    f"({type(error).__name__}: {str(error)[:200]}); the "
+                                                    "other bills load, and the next fetch tries it again")
         summaries.append(summary)
         if not args.json:
             print("\n".join(summary_lines(summary)), flush=True)

@@ -25,7 +25,13 @@ def register(commands) -> None:
     ):
         command = commands.add_parser(name, help=help_text)
         command.add_argument("--port", type=int, default=8501, help="port to serve on (default 8501)")
-        command.add_argument("--address", default="localhost", help="address to listen on (default localhost)")
+        command.add_argument("--address", default="127.0.0.1",
+                             help="address to listen on (default 127.0.0.1: this machine only; another address "
+                                  "exposes the dashboard: use --login oidc)")
+        command.add_argument("--read-only", action="store_true",
+                             help="pages change nothing: no uploads, snoozes, test messages or decision-log entries")
+        command.add_argument("--login", choices=["oidc"],
+                             help="visitors sign in with the OIDC provider of [auth] in .streamlit/secrets.toml")
         command.set_defaults(run=runner)
 
 
@@ -53,6 +59,13 @@ def _serve(args: argparse.Namespace, db: Path) -> int:
         "--browser.gatherUsageStats", "false",
     ]
     env = {**os.environ, "MLCOST_DB": str(db.resolve())}
+    if args.read_only:
+        env["MLCOST_READ_ONLY"] = "1"
+    if args.login:
+        env["MLCOST_LOGIN"] = args.login
+    if args.address not in ("127.0.0.1", "localhost", "::1") and not (args.login or env.get("MLCOST_LOGIN")):
+        print(f"mlcost: warning: the dashboard on {args.address} is open to anyone who can reach it; "
+              "use --login oidc (README, Access)", file=sys.stderr, flush=True)
     settings = config.user_path()  # the dashboard runs from the repository: pass ./mlcost.toml on
     if settings is not None:
         env["MLCOST_CONFIG"] = str(settings.resolve())
