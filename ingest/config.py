@@ -16,6 +16,8 @@ from importlib import resources
 from pathlib import Path
 from types import MappingProxyType
 
+from ingest.limits import Limits
+
 USER_FILE = "mlcost.toml"
 DEFAULTS = "defaults.toml"
 PRICE_TABLES = ("instance_usd_per_hour", "gpu_usd_per_hour")
@@ -182,6 +184,7 @@ class Config:
     alerts: Alerts = field(default_factory=Alerts)
     budgets: tuple[Budget, ...] = ()
     retrospective: Retrospective = field(default_factory=Retrospective)
+    ingest: Limits = field(default_factory=Limits)
 
 
 def user_path() -> Path | None:
@@ -231,6 +234,7 @@ def load(path: Path | None = None) -> Config:
         alerts=_alerts(merged["alerts"], source),
         budgets=_budgets(budgets, source),
         retrospective=_retrospective(merged["retrospective"], source),
+        ingest=_ingest(merged["ingest"], source),
     )
 
 
@@ -291,6 +295,17 @@ def _whole(value: object, file: str, key: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise ConfigError(file, key, f"must be a whole number of 0 or more, got {value!r}")
     return value
+
+
+def _ingest(section: dict, file: str) -> Limits:
+    ratio = _number(section["max_ratio"], file, "ingest.max_ratio")
+    if ratio < 1:
+        raise ConfigError(file, "ingest.max_ratio", f"must be 1 or more, got {ratio:g}")
+    sizes = {key: _whole(section[key], file, f"ingest.{key}") for key in ("max_decompressed_bytes", "max_line_bytes")}
+    for key, size in sizes.items():
+        if size < 1024:
+            raise ConfigError(file, f"ingest.{key}", f"must be at least 1024 bytes, got {size}")
+    return Limits(max_ratio=ratio, **sizes)
 
 
 def _gpu(section: dict, file: str) -> Gpu:
