@@ -68,7 +68,8 @@ def number(value: object, name: str, maximum: float = NUMBER_LIMIT) -> float | N
     if not math.isfinite(result):
         raise BadValue(f"{name} must be a finite number, got {value!r}")
     if abs(result) > maximum:
-        raise BadValue(f"{name} {value!r} is too large (at most {maximum:g})")
+        shown = repr(value) if isinstance(value, str) else str(value)
+        raise BadValue(f"{name} {shown} is too large (at most {maximum:g})")
     return result
 
 
