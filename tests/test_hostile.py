@@ -50,10 +50,11 @@ def test_row1_decompression_bomb_is_refused_by_ratio_and_the_batch_goes_on(wareh
     lines = _trace_lines(60)
     block = ("\n".join(lines[1:]) + "\n").encode()  # repeated within gzip's 32 KB window
     bomb = tmp_path / "bomb.csv.gz"
-    with gzip.open(bomb, "wb", compresslevel=9) as out:
-        out.write((lines[0] + "\n").encode())
-        for _ in range((100 << 20) // len(block)):  # 100 MB of trace lines
-            out.write(block)
+    member = gzip.compress(block * ((1 << 20) // len(block)), compresslevel=9)  # 1 MB of lines
+    with open(bomb, "wb") as out:  # gzip members in a row read as one stream: 100 MB
+        out.write(gzip.compress((lines[0] + "\n").encode()))
+        for _ in range(100):
+            out.write(member)
     assert bomb.stat().st_size * 100 < 100 << 20  # expands more than 100 times
     good = tmp_path / "good.csv"
     good.write_text("\n".join(lines[:11]) + "\n")
@@ -135,7 +136,7 @@ def test_row2_focus_with_a_200kb_field_loses_no_line(warehouse, tmp_path):
 # Row 3: values past what the warehouse holds, deep JSON, long CSV fields, a stray quote, a
 # 5 MB line: each a rejected line naming its column, and the batch goes on.
 
-def test_row3_every_file_gets_an_answer_and_the_batch_goes_on(warehouse, tmp_path, capsys):
+def test_row3_every_file_gets_an_answer_and_the_batch_goes_on(warehouse, tmp_path, capsys, formats_dir):
     run = _run()
     files: dict[str, tuple[str, str | None]] = {}  # name -> (text, the column its reject names)
 
@@ -150,7 +151,7 @@ def test_row3_every_file_gets_an_answer_and_the_batch_goes_on(warehouse, tmp_pat
     runs("throughput.jsonl", "throughput_examples_per_sec", throughput_examples_per_sec=1e308)
     files["deep.jsonl"] = (json.dumps(dict(run, run_id="deep-ok")) + "\n" + "[" * 100_000 + "]" * 100_000 + "\n",
                            "nested")
-    with open(REPO_ROOT.parent / "shared" / "formats" / "codecarbon" / "codecarbon_examples_emissions.csv") as handle:
+    with open(formats_dir / "codecarbon" / "codecarbon_examples_emissions.csv") as handle:
         header, row = handle.readline(), handle.readline()
     files["codecarbon.csv"] = (header + row.replace("codecarbon,", '"' + "y" * 200_000 + '",', 1) + row, None)
     trace = _trace_lines(20)
