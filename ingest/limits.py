@@ -1,9 +1,9 @@
 """Bounds on what one file may make an ingest read: decompressed size, expansion ratio, line length.
 
 A compressed file is read through `bounded()`, which stops with TooLarge as soon as the
-decompressed bytes pass `max_decompressed_bytes` or `max_ratio` times the file's size (past a
-floor, so a small, very regular file still loads): a 7 MB gzip that expands to 2 GB is refused
-after a bounded read, never held. A line longer than `max_line_bytes` is never held either:
+decompressed bytes pass `max_decompressed_bytes`, or `max_ratio` times the compressed bytes read
+so far (past a 64 MB floor, so a small, very regular file still loads): a 7 MB gzip that expands
+to 2 GB is refused after 64 MB of it, never held. A line longer than `max_line_bytes` is never held either:
 staging.line_batches hands it on as `too_long_marker(size)`, and the loader rejects that line
 with `too_long_reason` (its number and size), so the rest of the file still loads.
 Settings: `[ingest]` in mlcost.toml (ingest/defaults.toml, README "Configuration file").
@@ -14,7 +14,7 @@ import csv
 import io
 import re
 from dataclasses import dataclass
-from typing import IO
+from typing import IO, Callable
 
 RATIO_FLOOR_BYTES = 64 << 20  # below this much output the ratio is not judged
 _MARKER = "\x00mlcost: line too long\x00"
@@ -62,10 +62,11 @@ def from_settings() -> Limits:
 class _Bounded(io.RawIOBase):
     """A decompressed stream that raises TooLarge when it yields more than the limits allow."""
 
-    def __init__(self, stream: IO[bytes], name: str, stored_bytes: int, limits: Limits) -> None:
-        self._stream, self._name, self._limits = stream, name, limits
+    def __init__(self, stream: IO[bytes], name: str, consumed: Callable[[], int], limits: Limits,
+                 raw: IO[bytes] | None) -> None:
+        self._stream, self._name, self._limits, self._raw = stream, name, limits, raw
+        self._consumed = consumed  # compressed bytes read so far: the ratio is judged as it goes
         self._allowed = limits.max_decompressed_bytes
-        self._ratio_cap = max(limits.max_ratio * stored_bytes, RATIO_FLOOR_BYTES)
         self._read = 0
 
     def readable(self) -> bool:
@@ -77,7 +78,7 @@ class _Bounded(io.RawIOBase):
         if self._read > self._allowed:
             raise TooLarge(f"{self._name}: expands past {self._allowed:,} bytes when decompressed "
                            f"([ingest] max_decompressed_bytes); refused before reading it all")
-        if self._read > self._ratio_cap:
+        if self._read > RATIO_FLOOR_BYTES and self._read > self._limits.max_ratio * max(self._consumed(), 1):
             raise TooLarge(f"{self._name}: expands more than {self._limits.max_ratio:g} times its stored size "
                            f"when decompressed ([ingest] max_ratio), as a decompression bomb does; refused")
         buffer[:len(data)] = data
@@ -85,12 +86,16 @@ class _Bounded(io.RawIOBase):
 
     def close(self) -> None:
         self._stream.close()
+        if self._raw is not None:
+            self._raw.close()
         super().close()
 
 
-def bounded(stream: IO[bytes], name: str, stored_bytes: int, limits: Limits | None = None) -> IO[bytes]:
-    """`stream` (decompressed) read through the limits, buffered."""
-    return io.BufferedReader(_Bounded(stream, name, stored_bytes, limits or _current), 1 << 20)
+def bounded(stream: IO[bytes], name: str, consumed: Callable[[], int], limits: Limits | None = None,
+            raw: IO[bytes] | None = None) -> IO[bytes]:
+    """`stream` (decompressed) read through the limits, buffered; `consumed()` says how many
+    compressed bytes it has read so far; `raw`, when given, is closed with it."""
+    return io.BufferedReader(_Bounded(stream, name, consumed, limits or _current, raw), 1 << 20)
 
 
 def too_long_marker(size_bytes: int) -> str:

@@ -65,20 +65,17 @@ class Source:
     def open_binary(self, raw: IO[bytes] | None = None) -> IO[bytes]:
         """The decompressed bytes as a stream (never the whole file in memory); from `raw`, the
         file opened by the caller (to follow its position), when given."""
-        if raw is None and self.compression == "gzip":
-            return self._bounded(gzip.open(self.path, "rb"))
+        owned = raw is None  # a file opened here is closed with the stream
         raw = raw if raw is not None else open(self.path, "rb")
         if self.compression == "gzip":  # GzipFile leaves closing `raw` to the caller
-            return self._bounded(gzip.GzipFile(fileobj=raw, mode="rb"))
+            return limits.bounded(gzip.GzipFile(fileobj=raw, mode="rb"), self.name, raw.tell,
+                                  raw=raw if owned else None)
         if self.compression == "zstd":
             import zstandard
 
-            return self._bounded(zstandard.ZstdDecompressor().stream_reader(raw, closefd=True))
+            stream = zstandard.ZstdDecompressor().stream_reader(raw, closefd=owned)
+            return limits.bounded(stream, self.name, raw.tell)
         return raw
-
-    def _bounded(self, stream: IO[bytes]) -> IO[bytes]:
-        """A decompressed stream that stops with limits.TooLarge past the [ingest] limits."""
-        return limits.bounded(stream, self.name, self.path.stat().st_size)
 
     def open_text(self) -> IO[str]:
         """The decompressed text as a stream: UTF-8 (a BOM dropped), newlines kept as written."""
