@@ -122,7 +122,8 @@ def timestamp(value: object, name: str, tz: tzinfo) -> datetime | None:
     if isinstance(value, bool):
         raise BadValue(f"{name} must be a timestamp, got {value!r}")
     if isinstance(value, (int, float, Decimal)) or _is_numeric_text(value):
-        seconds = float(value)  # type: ignore[arg-type]
+        # a timestamp is text, stripped like ISO text is; its digits are still ASCII only
+        seconds = float(value.strip() if isinstance(value, str) else value)  # type: ignore[arg-type]
         if not math.isfinite(seconds):
             raise BadValue(f"{name} {value!r} is not a time")
         if seconds > 1e11:
@@ -155,7 +156,7 @@ def timestamp(value: object, name: str, tz: tzinfo) -> datetime | None:
 def _is_numeric_text(value: object) -> bool:
     if not isinstance(value, str):
         return False
-    return is_number_text(value)
+    return is_number_text(value.strip())
 
 
 def zone(name: str) -> tzinfo | None:
