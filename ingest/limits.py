@@ -50,13 +50,10 @@ def configure(limits: Limits) -> None:
 
 
 def from_settings() -> Limits:
-    """The [ingest] settings of mlcost.toml (defaults when it cannot be read: the loader says why elsewhere)."""
+    """The [ingest] settings of mlcost.toml; config.ConfigError when the file cannot be used."""
     from ingest import config
 
-    try:
-        return config.load().ingest
-    except config.ConfigError:
-        return Limits()
+    return config.load().ingest
 
 
 class _Bounded(io.RawIOBase):

@@ -14,7 +14,7 @@ from typing import Callable, Iterator
 import duckdb
 import zstandard
 
-from ingest import codecarbon, dcgm, gpu_collector, limits, nvidia_smi, runs_json, serving, staging, warehouse
+from ingest import codecarbon, config, dcgm, gpu_collector, limits, nvidia_smi, runs_json, serving, staging, warehouse
 from ingest import billing_aws, billing_azure, billing_focus, billing_gcp
 from ingest.contract import BadValue, ParseContext, Reject
 from ingest.staging import NotText, Source, Staged
@@ -97,7 +97,7 @@ def ingest_file(path: Path, kind: str | None = None, tz: tzinfo = timezone.utc,
     limits.configure(limits.from_settings())
     try:
         return _ingest_file(path, name, kind, tz, host, at, on_progress)
-    except warehouse.WarehouseBusy:
+    except (warehouse.WarehouseBusy, config.ConfigError):  # the command stops: not this file's fault
         raise
     except limits.TooLarge as refused:
         return FileSummary(name, kind, error=str(refused))

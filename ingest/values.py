@@ -60,7 +60,7 @@ def number(value: object, name: str, maximum: float = NUMBER_LIMIT) -> float | N
     if is_absent(value):
         return None
     if isinstance(value, bool) or isinstance(value, (dict, list)) or (isinstance(value, str) and not is_number_text(value)):
-        raise BadValue(f"{name} must be a number (ASCII digits), got {value!r}")
+        raise BadValue(f"{name} must be a number, got {value!r}")
     try:
         result = float(value)  # type: ignore[arg-type]
     except (TypeError, ValueError):
@@ -68,8 +68,7 @@ def number(value: object, name: str, maximum: float = NUMBER_LIMIT) -> float | N
     if not math.isfinite(result):
         raise BadValue(f"{name} must be a finite number, got {value!r}")
     if abs(result) > maximum:
-        shown = repr(value) if isinstance(value, str) else str(value)
-        raise BadValue(f"{name} {shown} is too large (at most {maximum:g})")
+        raise BadValue(f"{name} {value!r} is too large (at most {maximum:g})")
     return result
 
 
@@ -98,7 +97,7 @@ def money(value: object, name: str) -> Decimal | None:
     if isinstance(value, bool) or isinstance(value, (dict, list)):
         raise BadValue(f"{name} must be an amount, got {value!r}")
     if isinstance(value, str) and not is_number_text(value):
-        raise BadValue(f"{name} must be an amount (ASCII digits), got {value!r}")
+        raise BadValue(f"{name} must be an amount, got {value!r}")
     try:
         result = Decimal(str(value))
     except InvalidOperation:

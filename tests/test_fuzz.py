@@ -23,7 +23,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, example, given, settings
+from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
 from ingest import config, loader
@@ -167,6 +167,7 @@ def _check(path: Path, shape: str | None, kind: str | None = None) -> loader.Fil
     assert summary.status in ("loaded", "already_loaded", "failed")
     json.dumps(summary.to_json(), default=str)  # --json can print it
     if summary.status == "failed":
+        event("failed")
         assert summary.error and "\n" not in summary.error and str(path) in summary.error
         assert (summary.rows_loaded, summary.rows_rejected) == (0, 0)
         assert wh.query("SELECT count(*) AS n FROM loads WHERE path = ?", [str(path)])["n"][0] == 0
@@ -183,6 +184,7 @@ def _check(path: Path, shape: str | None, kind: str | None = None) -> loader.Fil
     assert all(0 <= line <= physical for line in stored["line"])
     assert summary.rows_loaded + summary.rows_rejected <= physical
     expected = _expected_records(data, shape)
+    event(f"{summary.status}; records counted exactly: {expected is not None and summary.kind == kind}")
     if expected is not None and summary.kind == kind:
         assert summary.rows_loaded + summary.rows_rejected == expected, (summary.to_json(), expected)
     return summary
