@@ -98,17 +98,21 @@ def test_row1_a_5mb_line_in_a_trace_csv_is_that_line_rejected(warehouse, tmp_pat
     assert _ledger(str(trace)) == (29, 1, 1)
 
 
-def test_row1_a_long_line_in_a_runs_file_is_that_line_rejected(warehouse, tmp_path):
+@pytest.mark.parametrize("size", [3_000_000, 20_000_000])  # within one read batch, and across several
+def test_row1_a_long_line_in_a_runs_file_is_that_line_rejected(warehouse, tmp_path, size):
     run = _run()
     lines = [json.dumps(dict(run, run_id=f"r{i}")) for i in range(5)]
-    lines[2] = json.dumps(dict(run, run_id="long", notes="n" * 3_000_000))
+    lines[2] = json.dumps(dict(run, run_id="long", notes="n" * size))
+    lines.append("z" * size)  # the last line, without a line end
     runs = tmp_path / "runs.jsonl"
-    runs.write_text("\n".join(lines) + "\n")
+    runs.write_text("\n".join(lines))
 
     summary = loader.ingest_file(runs)
 
-    assert (summary.rows_loaded, summary.rows_rejected) == (4, 1)
-    assert summary.rejects[0]["line"] == 3 and "max_line_bytes" in summary.rejects[0]["reason"]
+    assert (summary.rows_loaded, summary.rows_rejected) == (4, 2)
+    assert [r["line"] for r in summary.rejects] == [3, 6]
+    assert all("max_line_bytes" in r["reason"] for r in summary.rejects)
+    assert f"{size:,} bytes" in summary.rejects[1]["reason"]
 
 
 # Row 2: a FOCUS CSV with one 200 KB field in row 6 of 100.
