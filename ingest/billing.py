@@ -171,7 +171,10 @@ def csv_records(lines: Lines, family: Family, parsed: Parsed) -> Iterator[Record
         except csv.Error as error:
             line = consumed[start][0] if start < len(consumed) else (consumed[-1][0] if consumed else 1)
             parsed.rejects.append(Reject(line, f"unreadable CSV: {error}", _raw(consumed[start:])))
-            return
+            if start >= len(consumed):  # nothing more was read: the text has ended
+                return
+            del consumed[:]  # the reader starts afresh at the next line: the rest still loads
+            continue
         piece = consumed[start:]
         line = piece[0][0] if piece else 0
         del consumed[:]  # keep memory flat on big bills

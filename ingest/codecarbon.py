@@ -39,7 +39,11 @@ def parse(lines: Lines, ctx: ParseContext) -> Parsed:
     for line, text in rows:
         if not text.strip():
             continue
-        fields = next(csv.reader([text]))
+        try:
+            fields = next(csv.reader([text]))
+        except csv.Error as error:
+            parsed.rejects.append(Reject(line, f"unreadable CSV: {error}", text[:500]))
+            continue
         try:
             if len(fields) != len(header):
                 raise BadValue(f"has {len(fields)} fields, the header has {len(header)}")

@@ -16,6 +16,8 @@ from importlib import resources
 from pathlib import Path
 from types import MappingProxyType
 
+from ingest.limits import Limits
+
 USER_FILE = "mlcost.toml"
 DEFAULTS = "defaults.toml"
 PRICE_TABLES = ("instance_usd_per_hour", "gpu_usd_per_hour")
@@ -195,6 +197,7 @@ class Config:
     budgets: tuple[Budget, ...] = ()
     retrospective: Retrospective = field(default_factory=Retrospective)
     slurm: Slurm = field(default_factory=Slurm)
+    ingest: Limits = field(default_factory=Limits)
 
 
 def user_path() -> Path | None:
@@ -247,6 +250,7 @@ def load(path: Path | None = None) -> Config:
         slurm=Slurm(MappingProxyType({
             name.strip().lower(): _price(value, source, f"slurm.partition_gpu_usd_per_hour.{name}")
             for name, value in merged["slurm"]["partition_gpu_usd_per_hour"].items()})),
+        ingest=_ingest(merged["ingest"], source),
     )
 
 
@@ -307,6 +311,17 @@ def _whole(value: object, file: str, key: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise ConfigError(file, key, f"must be a whole number of 0 or more, got {value!r}")
     return value
+
+
+def _ingest(section: dict, file: str) -> Limits:
+    ratio = _number(section["max_ratio"], file, "ingest.max_ratio")
+    if ratio < 1:
+        raise ConfigError(file, "ingest.max_ratio", f"must be 1 or more, got {ratio:g}")
+    sizes = {key: _whole(section[key], file, f"ingest.{key}") for key in ("max_decompressed_bytes", "max_line_bytes")}
+    for key, size in sizes.items():
+        if size < 1024:
+            raise ConfigError(file, f"ingest.{key}", f"must be at least 1024 bytes, got {size}")
+    return Limits(max_ratio=ratio, **sizes)
 
 
 def _gpu(section: dict, file: str) -> Gpu:

@@ -13,7 +13,7 @@ from datetime import timezone
 
 import duckdb
 
-from ingest import staging, traces
+from ingest import staging, traces, values
 from ingest.contract import Lines, ParseContext, Parsed, Reject
 
 KIND = "gpu-collector"
@@ -85,7 +85,7 @@ totals = traces.totals
 ISO_TIME = r"\d{4}-\d{2}-\d{2}([T ]([01]\d|2[0-3]):[0-5]\d(:[0-5]\d(\.\d{1,6})?)?)?"
 OFFSET = r"(Z|[+-]([01]\d|2[0-3]):[0-5]\d)"
 ISO_WITH_OFFSET = ISO_TIME.removesuffix("?") + OFFSET
-NUMBER = r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d{1,3})?"
+NUMBER = values.NUMBER_TEXT  # the one spelling of a number, as the Python path reads it
 WHOLE = r"[+-]?\d{1,18}"
 NUMERIC = ("power_w", "energy_mj", "gpu_util_pct", "mem_used_mib")
 

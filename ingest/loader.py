@@ -14,9 +14,9 @@ from typing import Callable, Iterator
 import duckdb
 import zstandard
 
-from ingest import codecarbon, dcgm, gpu_collector, nvidia_smi, runs_json, serving, staging, warehouse
+from ingest import codecarbon, config, dcgm, gpu_collector, limits, nvidia_smi, runs_json, serving, staging, warehouse
 from ingest import billing_aws, billing_azure, billing_focus, billing_gcp
-from ingest.contract import BadValue, ParseContext
+from ingest.contract import BadValue, ParseContext, Reject
 from ingest.importers import serving_metrics, slurm, wandb_runs
 from ingest.staging import NotText, Source, Staged
 
@@ -94,7 +94,7 @@ def ingest_file(path: Path, kind: str | None = None, tz: tzinfo = timezone.utc,
     rows_done)`, when given, is called as the file is read (bytes of the file as stored, so of
     the compressed stream) and once at the end, with the file's size and the rows it gave.
     """
-    summary = _ingest_file(path, kind, tz, display_name, host, at, on_progress)
+    summary = _guarded(path, kind, tz, display_name or str(path), host, at, on_progress)
     if on_progress is not None:
         try:
             size_bytes = path.stat().st_size
@@ -104,9 +104,25 @@ def ingest_file(path: Path, kind: str | None = None, tz: tzinfo = timezone.utc,
     return summary
 
 
-def _ingest_file(path: Path, kind: str | None, tz: tzinfo, display_name: str | None, host: str | None,
+def _guarded(path: Path, kind: str | None, tz: tzinfo, name: str, host: str | None,
+             at: datetime | None, on_progress: Progress | None) -> FileSummary:
+    """_ingest_file behind the per-file barrier: any surprise fails this file, not the batch."""
+    limits.configure(limits.from_settings())
+    try:
+        return _ingest_file(path, name, kind, tz, host, at, on_progress)
+    except (warehouse.WarehouseBusy, config.ConfigError):  # the command stops: not this file's fault
+        raise
+    except limits.TooLarge as refused:
+        return FileSummary(name, kind, error=str(refused))
+    except Exception as error:  # the per-file barrier: one file's surprise never stops the batch
+        detail = (str(error).strip().splitlines() or [""])[0][:200]
+        return FileSummary(name, kind, error=f"{name}: could not be read ({type(error).__name__}"
+                                             f"{': ' + detail if detail else ''}); nothing from it was loaded")
+
+
+def _ingest_file(path: Path, name: str, kind: str | None, tz: tzinfo, host: str | None,
                  at: datetime | None, on_progress: Progress | None) -> FileSummary:
-    name = display_name or str(path)
+    """ingest_file without its barrier: bad content ends in a failed summary, surprises raise."""
     summary = FileSummary(name, kind)
     try:
         src = Source.of(path, name, on_progress)
@@ -188,14 +204,36 @@ def _stage(parser: ModuleType, src: Source, stage, context: ParseContext, binary
     """Parse the file into the staging database: a columnar parser reads it itself; an older one
     gets its lines streamed and its Parsed staged in Arrow batches."""
     if hasattr(parser, "stage"):
-        return parser.stage(src, stage, context)
+        staged = parser.stage(src, stage, context)
+        _name_too_long_lines(stage)
+        return staged
     if binary:  # Parquet through an old-style parser: its parse_bytes takes the whole file
         with src.open_binary() as stream:
             parsed = parser.parse_bytes(stream.read(), context)
     else:
-        parsed = parser.parse(staging.lines(src), context)
+        too_long: list[Reject] = []
+        parsed = parser.parse(_within_limit(staging.lines(src), too_long), context)
+        parsed.rejects.extend(too_long)
     staging.insert_parsed(stage, parsed, src.name)
     return Staged(parsed.accepted, parser.totals(parsed))
+
+
+def _within_limit(lines: Iterator[tuple[int, str]], too_long: list[Reject]) -> Iterator[tuple[int, str]]:
+    """The lines a parser reads: a line over [ingest] max_line_bytes goes to `too_long` instead."""
+    for number, text in lines:
+        reason = limits.too_long_reason(text) if text.startswith("\x00") else None
+        if reason is None:
+            yield number, text
+        else:
+            too_long.append(Reject(number, reason, ""))
+
+
+def _name_too_long_lines(stage) -> None:
+    """A columnar parser rejected the markers of over-long lines as malformed: say why instead."""
+    marked = stage.execute("SELECT DISTINCT raw FROM rejects WHERE starts_with(raw, ?)",
+                           [limits.too_long_marker(0)[:-1]]).fetchall()
+    for (raw,) in marked:
+        stage.execute("UPDATE rejects SET reason = ?, raw = '' WHERE raw = ?", [limits.too_long_reason(raw), raw])
 
 
 def _sha256(path: Path) -> str:

@@ -22,6 +22,7 @@ GOAL_SYNONYMS = {"max": "max", "maximize": "max", "higher": "max",
                  "min": "min", "minimize": "min", "lower": "min"}
 CENT = Decimal("0.01")
 MICRO_USD = Decimal("0.000001")
+MAX_RUN_HOURS = 10 * 366 * 24  # a run of more than ten years is a unit mistake (1e12 s)
 DURATION_TOLERANCE = 0.01  # a given duration_hours within 1% of end - start agrees
 MAX_GPUS = 1_000_000
 
@@ -32,7 +33,7 @@ def build_run(record: dict, line: int, ctx: ParseContext, source_kind: str) -> t
     flags: list[str] = []
     started = values.timestamp(record.get("start_time"), "start_time", tz)
     ended = values.timestamp(record.get("end_time"), "end_time", tz)
-    duration_h = values.number(record.get("duration_hours"), "duration_hours")
+    duration_h = values.number(record.get("duration_hours"), "duration_hours", maximum=MAX_RUN_HOURS)
     if duration_h is not None and duration_h < 0:
         raise BadValue(f"duration_hours is negative ({duration_h})")
     if started and ended:

@@ -43,7 +43,7 @@ def _whole_document(numbered: list[tuple[int, str]]) -> list[tuple[int, object]]
     """The records of a file that is one JSON value (an object or array), else None."""
     try:
         document = json.loads("\n".join(text for _, text in numbered), parse_float=Decimal)
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):  # nested too deep to be one document: read as lines
         return None
     first = next((n for n, text in numbered if text.strip()), 1)
     if isinstance(document, list):
@@ -60,6 +60,8 @@ def _json_lines(numbered: list[tuple[int, str]]) -> list[tuple[int, object]]:
             records.append((line, json.loads(text, parse_float=Decimal)))
         except json.JSONDecodeError as error:
             records.append((line, Reject(line, f"not valid JSON: {error.msg} at column {error.colno}", text)))
+        except RecursionError:
+            records.append((line, Reject(line, "JSON nested too deeply to read", text[:500])))
     return records
 
 

@@ -183,7 +183,11 @@ def _records(lines: Lines, parsed: Parsed):
                 return
             continue
         if header is not None:
-            fields = next(csv.reader([text]))
+            try:
+                fields = next(csv.reader([text]))
+            except csv.Error as error:
+                parsed.rejects.append(Reject(line, f"unreadable CSV: {error}", text[:500]))
+                continue
             if len(fields) != len(header):
                 parsed.rejects.append(Reject(line, f"has {len(fields)} fields, the header has {len(header)}", text))
                 continue
@@ -200,6 +204,8 @@ def _json_record(line: int, text: str, parsed: Parsed) -> object | None:
         return json.loads(text, parse_float=Decimal)
     except json.JSONDecodeError as error:
         parsed.rejects.append(Reject(line, f"not valid JSON: {error.msg} at column {error.colno}", text))
+    except RecursionError:
+        parsed.rejects.append(Reject(line, "JSON nested too deeply to read", text[:500]))
         return None
 
 

@@ -114,7 +114,7 @@ def _stage_batch(con, src: Source, ctx: ParseContext, prices) -> int:
                           + ([f"regexp_full_match(@, '{ISO_NAIVE}')"] if naive_ok else []))
     counts_ok = " AND ".join(f"({c}_text IS NULL OR {c} BETWEEN 0 AND {values.BIGINT_MAX if c.startswith('requests') else INTEGER_MAX})"
                              for c in ("requests_total", "requests_success", "requests_error", "gpu_count", "replicas"))
-    numbers_ok = " AND ".join(f"({c}_text IS NULL OR (isfinite({c}) AND {c} >= 0))" for c, _, sort in FIELDS if sort == "number")
+    numbers_ok = " AND ".join(f"({c}_text IS NULL OR (isfinite({c}) AND {c} BETWEEN 0 AND {values.NUMBER_LIMIT}))" for c, _, sort in FIELDS if sort == "number")
     percents_ok = " AND ".join(f"({c}_text IS NULL OR {c} BETWEEN 0 AND 100)" for c, _, sort in FIELDS if sort == "percent")
     texts = ", ".join(f"coalesce({c}, '')" for c, _, sort in FIELDS if sort == "text")
     con.execute(f"""

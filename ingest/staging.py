@@ -31,6 +31,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ingest import limits
 from ingest.contract import Parsed
 
 # Staging memory: DuckDB spills beyond this instead of growing (per load, in this process).
@@ -64,15 +65,16 @@ class Source:
     def open_binary(self, raw: IO[bytes] | None = None) -> IO[bytes]:
         """The decompressed bytes as a stream (never the whole file in memory); from `raw`, the
         file opened by the caller (to follow its position), when given."""
-        if raw is None and self.compression == "gzip":
-            return gzip.open(self.path, "rb")
+        owned = raw is None  # a file opened here is closed with the stream
         raw = raw if raw is not None else open(self.path, "rb")
         if self.compression == "gzip":  # GzipFile leaves closing `raw` to the caller
-            return gzip.GzipFile(fileobj=raw, mode="rb")
+            return limits.bounded(gzip.GzipFile(fileobj=raw, mode="rb"), self.name, raw.tell,
+                                  raw=raw if owned else None)
         if self.compression == "zstd":
             import zstandard
 
-            return zstandard.ZstdDecompressor().stream_reader(raw, closefd=True)
+            stream = zstandard.ZstdDecompressor().stream_reader(raw, closefd=owned)
+            return limits.bounded(stream, self.name, raw.tell)
         return raw
 
     def open_text(self) -> IO[str]:
@@ -97,10 +99,22 @@ def line_batches(src: Source) -> Iterator[pa.Table]:
     the text split at \\n as written, without its line end (\\r too), a leading BOM dropped.
     Raises NotText where the bytes are not UTF-8. Reports src.progress after each batch."""
     number, offset, rest, first = 1, 0, b"", True
+    max_line = limits.current().max_line_bytes
+    skipping = 0  # bytes dropped so far of a line over max_line (never held whole)
     with open(src.path, "rb") as raw, src.open_binary(raw) as stream:
         while True:
             data = stream.read(LINE_BATCH_BYTES)
             ended = not data
+            if skipping:
+                cut = data.find(b"\n")
+                if cut < 0 and not ended:
+                    skipping += len(data)
+                    continue
+                tail = data[cut:] if cut >= 0 else b""
+                size = skipping + len(data) - len(tail)
+                data = limits.too_long_marker(size).encode() + tail
+                offset += size - len(data) + len(tail)
+                skipping = 0
             data = rest + data
             if first and data.startswith(BOM):
                 data, offset = data[3:], 3
@@ -112,6 +126,9 @@ def line_batches(src: Source) -> Iterator[pa.Table]:
             else:
                 cut = data.rfind(b"\n")
                 if cut < 0:
+                    if len(data) > max_line:  # one line past the limit: drop it, keep its size
+                        skipping, rest = len(data), b""
+                        continue
                     rest = data
                     continue
                 chunk, rest = data[:cut], data[cut + 1:]
@@ -124,6 +141,12 @@ def line_batches(src: Source) -> Iterator[pa.Table]:
             lines = pc.list_flatten(pc.split_pattern(text, "\n"))
             if b"\r" in chunk:
                 lines = pc.utf8_rtrim(lines, "\r")
+            if len(chunk) > max_line:  # a line over the limit within the batch: its marker instead
+                sizes = pc.binary_length(lines)
+                long = pc.greater(sizes, max_line)
+                if pc.any(long).as_py():
+                    markers = pc.binary_join_element_wise(limits.too_long_marker(0)[:-1], pc.cast(sizes, pa.string()), "")
+                    lines = pc.if_else(long, markers, lines)
             count = len(lines)
             yield pa.table({"line": pa.array(np.arange(number, number + count, dtype=np.int64)), "raw": lines})
             number += count

@@ -91,7 +91,8 @@ def numbers(rows: Rows, column: pa.ChunkedArray | pa.Array, name: str, label: st
         converted = []
         for row, value in enumerate(strings.to_pylist()):
             try:
-                converted.append(read(value, label))
+                # a CSV field is trimmed, as the SQL path trims it (nvidia-smi writes ", 12 W")
+                converted.append(read(value.strip() if isinstance(value, str) else value, label))
             except BadValue as error:
                 rows.refuse(row, str(error))
                 converted.append(None)

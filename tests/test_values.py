@@ -87,7 +87,7 @@ def test_timestamp_rejects_with_the_field_name(raw, reason_part):
 
 @pytest.mark.parametrize(
     ("raw", "expected"),
-    [(3, 3.0), (2.5, 2.5), ("2.5", 2.5), (" 12 ", 12.0), ("1e3", 1000.0), (Decimal("0.25"), 0.25), (-4, -4.0)],
+    [(3, 3.0), (2.5, 2.5), ("2.5", 2.5), ("1e3", 1000.0), (Decimal("0.25"), 0.25), (-4, -4.0)],
 )
 def test_number_accepts_numbers_and_numeric_text(raw, expected):
     result = values.number(raw, "val_metric")
@@ -97,7 +97,7 @@ def test_number_accepts_numbers_and_numeric_text(raw, expected):
 
 @pytest.mark.parametrize(
     "raw", [True, False, "abc", "1,5", float("nan"), float("inf"), float("-inf"), "nan", "inf",
-            Decimal("NaN"), [1], {"v": 1}],
+            Decimal("NaN"), [1], {"v": 1}, " 12 ", "\u0661\u0662\u0663", "1_000", "0x10", "12\x10", 1e308],
 )
 def test_number_rejects(raw):
     with pytest.raises(BadValue, match="val_metric"):
@@ -120,7 +120,7 @@ def test_integer_rejects(raw):
 @pytest.mark.parametrize(
     ("raw", "expected"),
     [("0.1", Decimal("0.1")), (Decimal("0.10"), Decimal("0.10")), (0.1, Decimal("0.1")),
-     (4, Decimal(4)), (" 12.50 ", Decimal("12.50")), ("1e3", Decimal(1000))],
+     (4, Decimal(4)), ("1e3", Decimal(1000))],
 )
 def test_money_is_exact_decimal(raw, expected):
     result = values.money(raw, "price_per_hour_usd")
@@ -135,7 +135,8 @@ def test_money_adds_exactly():
     assert 0.1 + 0.2 != 0.3  # the float path really is inexact, so the test above means something
 
 
-@pytest.mark.parametrize("raw", ["abc", True, "NaN", "inf", "-Infinity", "sNaN", float("nan"), [1], {"usd": 1}])
+@pytest.mark.parametrize("raw", ["abc", True, "NaN", "inf", "-Infinity", "sNaN", float("nan"), [1], {"usd": 1},
+                                 " 12.50 ", "\u0661\u0662", "1_000", 6e25])
 def test_money_rejects(raw):
     with pytest.raises(BadValue, match="price_per_hour_usd"):
         values.money(raw, "price_per_hour_usd")
@@ -191,5 +192,5 @@ def test_python_only_spellings_are_not_numbers(text):
 
 
 def test_infinite_epoch_is_not_a_time():
-    with pytest.raises(BadValue, match="not a time"):
+    with pytest.raises(BadValue, match="not an ISO-8601 timestamp or epoch seconds"):
         values.timestamp("inf", "start_time", timezone.utc)
