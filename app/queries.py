@@ -24,11 +24,11 @@ WITH filtered_runs AS (
 
 
 def data_version() -> int:
-    """The newest load_id (0 when empty): it changes whenever any data changes."""
-    # + the count of GPU rollup computations, so `mlcost rollup` (which loads nothing) shows too
+    """A number that changes whenever any data changes: from the newest load_id, the count of GPU
+    rollup computations (`mlcost rollup` loads nothing) and of unloads (which can lower the newest id)."""
     return int(warehouse.query(
-        "SELECT coalesce(max(load_id), 0) + (SELECT coalesce(max(rollups), 0) FROM gpu_rollup_settings) AS v "
-        "FROM loads")["v"].iloc[0])
+        "SELECT hash(coalesce(max(load_id), 0), (SELECT coalesce(max(rollups), 0) FROM gpu_rollup_settings), "
+        "(SELECT count(*) FROM unloads)) % 9007199254740991 AS v FROM loads")["v"].iloc[0])
 
 
 def filter_choices() -> dict:
@@ -187,11 +187,21 @@ def training_runs(filters: Filters, metric: str | None, target: float | None) ->
 
 
 def loads() -> pd.DataFrame:
-    """The load ledger, newest first."""
-    return warehouse.query(
-        "SELECT load_id, loaded_at, path, kind, rows_loaded, rows_rejected, sha256 "
-        "FROM loads ORDER BY load_id DESC"
-    )
+    """The load ledger, newest first, with the options each file was read with and how many of
+    its rows are still in the warehouse (later loads replace rows with the same key)."""
+    return warehouse.query("""
+        WITH current AS (
+            SELECT load_id, count(*) AS n FROM runs GROUP BY load_id
+            UNION ALL SELECT load_id, count(*) FROM serving_windows GROUP BY load_id
+            UNION ALL SELECT load_id, count(*) FROM gpu_samples GROUP BY load_id
+            UNION ALL SELECT load_id, count(*) FROM billing_lines GROUP BY load_id
+        )
+        SELECT l.load_id, l.loaded_at, l.path, l.kind, coalesce(l.options, '') AS options,
+               l.rows_loaded, l.rows_rejected,
+               coalesce((SELECT sum(n) FROM current c WHERE c.load_id = l.load_id), 0)::BIGINT AS rows_current,
+               l.sha256
+        FROM loads l ORDER BY l.load_id DESC
+    """)
 
 
 def rejects(limit: int = 1000) -> pd.DataFrame:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import glob
 import gzip
 import hashlib
+import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone, tzinfo
 from pathlib import Path
@@ -24,6 +25,8 @@ FILE_SUFFIXES = {".jsonl", ".json", ".ndjson", ".csv", ".gz", ".prom", ".parquet
 PARQUET_MAGIC = b"PAR1"  # a parser with BINARY = True gets such files as bytes
 SNIFF_CHARS = 64 * 1024
 REJECTS_SHOWN = 10
+# A time of day followed by a zone ('10:00:00Z', '10:00:00.5+02:00'): the file says its zone.
+OFFSET_TIME = re.compile(r"\d{2}:\d{2}(:\d{2}(\.\d+)?)?\s?(Z|[+-]\d{2}:?\d{2})\b")
 
 
 @dataclass
@@ -32,12 +35,14 @@ class FileSummary:
 
     path: str
     kind: str | None = None
-    status: str = "failed"  # loaded | already_loaded | failed
+    status: str = "failed"  # loaded | rejected (every line refused) | already_loaded | failed
     rows_loaded: int = 0
     rows_rejected: int = 0
     rejects: list[dict] = field(default_factory=list)
     totals: dict = field(default_factory=dict)
     error: str | None = None
+    replaced: list[int] = field(default_factory=list)  # earlier loads of this file, read otherwise
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -51,6 +56,10 @@ class FileSummary:
         }
         if self.error:
             record["error"] = self.error
+        if self.replaced:
+            record["replaced_load_ids"] = self.replaced
+        if self.warnings:
+            record["warnings"] = self.warnings
         return record
 
 
@@ -116,7 +125,8 @@ def ingest_file(path: Path, kind: str | None = None, tz: tzinfo = timezone.utc,
         return summary
     summary.kind = parser.KIND
     sha256 = hashlib.sha256(raw).hexdigest()
-    if warehouse.find_load(sha256, parser.KIND) is not None:
+    options = warehouse.load_options(getattr(tz, "key", None) or str(tz), host, at)
+    if warehouse.find_load(sha256, parser.KIND, options=options) is not None:
         summary.status = "already_loaded"
         return summary
     try:
@@ -126,12 +136,24 @@ def ingest_file(path: Path, kind: str | None = None, tz: tzinfo = timezone.utc,
     except BadValue as problem:  # the file cannot be read as given (e.g. a scrape without --at)
         summary.error = f"{name}: {problem}"
         return summary
+    # The same file read before with another kind or other options: this reading replaces it.
+    summary.replaced = [load_id for load_id in warehouse.loads_of_content(sha256)
+                        if warehouse.unload(load_id, reason="replaced") is not None]
     result = warehouse.load(name, sha256, parser.KIND, parsed)
-    summary.status = "already_loaded" if result.already_loaded else "loaded"
+    if not result.already_loaded:
+        warehouse.record_options(result.load_id, options)
+    summary.status = ("already_loaded" if result.already_loaded
+                      else "rejected" if result.rows_loaded == 0 and result.rows_rejected else "loaded")
     if not result.already_loaded:
         summary.rows_loaded, summary.rows_rejected = result.rows_loaded, result.rows_rejected
         summary.rejects = [{"line": r.line, "reason": r.reason} for r in parsed.rejects[:REJECTS_SHOWN]]
         summary.totals = parser.totals(parsed)
+        if getattr(parser, "LOCAL_TIME", False) and tz is timezone.utc and text is not None \
+                and not OFFSET_TIME.search(text[:SNIFF_CHARS]):
+            summary.warnings.append(
+                f"{parser.KIND} writes the local time of the machine it ran on, without a zone, and no --tz was "
+                "given: its times were read as UTC. If that machine was not on UTC, load the file again with "
+                "--tz ZONE (e.g. --tz Europe/Paris); that load replaces this one")
     return summary
 
 
