@@ -3,7 +3,7 @@ import pandas as pd
 import streamlit as st
 
 from app import cache, charts, queries, settings as settings_page
-from app.format import usd
+from app.format import usd, table
 
 st.title("Idle GPUs")
 picked = st.session_state["filters"]
@@ -68,8 +68,7 @@ if candidates.empty:
     st.success("None in this date range.")
 else:
     st.dataframe(candidates, hide_index=True, width="stretch",
-                 column_config={"mean_util_pct": st.column_config.NumberColumn("mean_util_pct", format="%.1f"),
-                                "run_gpu_h": st.column_config.NumberColumn("run_gpu_h", format="%.1f")})
+                 **table(candidates, formats={"mean_util_pct": "%.1f", "run_gpu_h": "%.1f"}))
 
 st.subheader("Coverage holes")
 holes = cache.fetch(queries.coverage_holes, picked)
@@ -77,8 +76,7 @@ if holes.empty:
     st.success("No holes: every GPU was sampled throughout.")
 else:
     st.caption("No samples for longer than the maximum gap: these times count as neither idle nor busy.")
-    st.dataframe(holes, hide_index=True, width="stretch",
-                 column_config={"gap_h": st.column_config.NumberColumn("gap_h", format="%.2f")})
+    st.dataframe(holes, hide_index=True, width="stretch", **table(holes))
 
 st.subheader("Every GPU")
 formats = {"%,.1f": ("observed_h", "idle_h", "allocated_idle_h", "unallocated_idle_h", "busy_h"),
@@ -86,4 +84,5 @@ formats = {"%,.1f": ("observed_h", "idle_h", "allocated_idle_h", "unallocated_id
            "$%,.2f": ("usd_per_gpu_hour", "idle_usd", "allocated_idle_usd", "unallocated_idle_usd"),
            "%.1f %%": ("busy_util_pct",)}
 st.dataframe(gpus, hide_index=True, width="stretch",
-             column_config={c: st.column_config.NumberColumn(c, format=f) for f, cs in formats.items() for c in cs})
+             **table(gpus, first=("host", "gpu_index", "idle_usd"), money=formats["$%,.2f"],
+                     formats={c: f for f, cs in formats.items() for c in cs}))

@@ -3,7 +3,7 @@ cost-to-target, the run table with measured GPU energy."""
 import streamlit as st
 
 from app import cache, charts, queries, settings as settings_page
-from app.format import plural, usd
+from app.format import plural, usd, table
 
 # x axis of the scatter: label -> (column, axis title)
 AXES = {"Cost": ("cost_usd", "Cost (USD)"),
@@ -65,9 +65,7 @@ if metric is not None:
                    f"after {cheapest['time_to_target_h']:.2f} h.")
 
 st.subheader("All runs")
-money = {c: st.column_config.NumberColumn(c, format="$%.2f") for c in
-         ("cost_usd", "price_per_hour_usd", "cost_to_target_usd")}
-money["cost_per_1k_examples_usd"] = st.column_config.NumberColumn("cost_per_1k_examples_usd", format="$%.4f")
-st.dataframe(runs, hide_index=True, width="stretch", column_config=money)
+st.dataframe(runs, hide_index=True, width="stretch", **table(
+    runs, first=("run_id", "project", "cost_usd", "val_metric", "val_metric_name", "status", "started_at")))
 st.download_button("Download CSV", runs.to_csv(index=False).encode(), file_name="training_runs.csv",
                    mime="text/csv", icon=":material/download:")
