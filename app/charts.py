@@ -1,19 +1,35 @@
 """Pure chart builders: DataFrames in, plotly figures out; no queries, no Streamlit."""
 from __future__ import annotations
 
+import zlib
+
 import pandas as pd
 import plotly.express as px
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 MAX_POINTS = 5000
+# Entity colours come from the name alone (colour_of), so a project, service or version keeps its
+# colour whatever else is loaded; 48 colours keep two names sharing one rare.
+PALETTE = tuple(px.colors.qualitative.Dark24 + px.colors.qualitative.Light24)
+
+
+def colour_of(name: object) -> str:
+    """The colour of a project, service or model version: a stable hash of its name into PALETTE."""
+    digest = zlib.crc32(str(name).encode("utf-8"))
+    return PALETTE[digest % len(PALETTE)]
+
+
+def colour_map(names) -> dict[str, str]:
+    """{name: colour_of(name)} for every distinct name given (missing ones left out)."""
+    return {name: colour_of(name) for name in pd.Series(list(names)).dropna().unique()}
 
 
 def spend_by_month(frame: pd.DataFrame) -> go.Figure:
     """Stacked monthly estimated cost (USD) by project."""
     data = frame.assign(cost_usd=frame["cost_usd"].astype(float),
                         month=pd.to_datetime(frame["month"]).dt.strftime("%Y-%m"))
-    figure = px.bar(data, x="month", y="cost_usd", color="project",
+    figure = px.bar(data, x="month", y="cost_usd", color="project", color_discrete_map=colour_map(data["project"]),
                     labels={"cost_usd": "Estimated cost (USD)", "month": "Month (UTC)"})
     figure.update_xaxes(type="category")
     figure.update_layout(legend_title_text="Project", margin=dict(t=30, b=10))
@@ -29,8 +45,7 @@ def cost_vs_metric(runs: pd.DataFrame, metric: str, goal: str,
     data[x] = data[x].astype(float)
     data["standing"] = data["on_frontier"].map({True: "Pareto frontier", False: "dominated"})
     data = data.sort_values(["on_frontier", "cost_usd"], ascending=[False, True]).head(MAX_POINTS)
-    palette = px.colors.qualitative.Plotly
-    colours = {p: palette[i % len(palette)] for i, p in enumerate(sorted(data["project"].dropna().unique()))}
+    colours = colour_map(data["project"])
     figure = px.scatter(
         data, x=x, y="val_metric", color="project", symbol="standing",
         color_discrete_map=colours,
@@ -53,9 +68,8 @@ def cost_vs_metric(runs: pd.DataFrame, metric: str, goal: str,
 # --- Serving ------------------------------------------------------------------------------
 
 def service_colours(services: list[str]) -> dict[str, str]:
-    """A fixed colour per service, in the order given, so every serving chart agrees."""
-    palette = px.colors.qualitative.Plotly
-    return {service: palette[i % len(palette)] for i, service in enumerate(services)}
+    """A fixed colour per service (colour_of its name), so every serving chart agrees."""
+    return colour_map(services)
 
 
 def _floats(frame: pd.DataFrame, *columns: str) -> pd.DataFrame:
@@ -146,17 +160,22 @@ def latency_vs_cost(versions: pd.DataFrame, column: str, label: str) -> go.Figur
 # --- GPU traces -------------------------------------------------------------------------------
 
 def idle_heatmap(by_day: pd.DataFrame) -> go.Figure:
-    """Idle hours per GPU (rows) and UTC day (columns); blank where the GPU was not observed."""
+    """Idle hours per GPU (rows) and UTC day (columns), every day of the span a column: a day a GPU
+    was not observed is a gap (the grey background), never a cell of its own or its neighbour's."""
     data = by_day.assign(day=pd.to_datetime(by_day["day"]))
-    grid = data.pivot_table(index="gpu", columns="day", values="idle_h", aggfunc="sum")
+    days = pd.date_range(data["day"].min(), data["day"].max(), freq="D")
     order = data.drop_duplicates("gpu").sort_values(["host", "gpu_index"])["gpu"]
-    grid = grid.reindex(order)
+    grid = data.pivot_table(index="gpu", columns="day", values="idle_h", aggfunc="sum").reindex(
+        index=order, columns=days)
+    observed = data.pivot_table(index="gpu", columns="day", values="observed_h", aggfunc="sum").reindex(
+        index=order, columns=days)
     figure = go.Figure(go.Heatmap(
-        z=grid.values, x=grid.columns, y=grid.index, colorscale="Reds", zmin=0, zmax=24,
-        colorbar=dict(title="Idle h"), hovertemplate="%{y}<br>%{x|%Y-%m-%d}: %{z:.1f} h idle<extra></extra>"))
+        z=grid.values, x=grid.columns, y=grid.index, customdata=observed.values, colorscale="Reds", zmin=0, zmax=24,
+        xgap=1, ygap=1, hoverongaps=False, colorbar=dict(title="Idle h"),
+        hovertemplate="%{y}<br>%{x|%Y-%m-%d}: %{z:.1f} h idle of %{customdata:.1f} h observed<extra></extra>"))
     figure.update_yaxes(autorange="reversed")
     figure.update_layout(margin=dict(t=30, b=10), height=120 + 28 * len(grid.index),
-                         xaxis_title="Day (UTC)", yaxis_title="")
+                         xaxis_title="Day (UTC); grey: not observed", yaxis_title="", plot_bgcolor="#d9d9d9")
     return figure
 
 
@@ -230,6 +249,7 @@ def estimated_vs_billed(runs: pd.DataFrame) -> go.Figure:
     data = _floats(runs, "estimated_cost_usd", "billed_cost").dropna(subset=["estimated_cost_usd", "billed_cost"])
     data = data.assign(standing=data["large_gap"].map({True: "large gap", False: "close"}).fillna("close"))
     figure = px.scatter(data.head(MAX_POINTS), x="estimated_cost_usd", y="billed_cost", color="project",
+                        color_discrete_map=colour_map(data["project"]),
                         symbol="standing", symbol_map={"close": "circle", "large gap": "x"}, hover_name="run_id",
                         hover_data={"gap_pct": ":.1f", "instance_type": True, "untagged": True},
                         labels={"estimated_cost_usd": "Estimated cost (USD)", "billed_cost": "Billed cost (USD)"})

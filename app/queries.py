@@ -32,7 +32,8 @@ def data_version() -> int:
 
 
 def filter_choices() -> dict:
-    """The first and last day of runs and serving windows, and the projects and teams present, for the sidebar."""
+    """The first and last day with data (runs, serving windows, GPU traces, bills), every day with data, and
+    the projects and teams present, for the sidebar."""
     span = warehouse.query(
         "SELECT min(first_day) AS first_day, max(last_day) AS last_day FROM ("
         " SELECT min(started_at)::DATE AS first_day, max(started_at)::DATE AS last_day FROM runs"
@@ -40,11 +41,17 @@ def filter_choices() -> dict:
         " UNION ALL SELECT min(minute)::DATE, max(minute)::DATE FROM gpu_minutes"
         " UNION ALL SELECT min(day), max(day) FROM billing_costs)"
     ).iloc[0]
+    days = warehouse.query(
+        "SELECT DISTINCT day FROM ("
+        " SELECT (started_at AT TIME ZONE 'UTC')::DATE AS day FROM runs"
+        " UNION SELECT day FROM serving_costs UNION SELECT (minute AT TIME ZONE 'UTC')::DATE FROM gpu_minutes"
+        " UNION SELECT day FROM billing_costs) WHERE day IS NOT NULL ORDER BY day")["day"]
     projects = warehouse.query("SELECT DISTINCT project FROM runs WHERE project IS NOT NULL ORDER BY 1")
     teams = warehouse.query("SELECT DISTINCT team FROM runs WHERE team IS NOT NULL ORDER BY 1")
     return {
         "first_day": None if pd.isna(span["first_day"]) else span["first_day"],
         "last_day": None if pd.isna(span["last_day"]) else span["last_day"],
+        "days": [pd.Timestamp(day).date() for day in days],
         "projects": projects["project"].tolist(),
         "teams": teams["team"].tolist(),
     }
