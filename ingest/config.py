@@ -198,9 +198,22 @@ def user_path() -> Path | None:
 
 def load(path: Path | None = None) -> Config:
     """The defaults with the user file (`path`, else user_path()) laid over them, checked."""
-    defaults = tomllib.loads(resources.files("ingest").joinpath(DEFAULTS).read_text())
     path = path or user_path()
-    user = _read(path) if path else {}
+    return _build(_read(path) if path else {}, path)
+
+
+def check_text(text: str, path: Path) -> Config:
+    """The settings `text` would give if it were the file `path`: ConfigError exactly as load() would."""
+    try:
+        user = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(str(path), None, f"is not valid TOML: {error}") from None
+    return _build(user, path)
+
+
+def _build(user: dict, path: Path | None) -> Config:
+    defaults = tomllib.loads(resources.files("ingest").joinpath(DEFAULTS).read_text())
+    user = dict(user)
     budgets = user.pop("budgets", [])
     merged = _merge(defaults, user, str(path))
     source = str(path) if path else f"ingest/{DEFAULTS}"

@@ -2,7 +2,7 @@
 import pandas as pd
 import streamlit as st
 
-from app import cache, charts, queries, settings as settings_page
+from app import cache, charts, queries, settings as settings_page, settings_forms
 from app.format import usd, table
 
 st.title("Idle GPUs")
@@ -24,6 +24,7 @@ st.caption(f"**Idle** = utilization ≤ {rule['idle_util_max_pct']:g} %{power} f
 now = (settings.gpu.idle_util_max_pct, settings.gpu.idle_power_max_w, settings.gpu.idle_min_s, settings.gpu.max_gap_s)
 if now != (rule["idle_util_max_pct"], power_max_w, rule["idle_min_s"], rule["max_gap_s"]):
     st.warning("mlcost.toml's `[gpu]` settings changed since these figures were computed: run `mlcost rollup`.")
+settings_forms.idle_rule_form(settings.gpu)
 
 models = cache.fetch(queries.gpu_models)
 prices = tuple((name, str(settings.prices.gpu(name))) for name in models["gpu_name"]

@@ -23,8 +23,9 @@ st.caption("A UTC month against the month before, for every project and team: th
 month = st.selectbox("Month", months, format_func=lambda m: f"{m:%B %Y}", key="retro_month")
 retro = cache.month_retrospective(month, settings)
 if retro.data_through:
-    st.warning(f"{month:%B %Y} is partial: data runs through {retro.data_through:%Y-%m-%d}, so its totals "
-               "are not yet comparable with a whole month.")
+    st.warning(retro.comparison)
+else:
+    st.caption(retro.comparison)
 
 st.header("Recommendations")
 if not retro.recommendations:
@@ -38,8 +39,9 @@ for section in retro.sections:
     columns = st.columns(4)
     for i, figure in enumerate(section.figures):
         columns[i % 4].metric(figure.label, report.number(figure.current, figure.unit),
-                              delta=None if figure.change_pct is None else report.change(figure), delta_color="off",
-                              help=f"{previous}: {report.number(figure.previous, figure.unit)}. "
+                              delta=None if figure.change is None else report.change(figure), delta_color="off",
+                              help=f"{report.column_label(retro, 'previous')}: "
+                                   f"{report.number(figure.previous, figure.unit)}. "
                                    f"The {figure.page} page shows the same figure for the month.")
     if section.chart is not None:
         st.plotly_chart(section.chart, width="stretch")
