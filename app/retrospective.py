@@ -98,6 +98,8 @@ class Figure:
         if is_missing(self.current) or is_missing(self.previous):
             return False
         now, before = abs(float(self.current)), float(self.previous)
+        if self.per_day:  # compared by daily rate: so is the base
+            now, before = now / self.per_day[0], before / self.per_day[1]
         return before <= 0 and now > 0 or before * (1 / TINY_BASE_SHARE) < now
 
     @property
@@ -179,10 +181,10 @@ class Context:
     def comparison(self) -> str:
         """How the month is compared, in words."""
         if self.data_through is None:
-            return f"Whole months: {_label(self.month)} against {_label(self.previous)}."
+            return f"Whole months: {self.month:%B %Y} against {self.previous:%B %Y}."
         end = self.previous_range.end
-        return (f"{_label(self.month)} is partial (data through {self.data_through:%b %d}): its figures are compared "
-                f"with the same days of {_label(self.previous)} ({self.previous:%b %d} to {end:%b %d}); "
+        return (f"{self.month:%B %Y} is partial (data through {self.data_through:%b %d}): its figures are compared "
+                f"with the same days of {self.previous:%B %Y} ({self.previous:%b %d} to {end:%b %d}); "
                 "the invoice-month bill, which is not split by day, by its daily rate.")
 
     def fetch(self, query: Callable, *args: object) -> object:
