@@ -35,6 +35,9 @@ def budget_form(settings: config.Config) -> None:
     if "budget_saved" in st.session_state:
         st.success(st.session_state.pop("budget_saved"))
     names = [b.name for b in settings.budgets]
+    if "budget_pick_next" in st.session_state:  # the budget just saved (set before its widget exists)
+        picked_next = st.session_state.pop("budget_pick_next")
+        st.session_state["budget_edit_pick"] = picked_next if picked_next in names else NEW
     with st.expander("Add or edit a budget", expanded=not names):
         st.caption(f"Saved to `{settings_file.target()}`, the settings file `mlcost alerts check` and every "
                    "command read; checked like a hand-written `[[budgets]]` table.")
@@ -84,12 +87,11 @@ def budget_form(settings: config.Config) -> None:
         st.error(f"Not saved: {error}")
         return
     st.session_state["budget_saved"] = message
-    if not deleted:
-        st.session_state["budget_edit_pick"] = name.strip()
-        st.session_state["budget_name"] = name.strip()
-    else:
-        st.session_state.pop("budget_edit_pick", None)
+    st.session_state["budget_pick_next"] = NEW if deleted else name.strip()
+    if deleted:
         st.session_state.pop("budget_name", None)
+    else:
+        st.session_state["budget_name"] = name.strip()
     st.rerun()
 
 
