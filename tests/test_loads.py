@@ -160,3 +160,36 @@ def test_unloading_traces_recomputes_the_rollups_of_the_gpus_touched(tmp_path, w
             loader.ingest_file(Path(path))
     assert rollups(warehouse) == rollups(reference)
     assert len(rollups(warehouse)[0]) == 10 + 5
+
+
+def test_the_data_page_lists_loads_and_unloads_one(tmp_path, warehouse):
+    from streamlit.testing.v1 import AppTest
+
+    from tests.conftest import REPO_ROOT
+
+    loader.ingest_file(runs_file(tmp_path / "keep.jsonl", {"k1": "a"}))
+    loader.ingest_file(runs_file(tmp_path / "wrong.jsonl", {"w1": "b", "w2": "b"}))
+    at = AppTest.from_file(str(REPO_ROOT / "app" / "main.py"), default_timeout=60).run()
+    at.switch_page("app_pages/data.py").run()
+    assert not at.exception
+    history = at.dataframe[0].value
+    assert history[["load_id", "rows_loaded", "rows_current", "options"]].values.tolist() == [[2, 2, 2, ""], [1, 1, 1, ""]]
+    picker = at.selectbox(key="unload_pick")
+    assert picker.value.startswith(f"2: {tmp_path / 'wrong.jsonl'} (runs,")
+    at.button(key="FormSubmitter:unload-Unload").click()
+    at = at.run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert any(s.value.startswith("Unloaded 2: ") and "2 runs" in s.value for s in at.success)
+    assert at.dataframe[0].value["load_id"].tolist() == [1]
+    assert rows("SELECT run_id FROM runs") == [("k1",)]
+
+
+def test_a_warehouse_made_before_the_options_column_gains_it(tmp_path, warehouse):
+    con = duckdb.connect(str(warehouse))
+    con.execute("CREATE TABLE loads (load_id BIGINT PRIMARY KEY, path VARCHAR NOT NULL, sha256 VARCHAR NOT NULL, "
+                "kind VARCHAR NOT NULL, rows_loaded BIGINT NOT NULL, rows_rejected BIGINT NOT NULL, "
+                "loaded_at TIMESTAMPTZ NOT NULL, UNIQUE (sha256, kind))")
+    con.execute("INSERT INTO loads VALUES (7, 'old.jsonl', 'abc', 'runs', 1, 0, now())")
+    con.close()
+    assert rows("SELECT load_id, options FROM loads") == [(7, None)]
+    assert wh.find_load("abc", "runs", options="") == 7  # no options recorded: read with none

@@ -53,7 +53,7 @@ elif submitted and files:
                 st.error(f"FAILED {upload.name}: the settings file cannot be used: {error}")
                 continue
             report = "\n".join(summary_lines(summary))
-            (st.success if summary.ok else st.error if summary.status == "failed" else st.warning)(
+            (st.success if summary.ok else st.error if summary.status in ("failed", "rejected") else st.warning)(
                 report.split("\n", 1)[0])
             if "\n" in report:
                 st.code(report.split("\n", 1)[1], language=None)
