@@ -3,6 +3,7 @@ the decisions log, and the report (Markdown, or one HTML file that opens offline
 import streamlit as st
 
 from app import cache, queries, report, retrospective, settings as settings_page
+from app.format import label
 from ingest import warehouse
 
 # How a table column of each unit (retrospective.Section.units) is shown.
@@ -47,9 +48,10 @@ for section in retro.sections:
         st.plotly_chart(section.chart, width="stretch")
     if section.table is not None and not section.table.empty:
         st.dataframe(section.table, hide_index=True, width="stretch", column_config={
-            column: st.column_config.DateColumn(column) if unit == "date"
-            else st.column_config.NumberColumn(column, format=FORMATS[unit])
-            for column, unit in section.units.items() if unit in FORMATS or unit == "date"})
+            column: st.column_config.DateColumn(label(column)) if section.units.get(column) == "date"
+            else st.column_config.NumberColumn(label(column), format=FORMATS[section.units[column]])
+            if section.units.get(column) in FORMATS else st.column_config.Column(label(str(column)))
+            for column in section.table.columns})
     for note in section.notes:
         st.caption(note)
 
