@@ -192,8 +192,14 @@ def user_path() -> Path | None:
         if not path.is_file():
             raise ConfigError(named, None, "no such file (named by $MLCOST_CONFIG)")
         return path
-    local = Path(USER_FILE)
+    local = local_path()
     return local if local.is_file() else None
+
+
+def local_path() -> Path:
+    """./mlcost.toml of the folder mlcost was started in ($MLCOST_WORKDIR, which `mlcost dashboard` passes
+    to the dashboard it starts in the repository's folder), whether or not it exists."""
+    return Path(os.environ.get("MLCOST_WORKDIR") or ".") / USER_FILE
 
 
 def load(path: Path | None = None) -> Config:

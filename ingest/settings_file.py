@@ -19,7 +19,7 @@ BUDGET_DEFAULTS = {"scope": "all", "period": "month", "currency": "USD",
 
 def target() -> Path:
     """The file the dashboard writes: the one mlcost reads ($MLCOST_CONFIG or ./mlcost.toml), else a new ./mlcost.toml."""
-    return config.user_path() or Path(config.USER_FILE)
+    return config.user_path() or config.local_path()
 
 
 def save_budget(entry: dict, replaces: str | None = None) -> config.Config:

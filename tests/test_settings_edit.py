@@ -153,3 +153,20 @@ def test_the_idle_rule_changed_on_the_page_is_saved_and_the_rollups_recomputed(h
     assert idle_s() == 20 * 60
     assert wh.query("SELECT idle_util_max_pct AS u FROM gpu_rollup_settings")["u"].iloc[0] == 15
     assert not any("run `mlcost rollup`" in w.value for w in at.warning)
+
+
+def test_the_dashboard_started_elsewhere_writes_the_settings_of_the_users_folder(tmp_path, monkeypatch):
+    """`mlcost dashboard` runs Streamlit in the repository's folder and passes $MLCOST_WORKDIR: the
+    forms write, and every page reads, the mlcost.toml of the folder the user started it in."""
+    user_folder, server_folder = tmp_path / "user", tmp_path / "server"
+    user_folder.mkdir()
+    server_folder.mkdir()
+    monkeypatch.chdir(server_folder)
+    monkeypatch.delenv("MLCOST_CONFIG", raising=False)
+    monkeypatch.setenv("MLCOST_WORKDIR", str(user_folder))
+    settings_file.save_budget({"name": "all", "amount": 100})
+    assert (user_folder / "mlcost.toml").is_file() and not (server_folder / "mlcost.toml").exists()
+    assert [b.name for b in config.load().budgets] == ["all"]
+    monkeypatch.chdir(user_folder)  # the CLI, run in the user's folder, reads the same file
+    monkeypatch.delenv("MLCOST_WORKDIR")
+    assert [b.name for b in config.load().budgets] == ["all"]

@@ -38,7 +38,7 @@ def run_demo(args: argparse.Namespace) -> int:
     # `mlcost alerts check` afterwards (in the same folder) see the sample data.
     db = warehouse.db_path()
     if config.user_path() is None:  # no settings of the user's: the sample organisation's budgets
-        shutil.copyfile(SAMPLE_DIR / DEMO_CONFIG, config.USER_FILE)
+        shutil.copyfile(SAMPLE_DIR / DEMO_CONFIG, config.local_path())
         print(f"mlcost: wrote ./{config.USER_FILE} with the sample organisation's budgets (edit it, or the "
               "Budgets page)", flush=True)
     for _, summary in loader.ingest_paths([str(SAMPLE_DIR / name) for name in SAMPLE_FILES]):
@@ -57,7 +57,9 @@ def _serve(args: argparse.Namespace, db: Path) -> int:
         "--server.port", str(args.port), "--server.address", args.address,
         "--browser.gatherUsageStats", "false",
     ]
-    env = {**os.environ, "MLCOST_DB": str(db.resolve())}
+    # The dashboard runs in the repository's folder: it reads and writes (budgets, the idle rule)
+    # the settings of the folder mlcost was started in.
+    env = {**os.environ, "MLCOST_DB": str(db.resolve()), "MLCOST_WORKDIR": os.getcwd()}
     settings = config.user_path()  # the dashboard runs from the repository: pass ./mlcost.toml on
     if settings is not None:
         env["MLCOST_CONFIG"] = str(settings.resolve())
