@@ -153,7 +153,7 @@ def ingest_file(path: Path, kind: str | None = None, tz: tzinfo = timezone.utc,
             summary.warnings.append(
                 f"{parser.KIND} writes the local time of the machine it ran on, without a zone, and no --tz was "
                 "given: its times were read as UTC. If that machine was not on UTC, load the file again with "
-                "--tz ZONE (e.g. --tz Europe/Paris); that load replaces this one")
+                "--tz ZONE (e.g. --tz Europe/Paris; on the Data page, the time zone box); that load replaces this one")
     return summary
 
 
