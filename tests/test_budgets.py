@@ -8,7 +8,6 @@ import gzip
 import io
 import json
 import math
-import os
 from datetime import date, timedelta
 from decimal import Decimal
 from pathlib import Path
