@@ -1,19 +1,35 @@
 """Pure chart builders: DataFrames in, plotly figures out; no queries, no Streamlit."""
 from __future__ import annotations
 
+import zlib
+
 import pandas as pd
 import plotly.express as px
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 MAX_POINTS = 5000
+# Entity colours come from the name alone (colour_of), so a project, service or version keeps its
+# colour whatever else is loaded; 48 colours keep two names sharing one rare.
+PALETTE = tuple(px.colors.qualitative.Dark24 + px.colors.qualitative.Light24)
+
+
+def colour_of(name: object) -> str:
+    """The colour of a project, service or model version: a stable hash of its name into PALETTE."""
+    digest = zlib.crc32(str(name).encode("utf-8"))
+    return PALETTE[digest % len(PALETTE)]
+
+
+def colour_map(names) -> dict[str, str]:
+    """{name: colour_of(name)} for every distinct name given (missing ones left out)."""
+    return {name: colour_of(name) for name in pd.Series(list(names)).dropna().unique()}
 
 
 def spend_by_month(frame: pd.DataFrame) -> go.Figure:
     """Stacked monthly estimated cost (USD) by project."""
     data = frame.assign(cost_usd=frame["cost_usd"].astype(float),
                         month=pd.to_datetime(frame["month"]).dt.strftime("%Y-%m"))
-    figure = px.bar(data, x="month", y="cost_usd", color="project",
+    figure = px.bar(data, x="month", y="cost_usd", color="project", color_discrete_map=colour_map(data["project"]),
                     labels={"cost_usd": "Estimated cost (USD)", "month": "Month (UTC)"})
     figure.update_xaxes(type="category")
     figure.update_layout(legend_title_text="Project", margin=dict(t=30, b=10))
@@ -28,8 +44,7 @@ def cost_vs_metric(runs: pd.DataFrame, metric: str, goal: str,
     data["cost_usd"] = data["cost_usd"].astype(float)
     data[x] = data[x].astype(float)
     data["standing"] = data["on_frontier"].map({True: "Pareto frontier", False: "dominated"})
-    palette = px.colors.qualitative.Plotly
-    colours = {p: palette[i % len(palette)] for i, p in enumerate(sorted(data["project"].dropna().unique()))}
+    colours = colour_map(data["project"])
     figure = px.scatter(
         data, x=x, y="val_metric", color="project", symbol="standing",
         color_discrete_map=colours,
@@ -65,9 +80,8 @@ def cost_vs_metric_rows(runs: pd.DataFrame, x: str = "cost_usd") -> pd.DataFrame
 # --- Serving ------------------------------------------------------------------------------
 
 def service_colours(services: list[str]) -> dict[str, str]:
-    """A fixed colour per service, in the order given, so every serving chart agrees."""
-    palette = px.colors.qualitative.Plotly
-    return {service: palette[i % len(palette)] for i, service in enumerate(services)}
+    """A fixed colour per service (colour_of its name), so every serving chart agrees."""
+    return colour_map(services)
 
 
 def _floats(frame: pd.DataFrame, *columns: str) -> pd.DataFrame:
@@ -166,39 +180,46 @@ def latency_vs_cost(versions: pd.DataFrame, column: str, label: str) -> go.Figur
 
 # --- GPU traces -------------------------------------------------------------------------------
 
-# period -> (pandas period code, most idle hours a GPU can have in it)
-HEATMAP_PERIODS = {"day": (None, 24), "week": ("W", 24 * 7), "month": ("M", 24 * 31)}
+# period -> (pandas period code, date_range frequency of its starts, most idle hours a GPU can have in it)
+HEATMAP_PERIODS = {"day": (None, "D", 24), "week": ("W", "W-MON", 24 * 7), "month": ("M", "MS", 24 * 31)}
 
 
-def idle_heatmap_grid(by_day: pd.DataFrame) -> tuple[pd.DataFrame, str, int]:
-    """Idle hours per GPU (rows, by host and index) and period (columns): per UTC day, or week
-    (from Monday) or month when days x GPUs would exceed MAX_POINTS cells; then the GPUs with the
-    most idle hours that fit. Returns the grid, the period and how many GPUs were left out."""
+def idle_heatmap_grid(by_day: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, str, int]:
+    """Idle and observed hours per GPU (rows, by host and index) and period (columns, every
+    period of the span, so one a GPU was not observed is a gap): per UTC day, or week (from
+    Monday) or month when periods x GPUs would exceed MAX_POINTS cells; then the GPUs with the
+    most idle hours that fit. Returns both grids, the period and how many GPUs were left out."""
     data = by_day.assign(day=pd.to_datetime(by_day["day"]))
     order = data.drop_duplicates("gpu").sort_values(["host", "gpu_index"])["gpu"]
-    for period, (code, _) in HEATMAP_PERIODS.items():
+    for period, (code, frequency, _) in HEATMAP_PERIODS.items():
         starts = data["day"].dt.to_period(code).dt.start_time if code else data["day"]
-        if starts.nunique() * len(order) <= MAX_POINTS or period == "month":
+        span = pd.date_range(starts.min(), starts.max(), freq=frequency)
+        if len(span) * len(order) <= MAX_POINTS or period == "month":
             break
-    grid = data.assign(period=starts).pivot_table(index="gpu", columns="period", values="idle_h", aggfunc="sum")
-    keep = max(MAX_POINTS // max(len(grid.columns), 1), 1)
+    data = data.assign(period=starts)
+    grids = [data.pivot_table(index="gpu", columns="period", values=column, aggfunc="sum").reindex(columns=span)
+             for column in ("idle_h", "observed_h")]
+    keep = max(MAX_POINTS // max(len(span), 1), 1)
     if len(order) > keep:  # the GPUs that idled most, in host and index order
-        idlest = set(grid.sum(axis=1).nlargest(keep).index)
+        idlest = set(grids[0].sum(axis=1).nlargest(keep).index)
         order = [gpu for gpu in order if gpu in idlest]
-    return grid.reindex(order), period, len(grid.index) - len(order)
+    idle, observed = (grid.reindex(order) for grid in grids)
+    return idle, observed, period, len(grids[0].index) - len(order)
 
 
 def idle_heatmap(by_day: pd.DataFrame) -> go.Figure:
-    """Idle hours per GPU (rows) and UTC day, week or month (columns; idle_heatmap_grid); blank
-    where the GPU was not observed."""
-    grid, period, _ = idle_heatmap_grid(by_day)
+    """Idle hours per GPU (rows) and UTC day, week or month (columns; idle_heatmap_grid): a period
+    a GPU was not observed is a gap (the grey background), never a cell of its own or its neighbour's."""
+    grid, observed, period, _ = idle_heatmap_grid(by_day)
     figure = go.Figure(go.Heatmap(
-        z=grid.values, x=grid.columns, y=grid.index, colorscale="Reds", zmin=0, zmax=HEATMAP_PERIODS[period][1],
-        colorbar=dict(title="Idle h"),
-        hovertemplate="%{y}<br>%{x|%Y-%m-%d}: %{z:.1f} h idle<extra>" + period + "</extra>"))
+        z=grid.values, x=grid.columns, y=grid.index, customdata=observed.values, colorscale="Reds", zmin=0,
+        zmax=HEATMAP_PERIODS[period][2], xgap=1, ygap=1, hoverongaps=False, colorbar=dict(title="Idle h"),
+        hovertemplate="%{y}<br>%{x|%Y-%m-%d}: %{z:.1f} h idle of %{customdata:.1f} h observed<extra>"
+                      + period + "</extra>"))
     figure.update_yaxes(autorange="reversed")
     figure.update_layout(margin=dict(t=30, b=10), height=120 + 28 * min(len(grid.index), 60),
-                         xaxis_title=f"{period.title()} (UTC)", yaxis_title="")
+                         xaxis_title=f"{period.title()} (UTC); grey: not observed", yaxis_title="",
+                         plot_bgcolor="#d9d9d9")
     return figure
 
 
@@ -282,6 +303,7 @@ def estimated_vs_billed(runs: pd.DataFrame) -> go.Figure:
     data = _floats(runs, "estimated_cost_usd", "billed_cost").dropna(subset=["estimated_cost_usd", "billed_cost"])
     data = data.assign(standing=data["large_gap"].map({True: "large gap", False: "close"}).fillna("close"))
     figure = px.scatter(data.head(ESTIMATED_VS_BILLED_MAX_RUNS), x="estimated_cost_usd", y="billed_cost", color="project",
+                        color_discrete_map=colour_map(data["project"]),
                         symbol="standing", symbol_map={"close": "circle", "large gap": "x"}, hover_name="run_id",
                         hover_data={"gap_pct": ":.1f", "instance_type": True, "untagged": True},
                         labels={"estimated_cost_usd": "Estimated cost (USD)", "billed_cost": "Billed cost (USD)"})

@@ -24,6 +24,28 @@ class Filters:
         }
 
 
+STRAY_GAP_DAYS = 30     # data this far from the rest ...
+STRAY_SHARE = 0.10      # ... and on fewer than this share of the days with data is left out of the default range
+
+
+def bulk_span(days: list[date]) -> tuple[date, date] | None:
+    """The default date range: the days with data, without stray ones at either end (data separated
+    from the rest by more than STRAY_GAP_DAYS days without data, on under STRAY_SHARE of the days
+    with data, such as one old file); None without data."""
+    days = sorted(set(days))
+    if not days:
+        return None
+    first, last = 0, len(days) - 1
+    limit = STRAY_SHARE * len(days)
+    for i in range(1, len(days)):  # the last big gap with few days before it
+        if (days[i] - days[i - 1]).days > STRAY_GAP_DAYS and i < limit:
+            first = i
+    for i in range(len(days) - 1, 0, -1):  # the first big gap with few days after it
+        if (days[i] - days[i - 1]).days > STRAY_GAP_DAYS and len(days) - i < limit and i > first:
+            last = i - 1
+    return days[first], days[last]
+
+
 def _utc(day: date) -> datetime:
     return datetime.combine(day, time(), tzinfo=timezone.utc)
 
@@ -36,7 +58,10 @@ def sidebar(choices: dict) -> Filters:
     first, last = choices["first_day"], choices["last_day"]
     start = end = None
     if first is not None:
-        span = (first, last)
+        span = bulk_span(choices.get("days") or [first, last]) or (first, last)
+        if span != (first, last):
+            st.sidebar.caption(f"The data runs from {first:%Y-%m-%d} to {last:%Y-%m-%d}; the default range leaves out "
+                               f"the few days more than {STRAY_GAP_DAYS} days away from the rest. Pick any range.")
         # A range left at the full span follows the data as new loads widen it.
         if st.session_state.get("date_range") in (None, st.session_state.get("data_span")):
             st.session_state["date_range"] = span

@@ -80,3 +80,56 @@ def csv_bytes(frame: pd.DataFrame) -> bytes:
     """`frame` as UTF-8 CSV for st.download_button, formula cells neutralised (csv_safe)."""
     # CRLF rows (RFC 4180) also make the writer quote a cell holding a lone CR
     return csv_safe(frame).to_csv(index=False, lineterminator="\r\n").encode()
+
+
+# Unit suffixes of column names (STYLE: names carry units) and how a table header says them.
+UNITS = (("_usd_per_gpu_hour", "USD per GPU-hour"), ("_usd_per_hour", "USD per hour"), ("_usd", "USD"),
+         ("_kwh", "kWh"), ("_wh", "Wh"), ("_pct", "%"), ("_kg", "kg"), ("_gpu_h", "GPU-h"), ("_h", "h"),
+         ("_s", "s"), ("_w", "W"), ("_mib", "MiB"), ("_at", "UTC"))
+WORDS = {"id": "ID", "gpu": "GPU", "gpus": "GPUs", "1k": "1k", "p50": "p50", "p95": "p95", "p99": "p99",
+         "sku": "SKU", "uuid": "UUID", "util": "utilization", "kwh": "kWh", "usd": "USD", "cpu": "CPU"}
+
+
+def label(column: str) -> str:
+    """A table header from a column name: 'cost_usd' -> 'Cost (USD)', 'gpu_energy_kwh' -> 'GPU energy (kWh)'."""
+    name, unit = column, None
+    for suffix, said in UNITS:
+        if column.endswith(suffix) and len(column) > len(suffix):
+            name, unit = column[: -len(suffix)], said
+            break
+    words = [WORDS.get(word, word) for word in name.split("_") if word]
+    text = " ".join(words)
+    text = text[:1].upper() + text[1:]
+    return f"{text} ({unit})" if unit else text
+
+
+def money_format(currency: str, places: int = 2) -> str:
+    """A printf format for st.column_config.NumberColumn: '$%,.2f' for USD, '%,.2f EUR' otherwise."""
+    return f"${'%'},.{places}f" if currency == "USD" else f"%,.{places}f {currency}"
+
+
+def table(frame: pd.DataFrame, first: tuple[str, ...] = (), labels: dict[str, str] | None = None,
+          money: tuple[str, ...] | None = None, currency: str = "USD",
+          formats: dict[str, str] | None = None) -> dict:
+    """Keyword arguments for st.dataframe: every column labelled in words with its unit, money with its
+    currency (columns ending in _usd, or `money` in `currency`), key columns (`first`) in front."""
+    import streamlit as st  # only the pages draw tables; format's other helpers stay plain
+
+    labels, formats = labels or {}, formats or {}
+    money = tuple(c for c in frame.columns if c.endswith("_usd") or c.endswith("_usd_per_hour")
+                  or c.endswith("_usd_per_gpu_hour")) if money is None else money
+    config = {}
+    for column in frame.columns:
+        text = labels.get(column) or label(column)
+        if column in money:
+            fmt = formats.get(column) or money_format("USD" if column.endswith(("_usd", "_hour")) else currency,
+                                                      4 if "per_1k" in column else 2)
+            config[column] = st.column_config.NumberColumn(text, format=fmt)
+        elif column in formats:
+            config[column] = st.column_config.NumberColumn(text, format=formats[column])
+        elif pd.api.types.is_float_dtype(frame[column]):
+            config[column] = st.column_config.NumberColumn(text, format="%,.2f")
+        else:
+            config[column] = st.column_config.Column(text)
+    order = [c for c in first if c in frame.columns] + [c for c in frame.columns if c not in first]
+    return {"column_config": config, "column_order": order}

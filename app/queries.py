@@ -24,17 +24,16 @@ WITH filtered_runs AS (
 
 
 def data_version() -> int:
-    """The newest load_id (0 when empty): it changes whenever any data changes."""
-    # + the count of GPU rollup computations, so `mlcost rollup` (which loads nothing) shows too
+    """A number that changes whenever any data changes: from the newest load_id, the count of GPU
+    rollup computations (`mlcost rollup` loads nothing) and of unloads (which can lower the newest id)."""
     return int(warehouse.query(
-        "SELECT coalesce(max(load_id), 0) + (SELECT coalesce(max(rollups), 0) FROM gpu_rollup_settings) AS v "
-        "FROM loads")["v"].iloc[0])
+        "SELECT hash(coalesce(max(load_id), 0), (SELECT coalesce(max(rollups), 0) FROM gpu_rollup_settings), "
+        "(SELECT count(*) FROM unloads)) % 9007199254740991 AS v FROM loads")["v"].iloc[0])
 
 
 def filter_choices() -> dict:
-    """The first and last day of runs and serving windows, and the projects and teams present, for the sidebar."""
-    # min/max of the stored instants, turned into UTC days once (the connection's zone is UTC),
-    # rather than a day computed for every row of the views
+    """The first and last day with data (runs, serving windows, GPU traces, bills), every day with data, and
+    the projects and teams present, for the sidebar."""
     span = warehouse.query(
         "SELECT min(first_at)::DATE AS first_day, max(last_at)::DATE AS last_day FROM ("
         " SELECT min(started_at) AS first_at, max(started_at) AS last_at FROM runs"
@@ -42,6 +41,13 @@ def filter_choices() -> dict:
         " UNION ALL SELECT min(minute), max(minute) FROM gpu_minutes"
         " UNION ALL SELECT min(charge_period_start), max(charge_period_start) FROM billing_lines)"
     ).iloc[0]
+    # the stored instants' UTC days (the connection's zone is UTC), from the tables, not the views
+    days = warehouse.query(
+        "SELECT DISTINCT day FROM ("
+        " SELECT DISTINCT started_at::DATE AS day FROM runs"
+        " UNION SELECT DISTINCT window_start::DATE FROM serving_windows"
+        " UNION SELECT DISTINCT minute::DATE FROM gpu_minutes"
+        " UNION SELECT DISTINCT charge_period_start::DATE FROM billing_lines) WHERE day IS NOT NULL ORDER BY day")["day"]
     projects = warehouse.query("SELECT DISTINCT project FROM runs WHERE project IS NOT NULL ORDER BY 1")
     teams = warehouse.query("SELECT DISTINCT team FROM runs WHERE team IS NOT NULL ORDER BY 1")
     # dates, not pandas Timestamps: the sidebar's date_input hands back dates, and filters that
@@ -49,6 +55,7 @@ def filter_choices() -> dict:
     return {
         "first_day": None if pd.isna(span["first_day"]) else pd.Timestamp(span["first_day"]).date(),
         "last_day": None if pd.isna(span["last_day"]) else pd.Timestamp(span["last_day"]).date(),
+        "days": [pd.Timestamp(day).date() for day in days],
         "projects": projects["project"].tolist(),
         "teams": teams["team"].tolist(),
     }
@@ -192,11 +199,21 @@ def training_runs(filters: Filters, metric: str | None, target: float | None) ->
 
 
 def loads() -> pd.DataFrame:
-    """The load ledger, newest first."""
-    return warehouse.query(
-        "SELECT load_id, loaded_at, path, kind, rows_loaded, rows_rejected, sha256 "
-        "FROM loads ORDER BY load_id DESC"
-    )
+    """The load ledger, newest first, with the options each file was read with and how many of
+    its rows are still in the warehouse (later loads replace rows with the same key)."""
+    return warehouse.query("""
+        WITH current AS (
+            SELECT load_id, count(*) AS n FROM runs GROUP BY load_id
+            UNION ALL SELECT load_id, count(*) FROM serving_windows GROUP BY load_id
+            UNION ALL SELECT load_id, count(*) FROM gpu_samples GROUP BY load_id
+            UNION ALL SELECT load_id, count(*) FROM billing_lines GROUP BY load_id
+        )
+        SELECT l.load_id, l.loaded_at, l.path, l.kind, coalesce(l.options, '') AS options,
+               l.rows_loaded, l.rows_rejected,
+               coalesce((SELECT sum(n) FROM current c WHERE c.load_id = l.load_id), 0)::BIGINT AS rows_current,
+               l.sha256
+        FROM loads l ORDER BY l.load_id DESC
+    """)
 
 
 IMPORT_KINDS = ("prometheus", "mlflow", "wandb", "slurm", "serving-metrics")

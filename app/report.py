@@ -6,6 +6,7 @@ from a person (names, notes, decisions) is escaped.
 """
 from __future__ import annotations
 
+import calendar
 import html
 from decimal import Decimal
 
@@ -61,12 +62,29 @@ def number(value: object, unit: str) -> str:
 
 
 def change(figure: Figure) -> str:
-    pct = figure.change_pct
-    return "—" if pct is None else f"{pct:+.1f}%"
+    """'+12.5%'; on a tiny base (Figure.tiny_base) the difference itself, '+$1,234.56'; per day when
+    the figure is compared by daily rate ('+3.1% a day')."""
+    difference = figure.change
+    if difference is None:
+        return "—"
+    per_day = " a day" if figure.per_day else ""
+    if figure.tiny_base or figure.change_pct is None:
+        text = number(abs(difference), figure.unit)
+        return f"{'-' if difference < 0 else '+'}{text}{per_day}"
+    return f"{figure.change_pct:+.1f}%{per_day}"
 
 
 def _month(retro: Retrospective, which: str) -> str:
     return getattr(retro, which).strftime("%Y-%m")
+
+
+def column_label(retro: Retrospective, which: str) -> str:
+    """A figure table's column: '2026-10', or with the days compared in a partial month, '2026-10 (1-21)'."""
+    if retro.data_through is None:
+        return _month(retro, which)
+    month = getattr(retro, which)
+    last = min(retro.data_through.day, calendar.monthrange(month.year, month.month)[1])
+    return f"{month:%Y-%m} (1-{last})"
 
 
 def figure_rows(retro: Retrospective, section: Section) -> list[list[str]]:
@@ -90,7 +108,7 @@ def decision_rows(retro: Retrospective) -> list[list[str]]:
 def headline(retro: Retrospective) -> str:
     partial = (f" The month is partial: data runs through {retro.data_through.isoformat()}."
                if retro.data_through else "")
-    return f"{_month(retro, 'month')} against {_month(retro, 'previous')} (UTC months).{partial}"
+    return f"{_month(retro, 'month')} against {_month(retro, 'previous')} (UTC months).{partial} {retro.comparison}"
 
 
 # --- Markdown -----------------------------------------------------------------------------
@@ -116,7 +134,7 @@ def markdown(retro: Retrospective) -> str:
     for section in retro.sections:
         out += [f"## {_md_cell(section.title)}", ""]
         if section.figures:
-            out += _md_table(["figure", _month(retro, "previous"), _month(retro, "month"), "change"],
+            out += _md_table(["figure", column_label(retro, "previous"), column_label(retro, "month"), "change"],
                              figure_rows(retro, section))
         if section.table is not None and not section.table.empty:
             out += _md_table(*table_rows(section))
@@ -158,7 +176,7 @@ def html_report(retro: Retrospective) -> str:
     for section in retro.sections:
         parts.append(f"<h2>{html.escape(section.title)}</h2>")
         if section.figures:
-            parts.append(_html_table(["figure", _month(retro, "previous"), month, "change"],
+            parts.append(_html_table(["figure", column_label(retro, "previous"), column_label(retro, "month"), "change"],
                                      figure_rows(retro, section)))
         if section.chart is not None:
             parts.append(section.chart.to_html(full_html=False, include_plotlyjs=not plotly_included,

@@ -76,13 +76,45 @@ class Figure:
     current: Number
     previous: Number
     page: str
+    # Days each amount covers, when they are compared by daily rate (a partial invoice month
+    # against a whole one); None: both cover the same days.
+    per_day: tuple[int, int] | None = None
 
     @property
     def change_pct(self) -> float | None:
-        """(current / previous - 1) x 100; None without both or when previous is 0."""
+        """(current / previous - 1) x 100, of the daily rates when per_day is set; None without both
+        or when previous is 0."""
         if is_missing(self.current) or is_missing(self.previous) or float(self.previous) == 0:
             return None
-        return (float(self.current) / float(self.previous) - 1) * 100
+        now, before = float(self.current), float(self.previous)
+        if self.per_day:
+            now, before = now / self.per_day[0], before / self.per_day[1]
+        return (now / before - 1) * 100
+
+    @property
+    def tiny_base(self) -> bool:
+        """The previous figure is too small for a percentage to mean much (0, negative, or under
+        TINY_BASE_SHARE of the current one): the change is shown as an absolute difference."""
+        if is_missing(self.current) or is_missing(self.previous):
+            return False
+        now, before = abs(float(self.current)), float(self.previous)
+        if self.per_day:  # compared by daily rate: so is the base
+            now, before = now / self.per_day[0], before / self.per_day[1]
+        return before <= 0 and now > 0 or before * (1 / TINY_BASE_SHARE) < now
+
+    @property
+    def change(self) -> Number:
+        """current - previous, in the figure's unit (of the daily rates when per_day is set)."""
+        if is_missing(self.current) or is_missing(self.previous):
+            return None
+        if self.per_day:
+            return float(self.current) / self.per_day[0] - float(self.previous) / self.per_day[1]
+        if isinstance(self.current, Decimal) or isinstance(self.previous, Decimal):
+            return Decimal(str(self.current)) - Decimal(str(self.previous))
+        return float(self.current) - float(self.previous)
+
+
+TINY_BASE_SHARE = 0.1  # a previous figure under 10 % of the current one (a change over +900 %) is a tiny base
 
 
 @dataclass
@@ -114,6 +146,7 @@ class Retrospective:
     month: date
     previous: date
     data_through: date | None  # the last day with data when the month is partial, else None
+    comparison: str  # how the month is compared with the previous one, in words
     sections: list[Section]
     recommendations: list[Recommendation]
     decisions: pd.DataFrame
@@ -135,6 +168,24 @@ class Context:
         self.data_through: date | None = None  # the last day with data, when the month is partial
         self.sections: dict[str, Section] = {}  # the sections built so far, by key
         self._results: dict[tuple, object] = {}
+
+    def partial(self, last_day: date) -> None:
+        """The month's data runs through `last_day`: compare it with the same days of the previous
+        month (1 to last_day's day, or the whole previous month when it is shorter)."""
+        self.data_through = last_day
+        previous_end = month_filters(self.previous).end
+        self.previous_range = Filters(start=self.previous,
+                                      end=min(previous_end, self.previous + timedelta(days=last_day.day - 1)))
+
+    @property
+    def comparison(self) -> str:
+        """How the month is compared, in words."""
+        if self.data_through is None:
+            return f"Whole months: {self.month:%B %Y} against {self.previous:%B %Y}."
+        end = self.previous_range.end
+        return (f"{self.month:%B %Y} is partial (data through {self.data_through:%b %d}): its figures are compared "
+                f"with the same days of {self.previous:%B %Y} ({self.previous:%b %d} to {end:%b %d}); "
+                "the invoice-month bill, which is not split by day, by its daily rate.")
 
     def fetch(self, query: Callable, *args: object) -> object:
         key = (query.__name__, *args)
@@ -201,9 +252,11 @@ def _spend(ctx: Context) -> Section:
     all_currencies = ctx.fetch(queries.billing_totals, Filters())
     now, before = ctx.both(queries.billing_totals)
     for currency in all_currencies["billing_currency"]:
+        per_day = None if ctx.data_through is None else (
+            ctx.data_through.day, calendar.monthrange(ctx.previous.year, ctx.previous.month)[1])
         section.figures.append(Figure(
             f"Billed, invoice month ({currency})", currency, invoice_month_billed(ctx, currency, ctx.month),
-            invoice_month_billed(ctx, currency, ctx.previous), "Billing (charges by category)"))
+            invoice_month_billed(ctx, currency, ctx.previous), "Billing (charges by category)", per_day))
         charged = [_first(t[t["billing_currency"] == currency], "billed_cost") for t in (now, before)]
         section.figures.append(Figure(
             f"Charges for the month ({currency})", currency, money(charged[0]), money(charged[1]),
@@ -399,7 +452,7 @@ def _coverage(ctx: Context) -> Section:
     section = Section("coverage", "Data coverage")
     notes = section.notes
     if ctx.data_through is not None:
-        notes.append(f"The month is partial: data runs through {ctx.data_through.isoformat()}.")
+        notes.append(f"The month is partial: data runs through {ctx.data_through.isoformat()}. {ctx.comparison}")
     holes = ctx.fetch(queries.coverage_holes, ctx.current_range)
     if not holes.empty:
         notes.append(f"{len(holes)} GPU trace coverage holes ({holes['gap_h'].sum():,.1f} GPU-hours without samples; "
@@ -576,17 +629,18 @@ def _spend_change(ctx: Context) -> list[Recommendation]:
     for figure in ctx.sections["spend"].figures if "spend" in ctx.sections else ():
         if not figure.label.startswith("Billed, invoice month") or figure.change_pct is None:
             continue
-        if ctx.data_through is None:
-            change, detail = figure.change_pct, (f"{_money_text(figure.previous, figure.unit)} → "
-                                                 f"{_money_text(figure.current, figure.unit)}")
-        else:
-            days_before = calendar.monthrange(ctx.previous.year, ctx.previous.month)[1]
-            now, before = figure.current / ctx.data_through.day, figure.previous / days_before
-            change = (float(now) / float(before) - 1) * 100
+        change = figure.change_pct
+        if figure.per_day is None:
+            detail = f"{_money_text(figure.previous, figure.unit)} → {_money_text(figure.current, figure.unit)}"
+        else:  # a partial month: by its daily rate so far
+            now, before = figure.current / figure.per_day[0], figure.previous / figure.per_day[1]
             detail = (f"{_money_text(before, figure.unit)} → {_money_text(now, figure.unit)} a day, "
                       f"through {ctx.data_through:%Y-%m-%d}")
         if abs(change) > ctx.settings.retrospective.spend_change_pct:
             evidence = f"{change:+.1f}%"
+            if figure.tiny_base:  # "+5800%" of almost nothing says less than the amount
+                evidence = _money_text(Decimal(str(figure.change)), figure.unit)
+                evidence = evidence if evidence.startswith("-") else "+" + evidence
             found.append(Recommendation(
                 "spend_change",
                 f"The {figure.unit} bill moved {evidence} against {_label(ctx.previous)} ({detail}): "
@@ -650,11 +704,11 @@ def build(month: date, settings: config.Config | None = None) -> Retrospective:
     last_day = queries.filter_choices()["last_day"]
     last_day = None if last_day is None else _day(last_day)
     if last_day is not None and ctx.month <= last_day < month_filters(ctx.month).end:
-        ctx.data_through = last_day
+        ctx.partial(last_day)
     for builder in SECTIONS:
         section = builder(ctx)
         if section is not None:
             ctx.sections[section.key] = section
     recommendations = [r for rule in RULES for r in rule(ctx)]
-    return Retrospective(ctx.month, ctx.previous, ctx.data_through, list(ctx.sections.values()),
+    return Retrospective(ctx.month, ctx.previous, ctx.data_through, ctx.comparison, list(ctx.sections.values()),
                          recommendations, queries.decisions(ctx.month))

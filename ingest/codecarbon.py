@@ -15,6 +15,7 @@ from ingest.contract import BadValue, Lines, ParseContext, Parsed, Reject
 from ingest.run_record import build_run, collect, run_totals, to_parsed
 
 KIND = "codecarbon"
+LOCAL_TIME = True  # writes local times without a zone: loader warns when no --tz was given
 TABLES = ("runs", "run_evals")
 REQUIRED = ("timestamp", "project_name", "duration", "emissions", "energy_consumed")
 TAG_COLUMNS = ("experiment_id", "country_iso_code", "country_name", "cpu_model", "os",

@@ -208,15 +208,34 @@ def user_path() -> Path | None:
         if not path.is_file():
             raise ConfigError(named, None, "no such file (named by $MLCOST_CONFIG)")
         return path
-    local = Path(USER_FILE)
+    local = local_path()
     return local if local.is_file() else None
+
+
+def local_path() -> Path:
+    """./mlcost.toml of the folder mlcost was started in ($MLCOST_WORKDIR, which `mlcost dashboard` passes
+    to the dashboard it starts in the repository's folder), whether or not it exists."""
+    return Path(os.environ.get("MLCOST_WORKDIR") or ".") / USER_FILE
 
 
 def load(path: Path | None = None) -> Config:
     """The defaults with the user file (`path`, else user_path()) laid over them, checked."""
-    defaults = tomllib.loads(resources.files("ingest").joinpath(DEFAULTS).read_text())
     path = path or user_path()
-    user = _read(path) if path else {}
+    return _build(_read(path) if path else {}, path)
+
+
+def check_text(text: str, path: Path) -> Config:
+    """The settings `text` would give if it were the file `path`: ConfigError exactly as load() would."""
+    try:
+        user = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(str(path), None, f"is not valid TOML: {error}") from None
+    return _build(user, path)
+
+
+def _build(user: dict, path: Path | None) -> Config:
+    defaults = tomllib.loads(resources.files("ingest").joinpath(DEFAULTS).read_text())
+    user = dict(user)
     budgets = user.pop("budgets", [])
     merged = _merge(defaults, user, str(path))
     source = str(path) if path else f"ingest/{DEFAULTS}"

@@ -5,6 +5,7 @@ import codecs
 import glob
 import gzip
 import hashlib
+import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone, tzinfo
 from pathlib import Path
@@ -33,6 +34,8 @@ SNIFF_CHARS = SNIFF_BYTES  # and hands detect() that head as text
 HASH_CHUNK_BYTES = 1 << 20
 Progress = Callable[[int, int], None]  # (bytes of the file read, lines or rows read)
 REJECTS_SHOWN = 10
+# A time of day followed by a zone ('10:00:00Z', '10:00:00.5+02:00'): the file says its zone.
+OFFSET_TIME = re.compile(r"\d{2}:\d{2}(:\d{2}(\.\d+)?)?\s?(Z|[+-]\d{2}:?\d{2})\b")
 
 
 @dataclass
@@ -41,12 +44,14 @@ class FileSummary:
 
     path: str
     kind: str | None = None
-    status: str = "failed"  # loaded | already_loaded | failed
+    status: str = "failed"  # loaded | rejected (every line refused) | already_loaded | failed
     rows_loaded: int = 0
     rows_rejected: int = 0
     rejects: list[dict] = field(default_factory=list)
     totals: dict = field(default_factory=dict)
     error: str | None = None
+    replaced: list[int] = field(default_factory=list)  # earlier loads of this file, read otherwise
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -60,6 +65,10 @@ class FileSummary:
         }
         if self.error:
             record["error"] = self.error
+        if self.replaced:
+            record["replaced_load_ids"] = self.replaced
+        if self.warnings:
+            record["warnings"] = self.warnings
         return record
 
 
@@ -163,7 +172,8 @@ def _ingest_file(path: Path, name: str, kind: str | None, tz: tzinfo, host: str 
                          f"pass --kind ({', '.join(KINDS)})")
         return summary
     summary.kind = parser.KIND
-    if warehouse.find_load(sha256, parser.KIND) is not None:
+    options = warehouse.load_options(getattr(tz, "key", None) or str(tz), host, at)
+    if warehouse.find_load(sha256, parser.KIND, options=options) is not None:
         summary.status = "already_loaded"
         return summary
     context = ParseContext(name, tz, host, at)
@@ -186,17 +196,27 @@ def _ingest_file(path: Path, name: str, kind: str | None, tz: tzinfo, host: str 
                       else f"cannot be read as {parser.KIND} ({str(problem).splitlines()[0]})")
             summary.error = f"{name}: {reason}"
             return summary
+        # The same file read before with another kind or other options: this reading replaces it.
+        summary.replaced = [load_id for load_id in warehouse.loads_of_content(sha256)
+                            if warehouse.unload(load_id, reason="replaced") is not None]
         result = warehouse.merge(stage, name, sha256, parser.KIND, staged.accepted)
-        summary.status = "already_loaded" if result.already_loaded else "loaded"
+        if not result.already_loaded:
+            warehouse.record_options(result.load_id, options)
+        summary.status = ("already_loaded" if result.already_loaded
+                          else "rejected" if result.rows_loaded == 0 and result.rows_rejected else "loaded")
         if not result.already_loaded:
             summary.rows_loaded, summary.rows_rejected = result.rows_loaded, result.rows_rejected
             summary.rejects = [{"line": line, "reason": reason} for line, reason in stage.execute(
                 "SELECT line, reason FROM rejects ORDER BY line LIMIT ?", [REJECTS_SHOWN]).fetchall()]
             summary.totals = staged.totals
+            if getattr(parser, "LOCAL_TIME", False) and tz is timezone.utc and text is not None \
+                    and not OFFSET_TIME.search(text):
+                summary.warnings.append(
+                    f"{parser.KIND} writes the local time of the machine it ran on, without a zone, and no --tz was "
+                    "given: its times were read as UTC. If that machine was not on UTC, load the file again with "
+                    "--tz ZONE (e.g. --tz Europe/Paris; on the Data page, the time zone box); that load replaces this one")
     finally:
         stage.close()
-    if on_progress is not None:
-        on_progress(path.stat().st_size, summary.rows_loaded + summary.rows_rejected)
     return summary
 
 

@@ -29,6 +29,7 @@ from ingest import traces
 from ingest.contract import Lines, ParseContext, Parsed, Reject
 
 KIND = "nvidia-smi"
+LOCAL_TIME = True  # writes local times without a zone: loader warns when no --tz was given
 TABLES = (traces.TABLE,)
 GROUP_GAP_S = 0.1  # rows of one loop are stamped milliseconds apart; loops are >= 250 ms apart
 # --query-gpu name -> gpu_samples column (the first named in a file wins for power).

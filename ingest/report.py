@@ -34,9 +34,13 @@ def summary_lines(summary: FileSummary) -> list[str]:
         return [f"FAILED {summary.error}"]
     if summary.status == "already_loaded":
         return [f"SKIPPED {summary.path}: already loaded (same content, kind {summary.kind}); nothing changed"]
-    verdict = "OK" if summary.rows_rejected == 0 else "PARTLY LOADED"
+    verdict = ("OK" if summary.rows_rejected == 0 else "REJECTED" if summary.rows_loaded == 0
+               else "PARTLY LOADED")
+    replaced = (f"; replaces load {', '.join(map(str, summary.replaced))} of the same file read with "
+                "another kind or other options" if summary.replaced else "")
     lines = [f"{verdict} {summary.path} [{summary.kind}]: {summary.rows_loaded} rows loaded, "
-             f"{summary.rows_rejected} rejected"]
+             f"{summary.rows_rejected} rejected{replaced}"]
+    lines += [f"  warning: {warning}" for warning in summary.warnings]
     figures = [f"{label} {_figure(summary.totals[key], key in MONEY)}" for key, label in TOTAL_LABELS.items()
                if summary.totals.get(key) is not None]
     if figures:

@@ -12,7 +12,22 @@ CREATE TABLE IF NOT EXISTS loads (
     rows_loaded    BIGINT NOT NULL,
     rows_rejected  BIGINT NOT NULL,
     loaded_at      TIMESTAMPTZ NOT NULL,
+    options        VARCHAR,
     UNIQUE (sha256, kind)
+);
+-- Warehouses made before the ledger kept the options a file was read with (NULL: none given).
+ALTER TABLE loads ADD COLUMN IF NOT EXISTS options VARCHAR;
+
+-- Loads removed with `mlcost unload` (or the Data page), and how many rows went with each.
+CREATE TABLE IF NOT EXISTS unloads (
+    load_id       BIGINT NOT NULL,
+    path          VARCHAR NOT NULL,
+    sha256        VARCHAR NOT NULL,
+    kind          VARCHAR NOT NULL,
+    options       VARCHAR,
+    rows_removed  BIGINT NOT NULL,
+    unloaded_at   TIMESTAMPTZ NOT NULL,
+    reason        VARCHAR NOT NULL
 );
 
 CREATE TABLE IF NOT EXISTS rejects (

@@ -198,13 +198,89 @@ def execute(statements: list[tuple[str, list | dict]], path: Path | None = None)
             raise
 
 
-def find_load(sha256: str, kind: str, path: Path | None = None) -> int | None:
-    """The load_id of an earlier load of this exact content as this kind, if any."""
+def find_load(sha256: str, kind: str, path: Path | None = None, options: str | None = None) -> int | None:
+    """The load_id of an earlier load of this exact content as this kind, if any; with `options`
+    (load_options() text), only one read with the same options."""
     with connect(path) as con:
         row = con.execute(
-            "SELECT load_id FROM loads WHERE sha256 = ? AND kind = ?", [sha256, kind]
+            "SELECT load_id FROM loads WHERE sha256 = ? AND kind = ? "
+            "AND (CAST(? AS VARCHAR) IS NULL OR coalesce(options, '') = ?)",
+            [sha256, kind, options, options or ""],
         ).fetchone()
     return row[0] if row else None
+
+
+# --- Managing loads: the options a file was read with, replacing and removing loads -----------
+
+def load_options(tz_name: str | None = None, host: str | None = None, at: datetime | None = None) -> str:
+    """The options that change how a file is read, as canonical text for the ledger ('' for none):
+    'tz=Europe/Paris host=gpu-node-1 at=2025-11-20T10:00:00+00:00'."""
+    given = {"tz": None if tz_name in (None, "", "UTC") else tz_name, "host": host or None,
+             "at": at.astimezone(timezone.utc).isoformat() if at else None}
+    return " ".join(f"{key}={value}" for key, value in given.items() if value is not None)
+
+
+def record_options(load_id: int, options: str, path: Path | None = None) -> None:
+    """Note in the ledger the options load `load_id` was read with ('' for none)."""
+    with connect(path) as con:
+        con.execute("UPDATE loads SET options = ? WHERE load_id = ?", [options, load_id])
+
+
+def loads_of_content(sha256: str, path: Path | None = None) -> list[int]:
+    """Every load of this exact content (any kind, any options), oldest first."""
+    with connect(path) as con:
+        rows = con.execute("SELECT load_id FROM loads WHERE sha256 = ? ORDER BY load_id", [sha256]).fetchall()
+    return [row[0] for row in rows]
+
+
+def unload(load_id: int, reason: str = "unloaded", path: Path | None = None) -> dict[str, int] | None:
+    """Remove one load, every row it brought and its rejects, in one transaction; returns the rows
+    removed per table, or None when there is no such load.
+
+    Latest wins: a row this load had replaced (an older version of a run, a bill line) is not
+    brought back, it was gone when this load came. When samples go, the GPU rollups are recomputed
+    from the samples that stay; per-run energy and bill lines' runs are stored again."""
+    with connect(path) as con:
+        con.execute("BEGIN TRANSACTION")
+        try:
+            ledger = con.execute("SELECT path, sha256, kind, options FROM loads WHERE load_id = ?",
+                                 [load_id]).fetchone()
+            if ledger is None:
+                con.execute("ROLLBACK")
+                return None
+            removed = {"run_evals": con.execute(
+                "DELETE FROM run_evals WHERE run_id IN (SELECT run_id FROM runs WHERE load_id = ?)",
+                [load_id]).fetchone()[0]}
+            # The first removed sample of each GPU bounds what its rollups must recompute.
+            con.execute("CREATE OR REPLACE TEMP TABLE removed_samples AS SELECT host, gpu_index, "
+                        "min(sampled_at) AS sampled_at FROM gpu_samples WHERE load_id = ? "
+                        "GROUP BY host, gpu_index", [load_id])
+            for table in _tables_with_load_id(con):
+                removed[table] = con.execute(f"DELETE FROM {table} WHERE load_id = ?", [load_id]).fetchone()[0]
+            if con.execute("SELECT count(*) FROM removed_samples").fetchone()[0]:
+                from ingest import config
+
+                db = '"' + con.execute("SELECT current_database()").fetchone()[0].replace('"', '""') + '"'
+                gpu_rollups.rebuild(con, db, config.load().gpu, gpu_rollups.stored_settings(con, db))
+            refresh_derived(con, [table for table, count in removed.items() if count])
+            con.execute("DELETE FROM loads WHERE load_id = ?", [load_id])
+            con.execute("INSERT INTO unloads VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                        [load_id, *ledger, sum(n for t, n in removed.items() if t != "rejects"),
+                         datetime.now(timezone.utc), reason])
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+    return {table: count for table, count in removed.items() if count}
+
+
+def _tables_with_load_id(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """Every base table whose rows carry the load they came from (the ledger itself aside)."""
+    return [name for (name,) in con.execute(
+        "SELECT c.table_name FROM information_schema.columns c JOIN information_schema.tables t "
+        "USING (table_catalog, table_schema, table_name) WHERE c.column_name = 'load_id' "
+        "AND t.table_type = 'BASE TABLE' AND c.table_name NOT IN ('loads', 'unloads') "
+        "AND t.table_catalog = current_database() AND t.table_schema = 'main' ORDER BY 1").fetchall()]
 
 
 def load(source: str, sha256: str, kind: str, parsed: Parsed, path: Path | None = None) -> LoadResult:

@@ -202,7 +202,9 @@ def test_ingest_while_the_dashboard_is_in_use(chromium, sample_dashboard, tmp_pa
     from playwright.sync_api import expect
 
     base_url, db = sample_dashboard
-    new_run = {**RUN, "run_id": "browser-concurrent-001", "project": "concurrent-test"}
+    # Inside the sample's span: a run years away would be a stray the default date range leaves out.
+    new_run = {**RUN, "run_id": "browser-concurrent-001", "project": "concurrent-test",
+               "start_time": "2026-11-10T08:00:00Z", "end_time": "2026-11-10T10:00:00Z"}
     run_log = tmp_path / "concurrent.jsonl"
     run_log.write_text(json.dumps(new_run) + "\n")
     with browser_page(chromium) as page:
@@ -215,7 +217,6 @@ def test_ingest_while_the_dashboard_is_in_use(chromium, sample_dashboard, tmp_pa
         assert loaded.returncode == 0, loaded.stdout + loaded.stderr
         # The data version is cached for cache.VERSION_TTL_S, so a refresh within that window may
         # still show the old figures: refresh until it shows the new run (bounded).
-        # The sidebar's date range follows the data span, which the new (older) run widens.
         for _ in range(10):
             page.reload()
             value = runs_metric.get_by_test_id("stMetricValue")
@@ -338,3 +339,23 @@ def test_exported_report_opens_offline_and_shows_its_charts(chromium, sample_das
         page.screenshot(path=tmp_path / "report.png", full_page=True)
         shutil.copyfile(tmp_path / "report.png", Path("/tmp/mlcost_browser_report.png"))
     assert refused == [], refused
+
+
+def test_a_load_is_unloaded_from_the_data_page(chromium, dashboard, tmp_path):
+    """Data page: the load history lists the upload; Unload removes it and its run."""
+    from playwright.sync_api import expect
+
+    run_log = tmp_path / "to_unload.jsonl"
+    run_log.write_text(json.dumps({**RUN, "run_id": "browser-unload-001"}) + "\n")
+    with browser_page(chromium) as page:
+        page.goto(f"{dashboard}/data")
+        page.locator("[data-testid=stFileUploader] input[type=file]").set_input_files(run_log)
+        expect(page.get_by_test_id("stFileChipName").filter(has_text=run_log.name)).to_be_visible()
+        expect(page.get_by_test_id("stFileChipIconSpinner")).to_have_count(0)  # upload finished
+        page.get_by_role("button", name="Load files").click()
+        expect(page.get_by_text(f"OK {run_log.name} [runs]: 1 rows loaded, 0 rejected")).to_be_visible()
+        expect(page.get_by_text("Load to remove")).to_be_visible()
+        page.get_by_role("button", name="Unload").click()
+        expect(page.get_by_text(f"Unloaded 1: {run_log.name} (runs,")).to_be_visible()
+        expect(page.get_by_text("Nothing loaded yet")).to_be_visible()
+        expect(page.get_by_test_id("stException")).to_have_count(0)

@@ -8,7 +8,6 @@ import gzip
 import io
 import json
 import math
-import os
 from datetime import date, timedelta
 from decimal import Decimal
 from pathlib import Path
@@ -247,19 +246,20 @@ def test_the_budget_page_without_budgets_says_how_to_add_them(warehouse, tmp_pat
     assert "[[budgets]]" in at.code[0].value
 
 
-def test_demo_uses_the_sample_budgets_only_without_user_settings(tmp_path, monkeypatch):
-    from mlcost import cli
+def test_demo_writes_the_sample_budgets_only_without_user_settings(tmp_path, monkeypatch):
     from mlcost.commands import serve
 
     seen = []
-    monkeypatch.setattr(serve, "_serve", lambda args, db: seen.append(os.environ.get("MLCOST_CONFIG")) or 0)
+    monkeypatch.setattr(serve, "_serve", lambda args, db: seen.append(config.load().budgets) or 0)
     monkeypatch.setattr(serve.loader, "ingest_paths", lambda paths: iter(()))
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("MLCOST_DB", str(tmp_path / "demo.duckdb"))
     monkeypatch.delenv("MLCOST_CONFIG", raising=False)
+    from mlcost import cli
+
     assert cli.main(["demo"]) == 0
-    assert seen == [str(SAMPLE_CONFIG)]
-    monkeypatch.delenv("MLCOST_CONFIG", raising=False)
+    assert (tmp_path / "mlcost.toml").read_text() == SAMPLE_CONFIG.read_text()  # the commands read it too
+    assert seen[-1] == config.load(SAMPLE_CONFIG).budgets
     (tmp_path / "mlcost.toml").write_text("")  # the user's own settings win
     assert cli.main(["demo"]) == 0
-    assert seen[1] is None
+    assert seen[-1] == () and (tmp_path / "mlcost.toml").read_text() == ""

@@ -262,7 +262,7 @@ def test_header_without_energy_consumed_rejects_the_file(tmp_path, warehouse):
     assert detected.status == "failed" and "--kind" in detected.error
     # ... and refused as a whole when forced
     summary = loader.ingest_file(path, kind="codecarbon")
-    assert (summary.status, summary.rows_loaded, summary.rows_rejected) == ("loaded", 0, 1)
+    assert (summary.status, summary.rows_loaded, summary.rows_rejected) == ("rejected", 0, 1)
     [reject] = summary.rejects
     assert reject["line"] == 1  # the whole file, pointed at its header line
     assert "energy_consumed" in reject["reason"]

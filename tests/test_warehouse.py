@@ -147,9 +147,9 @@ def test_rejects_rows_carry_path_line_reason_and_raw(tmp_path, warehouse):
 def test_ledger_row(tmp_path, warehouse):
     path = write_runs(tmp_path)
     loader.ingest_file(path)
-    [(load_id, ledger_path, sha256, kind, rows_loaded, rows_rejected, loaded_at)] = fetch("SELECT * FROM loads")
-    assert (load_id, ledger_path, sha256, kind, rows_loaded, rows_rejected) == (
-        1, str(path), hashlib.sha256(path.read_bytes()).hexdigest(), "runs", 1, 2)
+    [(load_id, ledger_path, sha256, kind, rows_loaded, rows_rejected, loaded_at, options)] = fetch("SELECT * FROM loads")
+    assert (load_id, ledger_path, sha256, kind, rows_loaded, rows_rejected, options) == (
+        1, str(path), hashlib.sha256(path.read_bytes()).hexdigest(), "runs", 1, 2, "")
     assert loaded_at.utcoffset() is not None
     # every loaded row points at its load
     assert fetch("SELECT DISTINCT load_id FROM runs") == [(1,)]

@@ -3,7 +3,7 @@
 import streamlit as st
 
 from app import cache, charts, queries, settings as settings_page
-from app.format import md, money
+from app.format import md, money, table
 
 st.title("Billing")
 picked = st.session_state["filters"]
@@ -72,9 +72,10 @@ else:
                                 lambda: charts.billing_gpu_spend(gpu, currency)), width="stretch")
 
 st.subheader("Top resources")
-st.dataframe(cache.fetch(queries.billing_top_resources, picked, currency), hide_index=True, width="stretch",
-             column_config={c: st.column_config.NumberColumn(c, format="%.2f")
-                            for c in ("billed_cost", "effective_cost")})
+resources = cache.fetch(queries.billing_top_resources, picked, currency)
+st.dataframe(resources, hide_index=True, width="stretch",
+             **table(resources, first=("resource_id", "billed_cost", "effective_cost"),
+                     money=("billed_cost", "effective_cost"), currency=currency))
 
 if len(currencies) > 1:
     st.subheader("Every currency")

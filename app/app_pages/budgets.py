@@ -4,13 +4,14 @@ from datetime import datetime, timezone
 import pandas as pd
 import streamlit as st
 
-from app import budgets, cache, charts, queries, settings as settings_page
+from app import budgets, cache, charts, queries, settings as settings_page, settings_forms
 from app.format import md, money
 
 st.title("Budgets")
 settings = settings_page.load_or_stop()
+settings_forms.budget_form(settings)
 if not settings.budgets:
-    st.info("No budgets yet. Add them to `mlcost.toml` (or the file `$MLCOST_CONFIG` names), e.g.:")
+    st.info("No budgets yet. Add one above, or in `mlcost.toml` (or the file `$MLCOST_CONFIG` names), e.g.:")
     st.code('[[budgets]]\nname = "vision"\nscope = "project:vision"   # all | project:X | team:X | '
             'tag:KEY=VALUE | provider:X\nperiod = "month"            # or quarter\namount = 10000\n'
             'currency = "USD"\nactual_thresholds_pct = [50, 80, 100]\nforecast_thresholds_pct = [100]\n'
@@ -75,7 +76,8 @@ st.caption(f"Forecast: spent + the mean daily spend of the last 7 days × the {b
            "Band: the same with the 10th and 90th percentile day of the last 28 days.")
 
 st.subheader("What drives it")
-start, end = burn.period_start, burn.period_end
+start, end = burn.period_start, min(burn.period_end, as_of)  # the days the burn counts: up to the as-of day
+st.caption(f"From {start:%Y-%m-%d} up to {end:%Y-%m-%d} (the as-of day, not included).")
 billed = burn.source == "billed"
 cost = {"cost": st.column_config.NumberColumn(f"cost ({currency})", format="%.2f"),
         "cost_usd": st.column_config.NumberColumn("estimated cost (USD)", format="%.2f")}

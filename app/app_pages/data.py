@@ -9,8 +9,8 @@ import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from app import access, cache, queries
-from app.format import md
-from ingest import config, loader, values
+from app.format import md, table
+from ingest import config, loader, values, warehouse
 from ingest.contract import BadValue
 from ingest.report import summary_lines
 
@@ -78,7 +78,7 @@ def load(files: list, kind: str, zone, at) -> None:
             path.parent.rmdir()
         rows_read += summary.rows_loaded + summary.rows_rejected
         report = "\n".join(summary_lines(summary))
-        (st.success if summary.ok else st.error if summary.status == "failed" else st.warning)(
+        (st.success if summary.ok else st.error if summary.status in ("failed", "rejected") else st.warning)(
             md(report.split("\n", 1)[0]))
         if "\n" in report:
             st.code(report.split("\n", 1)[1], language=None)
@@ -140,11 +140,34 @@ history = cache.fetch(queries.loads)
 if history.empty:
     st.info("Nothing loaded yet. Upload files above, or run `mlcost ingest PATH` (or `mlcost demo` for sample data).")
 else:
-    st.dataframe(history, hide_index=True, width="stretch")
+    st.caption("Loading a file again with another kind, time zone, host or scrape time replaces its earlier load. "
+               "*Rows in use*: the load's rows no later load has replaced.")
+    st.dataframe(history, hide_index=True, width="stretch", **table(
+        history, first=("load_id", "path", "kind", "options", "rows_loaded", "rows_rejected", "rows_current"),
+        labels={"load_id": "Load", "path": "File", "rows_current": "Rows in use", "loaded_at": "Loaded at (UTC)"}))
+    if not access.read_only():  # removing data is a write
+        with st.form("unload"):
+            choices = {f"{row.load_id}: {row.path} ({row.kind}, {row.loaded_at:%Y-%m-%d %H:%M} UTC)": int(row.load_id)
+                       for row in history.itertuples()}
+            picked_load = st.selectbox("Load to remove", list(choices), key="unload_pick")
+            st.caption("Removes the load, every row it brought and its rejected lines (`mlcost unload` does the same). "
+                       "Rows it had replaced from earlier loads do not come back: load those files again.")
+            if st.form_submit_button("Unload", icon=":material/delete:"):
+                removed = warehouse.unload(choices[picked_load])
+                cache.forget()
+                if removed is None:
+                    st.warning("That load was already removed.")
+                else:
+                    st.session_state["unloaded"] = (f"Unloaded {picked_load}: removed "
+                                                    + (", ".join(f"{n:,} {t}" for t, n in removed.items()) or "no rows"))
+                st.rerun()
+if "unloaded" in st.session_state:
+    st.success(st.session_state.pop("unloaded"))
 
 st.subheader("Rejected lines")
 rejected = cache.fetch(queries.rejects)
 if rejected.empty:
     st.caption("No rejected lines.")
 else:
-    st.dataframe(rejected, hide_index=True, width="stretch")
+    st.dataframe(rejected, hide_index=True, width="stretch",
+                 **table(rejected, first=("path", "line", "reason"), labels={"path": "File", "raw": "Line as read"}))

@@ -2,8 +2,8 @@
 import pandas as pd
 import streamlit as st
 
-from app import cache, charts, queries, settings as settings_page
-from app.format import md, usd
+from app import cache, charts, queries, settings as settings_page, settings_forms
+from app.format import md, table, usd
 
 st.title("Idle GPUs")
 picked = st.session_state["filters"]
@@ -24,6 +24,7 @@ st.caption(f"**Idle** = utilization ≤ {rule['idle_util_max_pct']:g} %{power} f
 now = (settings.gpu.idle_util_max_pct, settings.gpu.idle_power_max_w, settings.gpu.idle_min_s, settings.gpu.max_gap_s)
 if now != (rule["idle_util_max_pct"], power_max_w, rule["idle_min_s"], rule["max_gap_s"]):
     st.warning("mlcost.toml's `[gpu]` settings changed since these figures were computed: run `mlcost rollup`.")
+settings_forms.idle_rule_form(settings.gpu)
 
 models = cache.fetch(queries.gpu_models)
 prices = tuple((name, str(settings.prices.gpu(name))) for name in models["gpu_name"]
@@ -50,7 +51,7 @@ last.caption(f"a run held the GPU; {gpus['unallocated_idle_h'].sum():,.1f} GPU-h
 st.subheader("Idle hours per GPU and day")
 by_day = cache.fetch(queries.idle_by_day, picked)
 st.plotly_chart(cache.chart("idle_heatmap", (picked,), lambda: charts.idle_heatmap(by_day)), width="stretch")
-_, period, left_out = charts.idle_heatmap_grid(by_day)
+_, _, period, left_out = charts.idle_heatmap_grid(by_day)
 if period != "day" or left_out:  # a chart carries at most charts.MAX_POINTS cells
     st.caption((f"Idle hours per {period}: days x GPUs would exceed {charts.MAX_POINTS:,} cells. " if period != "day"
                 else "") + (f"{left_out:,} GPUs that idled least are left out; the table below lists every GPU."
@@ -78,8 +79,7 @@ if candidates.empty:
     st.success("None in this date range.")
 else:
     st.dataframe(candidates, hide_index=True, width="stretch",
-                 column_config={"mean_util_pct": st.column_config.NumberColumn("mean_util_pct", format="%.1f"),
-                                "run_gpu_h": st.column_config.NumberColumn("run_gpu_h", format="%.1f")})
+                 **table(candidates, formats={"mean_util_pct": "%.1f", "run_gpu_h": "%.1f"}))
 
 st.subheader("Coverage holes")
 holes = cache.fetch(queries.coverage_holes, picked)
@@ -87,8 +87,7 @@ if holes.empty:
     st.success("No holes: every GPU was sampled throughout.")
 else:
     st.caption("No samples for longer than the maximum gap: these times count as neither idle nor busy.")
-    st.dataframe(holes, hide_index=True, width="stretch",
-                 column_config={"gap_h": st.column_config.NumberColumn("gap_h", format="%.2f")})
+    st.dataframe(holes, hide_index=True, width="stretch", **table(holes))
 
 st.subheader("Every GPU")
 formats = {"%,.1f": ("observed_h", "idle_h", "allocated_idle_h", "unallocated_idle_h", "busy_h"),
@@ -96,4 +95,5 @@ formats = {"%,.1f": ("observed_h", "idle_h", "allocated_idle_h", "unallocated_id
            "$%,.2f": ("usd_per_gpu_hour", "idle_usd", "allocated_idle_usd", "unallocated_idle_usd"),
            "%.1f %%": ("busy_util_pct",)}
 st.dataframe(gpus, hide_index=True, width="stretch",
-             column_config={c: st.column_config.NumberColumn(c, format=f) for f, cs in formats.items() for c in cs})
+             **table(gpus, first=("host", "gpu_index", "idle_usd"), money=formats["$%,.2f"],
+                     formats={c: f for f, cs in formats.items() for c in cs}))

@@ -2,7 +2,7 @@
 import streamlit as st
 
 from app import cache, charts, queries, settings as settings_page
-from app.format import count_of, kg_co2e, usd
+from app.format import count_of, kg_co2e, usd, table
 
 st.title("Overview")
 picked = st.session_state["filters"]
@@ -38,6 +38,5 @@ else:
     st.caption("None of these runs has a price or a cost yet, so there is no spend to chart.")
 
 st.subheader("Most expensive runs")
-st.dataframe(cache.fetch(queries.top_runs, picked), hide_index=True, width="stretch",
-             column_config={"cost_usd": st.column_config.NumberColumn("Cost (USD)", format="$%.2f"),
-                            "duration_h": st.column_config.NumberColumn("Hours", format="%.2f")})
+top = cache.fetch(queries.top_runs, picked)
+st.dataframe(top, hide_index=True, width="stretch", **table(top, first=("run_id", "project", "cost_usd")))

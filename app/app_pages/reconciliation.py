@@ -3,7 +3,7 @@ gaps, runs found only by resource id, and spend that belongs to no run."""
 import streamlit as st
 
 from app import cache, charts, queries, settings as settings_page
-from app.format import md, money, plural
+from app.format import md, money, plural, table
 
 TABLE_ROWS = 1000  # runs listed in the table, largest gap first
 NAMED_RUNS = 20  # runs named in a warning; the table has the rest
@@ -88,5 +88,7 @@ else:
     if unknown:
         st.warning(f"{plural(unknown, 'line')} name a run (`{rule.run_id_tag}`) that is not loaded.")
     st.dataframe(unmatched, hide_index=True, width="stretch",
-                 column_config={"billed_cost": st.column_config.NumberColumn("Billed", format="%.2f"),
-                                "project": st.column_config.TextColumn(f"{rule.project_tag} tag")})
+                 **table(unmatched, first=("project", "billed_cost"), money=("billed_cost",),
+                         currency=str(unmatched["billing_currency"].iloc[0]) if "billing_currency" in unmatched
+                         and unmatched["billing_currency"].nunique() == 1 else "",
+                         labels={"project": f"{rule.project_tag} tag", "billed_cost": "Billed"}))

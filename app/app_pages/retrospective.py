@@ -3,7 +3,7 @@ the decisions log, and the report (Markdown, or one HTML file that opens offline
 import streamlit as st
 
 from app import access, cache, queries, report, retrospective, settings as settings_page
-from app.format import md
+from app.format import label, md
 from ingest import warehouse
 
 # How a table column of each unit (retrospective.Section.units) is shown.
@@ -24,8 +24,9 @@ st.caption("A UTC month against the month before, for every project and team: th
 month = st.selectbox("Month", months, format_func=lambda m: f"{m:%B %Y}", key="retro_month")
 retro = cache.month_retrospective(month, settings)
 if retro.data_through:
-    st.warning(f"{month:%B %Y} is partial: data runs through {retro.data_through:%Y-%m-%d}, so its totals "
-               "are not yet comparable with a whole month.")
+    st.warning(retro.comparison)
+else:
+    st.caption(retro.comparison)
 
 st.header("Recommendations")
 if not retro.recommendations:
@@ -39,16 +40,18 @@ for section in retro.sections:
     columns = st.columns(4)
     for i, figure in enumerate(section.figures):
         columns[i % 4].metric(md(figure.label), report.number(figure.current, figure.unit),
-                              delta=None if figure.change_pct is None else report.change(figure), delta_color="off",
-                              help=f"{previous}: {report.number(figure.previous, figure.unit)}. "
+                              delta=None if figure.change is None else report.change(figure), delta_color="off",
+                              help=f"{report.column_label(retro, 'previous')}: "
+                                   f"{report.number(figure.previous, figure.unit)}. "
                                    f"The {figure.page} page shows the same figure for the month.")
     if section.chart is not None:
         st.plotly_chart(section.chart, width="stretch")
     if section.table is not None and not section.table.empty:
         st.dataframe(section.table, hide_index=True, width="stretch", column_config={
-            column: st.column_config.DateColumn(column) if unit == "date"
-            else st.column_config.NumberColumn(column, format=FORMATS[unit])
-            for column, unit in section.units.items() if unit in FORMATS or unit == "date"})
+            column: st.column_config.DateColumn(label(column)) if section.units.get(column) == "date"
+            else st.column_config.NumberColumn(label(column), format=FORMATS[section.units[column]])
+            if section.units.get(column) in FORMATS else st.column_config.Column(label(str(column)))
+            for column in section.table.columns})
     for note in section.notes:
         st.caption(md(note))
 

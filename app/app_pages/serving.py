@@ -3,7 +3,7 @@ import pandas as pd
 import streamlit as st
 
 from app import cache, charts, queries, settings as settings_page
-from app.format import md, usd
+from app.format import md, table, usd
 
 st.title("Serving")
 picked = st.session_state["filters"]
@@ -84,6 +84,5 @@ else:
                                 "start_date": st.column_config.DateColumn("Started (UTC)")})
 
 st.subheader("Every model version")
-st.dataframe(versions, hide_index=True, width="stretch", column_config={
-    "cost_usd": st.column_config.NumberColumn("cost_usd", format="$%.2f"),
-    "error_rate": st.column_config.NumberColumn("error_rate", format="%.4f")})
+st.dataframe(versions, hide_index=True, width="stretch",
+             **table(versions, first=("service", "model_version", "cost_usd"), formats={"error_rate": "%.4f"}))

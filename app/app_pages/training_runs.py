@@ -3,7 +3,7 @@ cost-to-target, the run table with measured GPU energy."""
 import streamlit as st
 
 from app import cache, charts, queries, settings as settings_page
-from app.format import md, plural, usd
+from app.format import md, plural, table, usd
 
 # x axis of the scatter: label -> (column, axis title)
 AXES = {"Cost": ("cost_usd", "Cost (USD)"),
@@ -81,12 +81,11 @@ if metric is not None:
                    f"after {cheapest['time_to_target_h']:.2f} h.")
 
 st.subheader("All runs")
-money = {c: st.column_config.NumberColumn(c, format="$%.2f") for c in
-         ("cost_usd", "price_per_hour_usd", "cost_to_target_usd")}
-money["cost_per_1k_examples_usd"] = st.column_config.NumberColumn("cost_per_1k_examples_usd", format="$%.4f")
 if len(runs) > TABLE_ROWS:  # a browser table of 100k rows costs seconds to send and to draw
     st.caption(f"The table shows the {TABLE_ROWS:,} newest of {len(runs):,} runs; narrow the sidebar's filters "
                "to see others, or download the CSV of them all.")
-st.dataframe(runs.head(TABLE_ROWS), hide_index=True, width="stretch", column_config=money)
+shown = runs.head(TABLE_ROWS)
+st.dataframe(shown, hide_index=True, width="stretch", **table(
+    shown, first=("run_id", "project", "cost_usd", "val_metric", "val_metric_name", "status", "started_at")))
 st.download_button(f"Download CSV ({len(runs):,} runs)", cache.training_runs_csv(picked, metric, target, factors),
                    file_name="training_runs.csv", mime="text/csv", icon=":material/download:")

@@ -39,6 +39,11 @@ def run_report(args: argparse.Namespace) -> int:
     if out is None:
         sys.stdout.write(text)
         return 0
-    Path(out).write_text(text, encoding="utf-8")
+    try:
+        Path(out).parent.mkdir(parents=True, exist_ok=True)  # `--out reports/2026-11.md` into a new folder
+        Path(out).write_text(text, encoding="utf-8")
+    except OSError as error:
+        say(f"cannot write {out}: {error.strerror or error}")
+        return EXIT_PROBLEMS
     say(f"wrote the {month:%Y-%m} retrospective to {out}")
     return 0

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -14,14 +15,13 @@ from mlcost.common import REPO_ROOT, SAMPLE_DIR
 
 # The sample files the demo loads: one entry per kind that has an ingestor (a folder is read whole).
 SAMPLE_FILES = ("runs.jsonl", "serving_windows.jsonl.gz", "gpu_traces", "billing")
-DEMO_DB = "mlcost-demo.duckdb"
 DEMO_CONFIG = "mlcost.toml"  # in sample_data/: the sample organisation's budgets
 
 
 def register(commands) -> None:
     for name, help_text, runner in (
         ("dashboard", "open the dashboard on the warehouse", run_dashboard),
-        ("demo", f"load the bundled sample data into ./{DEMO_DB} (or $MLCOST_DB) and open the dashboard", run_demo),
+        ("demo", "load the bundled sample data into the warehouse ($MLCOST_DB, default ./mlcost.duckdb) and open the dashboard", run_demo),
     ):
         command = commands.add_parser(name, help=help_text)
         command.add_argument("--port", type=int, default=8501, help="port to serve on (default 8501)")
@@ -40,12 +40,17 @@ def run_dashboard(args: argparse.Namespace) -> int:
 
 
 def run_demo(args: argparse.Namespace) -> int:
-    db = Path(os.environ.get("MLCOST_DB") or DEMO_DB)
-    os.environ["MLCOST_DB"] = str(db)
+    # The demo loads into the warehouse every command reads, so `mlcost report` or
+    # `mlcost alerts check` afterwards (in the same folder) see the sample data.
+    db = warehouse.db_path()
     if config.user_path() is None:  # no settings of the user's: the sample organisation's budgets
-        os.environ["MLCOST_CONFIG"] = str(SAMPLE_DIR / DEMO_CONFIG)
+        shutil.copyfile(SAMPLE_DIR / DEMO_CONFIG, config.local_path())
+        print(f"mlcost: wrote ./{config.USER_FILE} with the sample organisation's budgets (edit it, or the "
+              "Budgets page)", flush=True)
     for _, summary in loader.ingest_paths([str(SAMPLE_DIR / name) for name in SAMPLE_FILES]):
         print("\n".join(summary_lines(summary)), flush=True)
+    print(f"mlcost: the sample data is in {db}, the warehouse every mlcost command run here reads "
+          "(`mlcost report`, `mlcost alerts check`, ...); `mlcost unload` removes a sample file again", flush=True)
     return _serve(args, db)
 
 
@@ -58,7 +63,9 @@ def _serve(args: argparse.Namespace, db: Path) -> int:
         "--server.port", str(args.port), "--server.address", args.address,
         "--browser.gatherUsageStats", "false",
     ]
-    env = {**os.environ, "MLCOST_DB": str(db.resolve())}
+    # The dashboard runs in the repository's folder: it reads and writes (budgets, the idle rule)
+    # the settings of the folder mlcost was started in.
+    env = {**os.environ, "MLCOST_DB": str(db.resolve()), "MLCOST_WORKDIR": os.getcwd()}
     if args.read_only:
         env["MLCOST_READ_ONLY"] = "1"
     if args.login:
