@@ -593,17 +593,16 @@ GPU_LINES = """
 , gpu_lines AS (
     SELECT * FROM lines
     WHERE billing_currency = $currency AND charge_category = 'usage'
-      AND (list_contains($families::VARCHAR[], instance_family)
-           OR len(list_filter($words::VARCHAR[], lambda w: contains(
-                  lower(coalesce(charge_description, '') || ' ' || coalesce(sku_id, '')), w))) > 0)
+      AND gpu_line_rule(instance_family, service_name, charge_description,
+                        $families::VARCHAR[], $words::VARCHAR[]) IS NOT NULL
 )
 """
 
 
 def billing_gpu_spend(filters: Filters, currency: str, families: tuple[str, ...],
                       words: tuple[str, ...]) -> pd.DataFrame:
-    """GPU usage lines in `currency` (instance family in `families`, or a word of `words` in the
-    description or SKU) per UTC month, instance type and pricing category: billed cost, lines,
+    """GPU usage lines in `currency` (schema.sql gpu_line_rule: instance family in `families`, an
+    Azure N-series VM, or a whole word of `words` in the description) per UTC month, instance type and pricing category: billed cost, lines,
     instance-hours (consumed quantity of lines measured in hours)."""
     return warehouse.query(BILL_LINES + GPU_LINES + """
         SELECT month, coalesce(instance_type, '(' || coalesce(charge_description, 'GPU') || ')') AS instance_type,
