@@ -50,6 +50,12 @@ def month_span(month: date) -> tuple[date, date]:
     return first, (first + timedelta(days=32)).replace(day=1)
 
 
+def bill_months() -> list[date]:
+    """The UTC months (first days) in which bill lines' charge periods start, newest first."""
+    found = warehouse.query_exact("SELECT DISTINCT month FROM billing_costs ORDER BY month DESC")
+    return list(found["month"])
+
+
 def _params(start: date, end: date, rules: Rules) -> dict:
     return {"start": datetime.combine(start, time(), timezone.utc), "end": datetime.combine(end, time(), timezone.utc),
             "run_tag": rules.run_tag, "slack_s": rules.slack_s, "service_tag": rules.service_tag,
@@ -151,7 +157,8 @@ def nodes(table: pd.DataFrame) -> pd.DataFrame:
                                         "training", "idle_gpu", "unallocated", "idle_gpu_hours", "rate_source"])
 
 
-def unbilled_nodes(start: date, end: date, billed_hosts: list[str], prices: config.Prices) -> pd.DataFrame:
+def unbilled_nodes(start: date, end: date, billed_hosts: tuple[str, ...],
+                   gpu_prices: tuple[tuple[str, Decimal], ...]) -> pd.DataFrame:
     """Traced hosts not in `billed_hosts` (no bill line in the period): idle GPU-hours (no run
     held the GPU) and their cost at the catalog's GPU price, `idle_usd_estimated` (Decimal, USD;
     NULL when the catalog lacks the GPU), `rate_source` 'catalog (estimated)'. Not in the bill's buckets."""
@@ -162,6 +169,7 @@ def unbilled_nodes(start: date, end: date, billed_hosts: list[str], prices: conf
         GROUP BY host ORDER BY host
     """, {"start": datetime.combine(start, time(), timezone.utc), "end": datetime.combine(end, time(), timezone.utc)})
     idle = idle[~idle["host"].isin(billed_hosts)].reset_index(drop=True)
+    prices = config.Prices(gpu_usd_per_hour=dict(gpu_prices))  # the catalog's [prices.gpu_usd_per_hour]
     rates = [prices.gpu(name) for name in idle["gpu_name"]]
     idle["catalog_usd_per_gpu_hour"] = rates
     idle["idle_usd_estimated"] = [
