@@ -258,7 +258,7 @@ def test_a_run_without_a_price_gets_a_catalog_estimate():
          "instance_type": "g5.xlarge", "gpu_type": "NVIDIA A10G", "gpu_count": 1},
         {"run_id": "node-share", "start_time": "2026-01-01T00:00:00Z", "duration_hours": 3,
          "instance_type": "g6.12xlarge", "gpu_type": "NVIDIA L4", "gpu_indices": [0, 1], "host": "n2"},
-        {"run_id": "unknown", "start_time": "2026-01-01T00:00:00Z", "duration_hours": 1,
+        {"run_id": "not-in-catalog", "start_time": "2026-01-01T00:00:00Z", "duration_hours": 1,
          "instance_type": "x9.huge", "gpu_type": "Imaginary 1"},
         {"run_id": "logged", "start_time": "2026-01-01T00:00:00Z", "duration_hours": 1,
          "instance_type": "g5.xlarge", "price_per_hour_usd": 0.5},
@@ -271,5 +271,5 @@ def test_a_run_without_a_price_gets_a_catalog_estimate():
     assert (runs["own-instance"]["cost_usd"], runs["own-instance"]["cost_source"]) == (g5 * 2, "catalog")
     assert runs["own-instance"]["price_per_hour_usd"] == g5
     assert (runs["node-share"]["cost_usd"], runs["node-share"]["cost_source"]) == (l4 * 2 * 3, "catalog")
-    assert (runs["unknown"]["cost_usd"], runs["unknown"]["cost_source"]) == (None, None)
+    assert (runs["not-in-catalog"]["cost_usd"], runs["not-in-catalog"]["cost_source"]) == (None, None)
     assert (runs["logged"]["cost_usd"], runs["logged"]["cost_source"]) == (Decimal("0.5"), "derived")
