@@ -162,13 +162,15 @@ def unbilled_nodes(start: date, end: date, billed_hosts: tuple[str, ...],
     """Traced hosts not in `billed_hosts` (no bill line in the period): idle GPU-hours (no run
     held the GPU) and their cost at the catalog's GPU price, `idle_usd_estimated` (Decimal, USD;
     NULL when the catalog lacks the GPU), `rate_source` 'catalog (estimated)'. Not in the bill's buckets."""
+    span = {"start": datetime.combine(start, time(), timezone.utc), "end": datetime.combine(end, time(), timezone.utc)}
+    traced = warehouse.query("SELECT DISTINCT host FROM gpu_minutes WHERE minute >= $start AND minute < $end", span)
+    hosts = sorted(set(traced["host"]) - set(billed_hosts))
     idle = warehouse.query("""
         SELECT host, arg_max(gpu_name, minute) AS gpu_name, count(DISTINCT gpu_index) AS gpus,
                sum(idle_s) FILTER (WHERE NOT allocated) / 3600.0 AS idle_gpu_hours
-        FROM gpu_minute_use WHERE minute >= $start AND minute < $end
+        FROM gpu_minute_use WHERE minute >= $start AND minute < $end AND list_contains($hosts::VARCHAR[], host)
         GROUP BY host ORDER BY host
-    """, {"start": datetime.combine(start, time(), timezone.utc), "end": datetime.combine(end, time(), timezone.utc)})
-    idle = idle[~idle["host"].isin(billed_hosts)].reset_index(drop=True)
+    """, {**span, "hosts": hosts}) if hosts else pd.DataFrame(columns=["host", "gpu_name", "gpus", "idle_gpu_hours"])
     prices = config.Prices(gpu_usd_per_hour=dict(gpu_prices))  # the catalog's [prices.gpu_usd_per_hour]
     rates = [prices.gpu(name) for name in idle["gpu_name"]]
     idle["catalog_usd_per_gpu_hour"] = rates

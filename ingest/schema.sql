@@ -405,7 +405,8 @@ END;
 -- add up to the line exactly (cumulative rounding: the last piece takes the remainder). First
 -- rule that applies wins:
 --   1. a usage line of a run (billing_run_lines: run tag, else resource id + time overlap): training;
---   2. a usage line of a traced GPU node (resource_name or resource_id is a gpu_minutes host):
+--   2. a usage line of a traced GPU node (resource_name or resource_id is a host with traces in
+--      the period; its GPUs are the ones traced in the period):
 --      the node's GPU capacity over the charge period (GPUs x seconds) is split into each run's
 --      GPU-seconds on it (training), the idle GPU-seconds no run held (idle_gpu) and the rest
 --      (busy without a run, untraced time: unallocated);
@@ -423,8 +424,9 @@ WITH lines AS MATERIALIZED (
 ), run_lines AS MATERIALIZED (
     SELECT m.line_key, m.run_id, m.matched_by
     FROM billing_run_lines(run_tag, slack_s) m SEMI JOIN lines l USING (line_key)
-), hosts AS MATERIALIZED (
-    SELECT host, count(DISTINCT gpu_index) AS gpus FROM gpu_minutes GROUP BY host
+), hosts AS MATERIALIZED (   -- GPU nodes: the hosts traced in the period, with their GPUs
+    SELECT host, count(DISTINCT gpu_index) AS gpus FROM gpu_minutes
+    WHERE minute >= alloc_start AND minute < alloc_end GROUP BY host
 ), node_lines AS MATERIALIZED (
     SELECT l.line_key, h.host, h.gpus, l.charge_period_start AS line_start, l.charge_period_end AS line_end,
            h.gpus * l.line_s AS capacity_s
@@ -436,11 +438,19 @@ WITH lines AS MATERIALIZED (
     SELECT line_key, host, unnest(generate_series(date_trunc('minute', line_start),
                                                   line_end - INTERVAL 1 MICROSECOND, INTERVAL 1 MINUTE)) AS minute
     FROM node_lines
+), node_span AS (
+    SELECT min(line_start) AS span_start, max(line_end) AS span_end FROM node_lines
+), run_spans AS (   -- as view run_gpu_minutes, for the runs on billed nodes within the lines' span only
+    SELECT g.run_id, g.host, g.gpu_index, r.started_at, r.ended_at,
+           unnest(generate_series(date_trunc('minute', greatest(r.started_at, s.span_start)),
+                                  least(r.ended_at, s.span_end) - INTERVAL 1 MICROSECOND, INTERVAL 1 MINUTE)) AS minute
+    FROM run_gpus g JOIN runs r USING (run_id), node_span s
+    WHERE g.host IN (SELECT host FROM node_lines)
+      AND r.ended_at > r.started_at AND r.ended_at > s.span_start AND r.started_at < s.span_end
 ), run_minutes AS MATERIALIZED (   -- each run's seconds in each GPU-minute of a billed node
-    SELECT rm.run_id, rm.host, rm.gpu_index, rm.minute, rm.run_s
-    FROM run_gpu_minutes rm
-    WHERE rm.host IN (SELECT host FROM node_lines)
-      AND rm.minute >= (SELECT min(line_start) FROM node_lines) AND rm.minute < (SELECT max(line_end) FROM node_lines)
+    SELECT run_id, host, gpu_index, minute,
+           epoch(least(ended_at, minute + INTERVAL 1 MINUTE) - greatest(started_at, minute)) AS run_s
+    FROM run_spans
 ), held AS MATERIALIZED (   -- all runs' seconds in a GPU-minute (over 60 when runs share the GPU)
     SELECT host, gpu_index, minute, sum(run_s) AS held_s FROM run_minutes GROUP BY ALL
 ), node_runs AS (   -- runs sharing a GPU-minute split it by their seconds in it

@@ -85,8 +85,9 @@ else:
                  column_config={c: st.column_config.NumberColumn(c, format="%.2f") for c in node_table.columns[2:]})
 
 st.subheader("Drill down")
-runs_tab, versions_tab, lines_tab, rules_tab = st.tabs(["Runs", "Model versions", "Bill lines", "Rules"])
-with runs_tab:
+view = st.segmented_control("Show", ["Rules", "Runs", "Model versions", "Bill lines"], default="Rules",
+                            key="costs_drill") or "Rules"
+if view == "Runs":
     runs = cache.allocated(allocation.runs, start, end, rules)
     runs = runs[runs["billing_currency"] == currency]
     st.caption("Each run's share of the bill (its tagged lines, its instance by resource id and time, its "
@@ -100,7 +101,7 @@ with runs_tab:
         "node GPU-hours": runs["node_gpu_hours"]}), hide_index=True, width="stretch",
         column_config={c: st.column_config.NumberColumn(c, format="%.2f")
                        for c in (f"billed ({currency})", "estimated (USD)", "node GPU-hours")})
-with versions_tab:
+elif view == "Model versions":
     versions = cache.allocated(allocation.versions, start, end, rules)
     versions = versions[versions["billing_currency"] == currency]
     st.caption(f"Lines tagged `{rules.service_tag}` split between the service's model versions by the cost of "
@@ -110,7 +111,7 @@ with versions_tab:
         f"billed ({currency})": versions["allocated_cost"].astype(float), "bill lines": versions["lines"],
         "rule": versions["rules"]}), hide_index=True, width="stretch",
         column_config={f"billed ({currency})": st.column_config.NumberColumn(format="%.2f")})
-with lines_tab:
+elif view == "Bill lines":
     bucket = st.selectbox("Bucket", allocation.BUCKETS, format_func=allocation.BUCKET_LABELS.get,
                           index=allocation.BUCKETS.index("unallocated"), key="costs_bucket")
     pieces = cache.allocated(allocation.lines, start, end, rules, bucket)
@@ -124,7 +125,7 @@ with lines_tab:
         "category": pieces["charge_category"], "GPU by": pieces["gpu_rule"]}), hide_index=True, width="stretch",
         column_config={c: st.column_config.NumberColumn(c, format="%.2f")
                        for c in (f"amount ({currency})", f"whole line ({currency})")})
-with rules_tab:
+else:
     by_rule = table[(table["split"] == "bucket") & (table["billing_currency"] == currency)]
     st.dataframe(pd.DataFrame({
         "bucket": by_rule["bucket"].map(allocation.BUCKET_LABELS), "rule": by_rule["rule"],
