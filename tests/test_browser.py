@@ -219,7 +219,8 @@ def test_costs_page_shows_the_allocation_command_figures(chromium, sample_dashbo
         # The first allocation of a fresh server takes a while on a busy machine.
         expect(page.get_by_role("heading", name="By team")).to_be_visible(timeout=4 * WAIT_MS)
         billed = page.get_by_test_id("stMetric").filter(has_text="Billed in November 2026")
-        expect(billed.get_by_test_id("stMetricValue")).to_have_text(money(Decimal(usd["billed"]), "USD"))
+        expect(billed.get_by_test_id("stMetricValue")).to_have_text(money(Decimal(usd["billed"]), "USD"),
+                                                                    timeout=4 * WAIT_MS)
         for bucket, label in labels.items():
             metric = page.get_by_test_id("stMetric").filter(
                 has=page.get_by_test_id("stMetricLabel").get_by_text(label, exact=True))
@@ -227,7 +228,7 @@ def test_costs_page_shows_the_allocation_command_figures(chromium, sample_dashbo
         # The grid paints on a canvas; its hidden accessibility table holds the cells' values
         # (team, then the total).
         rows = page.get_by_test_id("stDataFrame").first.locator("tr:has(td)")
-        expect(rows).to_have_count(len(usd["by_key"]))
+        expect(rows).to_have_count(len(usd["by_key"]), timeout=4 * WAIT_MS)
         shown = {cells[0]: float(cells[1]) for cells in (row.locator("td").all_inner_texts() for row in rows.all())}
         assert shown == {team: pytest.approx(float(Decimal(amount)), abs=0.005) for team, amount in usd["by_key"].items()}
         expect(page.get_by_test_id("stException")).to_have_count(0)
