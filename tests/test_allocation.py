@@ -273,3 +273,30 @@ def test_a_run_without_a_price_gets_a_catalog_estimate():
     assert (runs["node-share"]["cost_usd"], runs["node-share"]["cost_source"]) == (l4 * 2 * 3, "catalog")
     assert (runs["not-in-catalog"]["cost_usd"], runs["not-in-catalog"]["cost_source"]) == (None, None)
     assert (runs["logged"]["cost_usd"], runs["logged"]["cost_source"]) == (Decimal("0.5"), "derived")
+
+
+def test_showback_by_dcgm_namespace(warehouse, tmp_path, capsys):
+    """A Kubernetes node scraped by dcgm-exporter (labels namespace, pod) and billed by its
+    hostname: by namespace, its pieces go to the namespace of its samples; other lines to their tag."""
+    start = int(datetime(2026, 1, 5, 10, tzinfo=timezone.utc).timestamp() * 1000)
+    scrape = []
+    for step in range(31):
+        at = start + step * 120_000
+        labels = 'gpu="0",UUID="GPU-k1",modelName="NVIDIA L4",Hostname="k8s-a",namespace="research",pod="trainer-0"'
+        scrape += [f"DCGM_FI_DEV_GPU_UTIL{{{labels}}} {80 if step < 15 else 0} {at}",
+                   f"DCGM_FI_DEV_POWER_USAGE{{{labels}}} 60.5 {at}"]
+    prom = tmp_path / "k8s-a.prom"
+    prom.write_text("\n".join(scrape) + "\n")
+    bill = tmp_path / "bill.csv"
+    bill.write_text("BilledCost,EffectiveCost,BillingCurrency,ChargePeriodStart,ChargePeriodEnd,ChargeCategory,"
+                    "ProviderName,ServiceName,ResourceId,ResourceName,Tags,x_LineItemId\n"
+                    "6,6,USD,2026-01-05 10:00:00,2026-01-05 11:00:00,Usage,AWS,EC2,k8s-a,,,li-1\n"
+                    '2,2,USD,2026-01-05 10:00:00,2026-01-05 11:00:00,Usage,AWS,S3,bucket,,"{""namespace"":""data""}",li-2\n')
+    assert all(s.ok for _, s in loader.ingest_paths([str(prom), str(bill)]))
+    usd = allocation_json(capsys, "--from", "2026-01-05", "--by", "namespace")["currencies"]["USD"]
+    assert usd["by_key"] == {"research": "6", "data": "2"}
+    # The GPU idled for the second half hour (no run held it): about half the node's dollar.
+    assert Decimal(usd["buckets"]["idle_gpu"]) + Decimal(usd["buckets"]["unallocated"]) == Decimal(6)
+    assert Decimal(2) < Decimal(usd["buckets"]["idle_gpu"]) < Decimal(4)
+    assert allocation_json(capsys, "--from", "2026-01-05", "--by", "pod")["currencies"]["USD"]["by_key"] == \
+        {"trainer-0": "6", "(no pod)": "2"}
