@@ -92,7 +92,8 @@ def test_shared_and_serving_are_the_bill_lines_they_should_be(sample_db, capsys,
     tagged_runs = sum((Decimal(r["EffectiveCost"]) for r in rows if "run_id" in json.loads(r["Tags"] or "{}")),
                       Decimal(0))
     nodes = sum((Decimal(r["EffectiveCost"]) for r in rows if r["ResourceName"] in NODES), Decimal(0))
-    buckets = {k: Decimal(v) for k, v in allocation_json(capsys, "--month", month)["currencies"]["USD"]["buckets"].items()}
+    result = allocation_json(capsys, "--month", month)
+    buckets = {k: Decimal(v) for k, v in result["currencies"]["USD"]["buckets"].items()}
     assert buckets["shared"] == shared
     assert buckets["serving"] == serving
     # Runs get their own instances' lines and a share of the nodes; idle and unallocated come
@@ -282,7 +283,8 @@ def test_showback_by_dcgm_namespace(warehouse, tmp_path, capsys):
     scrape = []
     for step in range(31):
         at = start + step * 120_000
-        labels = 'gpu="0",UUID="GPU-k1",modelName="NVIDIA L4",Hostname="k8s-a",namespace="research",pod="trainer-0"'
+        labels = ('gpu="0",UUID="GPU-k1",modelName="NVIDIA L4",Hostname="k8s-a",'
+                  'namespace="research",pod="trainer-0"')
         scrape += [f"DCGM_FI_DEV_GPU_UTIL{{{labels}}} {80 if step < 15 else 0} {at}",
                    f"DCGM_FI_DEV_POWER_USAGE{{{labels}}} 60.5 {at}"]
     prom = tmp_path / "k8s-a.prom"
