@@ -427,13 +427,17 @@ WITH lines AS MATERIALIZED (
 ), hosts AS MATERIALIZED (   -- GPU nodes: the hosts traced in the period, with their GPUs
     SELECT host, count(DISTINCT gpu_index) AS gpus FROM gpu_minutes
     WHERE minute >= alloc_start AND minute < alloc_end GROUP BY host
+), named_hosts AS (   -- equality joins (an OR join would compare every line with every host)
+    SELECT l.line_key, h.host, h.gpus, 1 AS preference FROM lines l JOIN hosts h ON h.host = l.resource_name
+    UNION ALL
+    SELECT l.line_key, h.host, h.gpus, 2 FROM lines l JOIN hosts h ON h.host = l.resource_id
 ), node_lines AS MATERIALIZED (
-    SELECT l.line_key, h.host, h.gpus, l.charge_period_start AS line_start, l.charge_period_end AS line_end,
-           h.gpus * l.line_s AS capacity_s
-    FROM lines l JOIN hosts h ON h.host = l.resource_name OR h.host = l.resource_id
+    SELECT l.line_key, n.host, n.gpus, l.charge_period_start AS line_start, l.charge_period_end AS line_end,
+           n.gpus * l.line_s AS capacity_s
+    FROM lines l JOIN named_hosts n USING (line_key)
     WHERE l.charge_category = 'usage' AND l.line_s > 0
       AND l.line_key NOT IN (SELECT line_key FROM run_lines)
-    QUALIFY row_number() OVER (PARTITION BY l.line_key ORDER BY h.host = l.resource_name DESC, h.host) = 1
+    QUALIFY row_number() OVER (PARTITION BY l.line_key ORDER BY n.preference, n.host) = 1
 ), node_line_minutes AS MATERIALIZED (   -- exploded to minutes, so traces join by equality
     SELECT line_key, host, unnest(generate_series(date_trunc('minute', line_start),
                                                   line_end - INTERVAL 1 MICROSECOND, INTERVAL 1 MINUTE)) AS minute
