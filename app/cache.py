@@ -9,7 +9,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from app import alerts, budgets, queries, retrospective
+from app import alerts, allocation, budgets, queries, retrospective
 from app.filters import Filters
 from app.format import csv_bytes
 from ingest import config
@@ -130,3 +130,13 @@ def _alert_conditions(as_of: date, version: int, settings: str) -> list[alerts.A
 def alert_conditions(as_of: date, settings: config.Config) -> list[alerts.Alert]:
     """alerts.evaluate(as_of): the alerts whose condition holds, recomputed on a newer load or other settings."""
     return _alert_conditions(as_of, _data_version(), repr(settings))
+
+
+@st.cache_data(ttl=RESULT_TTL_S, max_entries=64, show_spinner="Allocating the bill…")
+def _allocation(name: str, version: int, args: tuple) -> object:
+    return getattr(allocation, name)(*args)
+
+
+def allocated(function: Callable[..., object], *args: object) -> object:
+    """app/allocation.function(*args) from the cache, recomputed whenever the warehouse has a newer load."""
+    return _allocation(function.__name__, _data_version(), args)

@@ -396,3 +396,21 @@ def idle_by_gpu_month(gpus: pd.DataFrame) -> go.Figure:
                         go.Bar(x=data["gpu"], y=data["other_h"], name="not idle")])
     figure.update_layout(barmode="stack", yaxis_title="GPU-hours", margin=dict(t=30, b=10))
     return figure
+
+
+BUCKET_COLOURS = {"training": "#636EFA", "serving": "#00CC96", "idle_gpu": "#EF553B", "shared": "#AB63FA",
+                  "unallocated": "#7F7F7F"}
+
+
+def allocation_by_key(frame: pd.DataFrame, currency: str, key: str, labels: dict[str, str]) -> go.Figure:
+    """Horizontal bars: effective cost in `currency` per value of `key`, stacked by bucket
+    (fixed colours per bucket; `labels` names them)."""
+    data = frame.assign(effective_cost=frame["effective_cost"].astype(float),
+                        bucket_label=frame["bucket"].map(labels))
+    order = data.groupby("key_value")["effective_cost"].sum().sort_values().index.tolist()
+    figure = px.bar(data, y="key_value", x="effective_cost", color="bucket_label", orientation="h",
+                    category_orders={"key_value": order[::-1], "bucket_label": [labels[b] for b in BUCKET_COLOURS]},
+                    color_discrete_map={labels[b]: c for b, c in BUCKET_COLOURS.items()},
+                    labels={"effective_cost": f"Effective cost ({currency})", "key_value": key})
+    figure.update_layout(legend_title_text="Bucket", margin=dict(t=30, b=10))
+    return figure

@@ -11,6 +11,7 @@ st.set_page_config(page_title="mlcost", page_icon=":material/savings:", layout="
 
 PAGES = [
     st.Page("app_pages/overview.py", title="Overview", icon=":material/dashboard:", default=True),
+    st.Page("app_pages/costs.py", title="Costs", icon=":material/pie_chart:"),
     st.Page("app_pages/training_runs.py", title="Training runs", icon=":material/model_training:"),
     st.Page("app_pages/serving.py", title="Serving", icon=":material/dns:"),
     st.Page("app_pages/idle_gpus.py", title="Idle GPUs", icon=":material/memory:"),

@@ -423,7 +423,9 @@ def gpu_models() -> pd.DataFrame:
 def idle_by_gpu(filters: Filters, prices: tuple[tuple[str, str], ...] = ()) -> pd.DataFrame:
     """Per traced GPU in the date range: observed, idle and busy hours, idle kWh, the idle split
     into allocated (a run held the GPU) and unallocated, the mean utilization while busy (%), and
-    idle dollars at `prices` ((gpu_name, USD per GPU-hour) pairs; NULL for an unpriced model)."""
+    idle dollars at the GPU's node's cost per GPU-hour from its own USD bill lines in the range
+    (`price_source` 'bill'), else at `prices` ((gpu_name, USD per GPU-hour) pairs, 'catalog
+    (estimated)'); NULL for an unpriced model."""
     return warehouse.query("""
         WITH used AS (
             SELECT * FROM gpu_minute_use WHERE minute >= $start AND minute < $end
@@ -442,16 +444,32 @@ def idle_by_gpu(filters: Filters, prices: tuple[tuple[str, str], ...] = ()) -> p
                        / nullif(sum(busy_s) FILTER (WHERE util_pct_busy_mean IS NOT NULL), 0)
                                                                                  AS busy_util_pct
             FROM used GROUP BY host, gpu_index
-        ), prices AS (
+        ), catalog AS (
             SELECT unnest($names::VARCHAR[]) AS gpu_name,
                    unnest($prices::VARCHAR[])::DECIMAL(38, 12) AS usd_per_gpu_hour
+        ), node_rates AS (  -- as the allocation (docs/allocation.md): the node's USD bill over its GPU-hours
+            SELECT n.host, CAST(sum(l.effective_cost)
+                                / sum(epoch(l.charge_period_end - l.charge_period_start) / 3600.0 * n.gpus)
+                                AS DECIMAL(38, 12)) AS usd_per_gpu_hour
+            FROM billing_lines l
+            JOIN (SELECT host, count(*) AS gpus FROM per_gpu GROUP BY host) n
+              ON n.host = l.resource_name OR n.host = l.resource_id
+            WHERE l.charge_category = 'usage' AND l.billing_currency = 'USD' AND l.effective_cost IS NOT NULL
+              AND l.charge_period_end > l.charge_period_start
+              AND l.charge_period_start >= $start AND l.charge_period_start < $end
+            GROUP BY n.host
+        ), priced AS (
+            SELECT g.*, coalesce(r.usd_per_gpu_hour, c.usd_per_gpu_hour) AS usd_per_gpu_hour,
+                   CASE WHEN r.host IS NOT NULL THEN 'bill'
+                        WHEN c.usd_per_gpu_hour IS NOT NULL THEN 'catalog (estimated)' END AS price_source
+            FROM per_gpu g LEFT JOIN node_rates r USING (host) LEFT JOIN catalog c USING (gpu_name)
         )
-        SELECT g.*, p.usd_per_gpu_hour,
-               CAST(g.idle_h AS DECIMAL(38, 6)) * p.usd_per_gpu_hour             AS idle_usd,
-               CAST(g.allocated_idle_h AS DECIMAL(38, 6)) * p.usd_per_gpu_hour   AS allocated_idle_usd,
-               CAST(g.unallocated_idle_h AS DECIMAL(38, 6)) * p.usd_per_gpu_hour AS unallocated_idle_usd
-        FROM per_gpu g LEFT JOIN prices p USING (gpu_name)
-        ORDER BY g.host, g.gpu_index
+        SELECT *,
+               CAST(idle_h AS DECIMAL(38, 6)) * usd_per_gpu_hour             AS idle_usd,
+               CAST(allocated_idle_h AS DECIMAL(38, 6)) * usd_per_gpu_hour   AS allocated_idle_usd,
+               CAST(unallocated_idle_h AS DECIMAL(38, 6)) * usd_per_gpu_hour AS unallocated_idle_usd
+        FROM priced
+        ORDER BY host, gpu_index
     """, {**_minute_range(filters), "names": [name for name, _ in prices],
           "prices": [price for _, price in prices]})
 
@@ -642,17 +660,16 @@ GPU_LINES = """
 , gpu_lines AS (
     SELECT * FROM lines
     WHERE billing_currency = $currency AND charge_category = 'usage'
-      AND (list_contains($families::VARCHAR[], instance_family)
-           OR len(list_filter($words::VARCHAR[], lambda w: contains(
-                  lower(coalesce(charge_description, '') || ' ' || coalesce(sku_id, '')), w))) > 0)
+      AND gpu_line_rule(instance_family, service_name, charge_description,
+                        $families::VARCHAR[], $words::VARCHAR[]) IS NOT NULL
 )
 """
 
 
 def billing_gpu_spend(filters: Filters, currency: str, families: tuple[str, ...],
                       words: tuple[str, ...]) -> pd.DataFrame:
-    """GPU usage lines in `currency` (instance family in `families`, or a word of `words` in the
-    description or SKU) per UTC month, instance type and pricing category: billed cost, lines,
+    """GPU usage lines in `currency` (schema.sql gpu_line_rule: instance family in `families`, an
+    Azure N-series VM, or a whole word of `words` in the description) per UTC month, instance type and pricing category: billed cost, lines,
     instance-hours (consumed quantity of lines measured in hours)."""
     return warehouse.query(BILL_LINES + GPU_LINES + """
         SELECT month, coalesce(instance_type, '(' || coalesce(charge_description, 'GPU') || ')') AS instance_type,

@@ -340,7 +340,9 @@ def _idle(ctx: Context) -> Section | None:
     ]
     if not now.empty:
         table = now.assign(gpu=now["host"] + " GPU " + now["gpu_index"].astype(str))
-        section.table = table[["gpu", "gpu_name", "observed_h", "idle_h", "idle_usd", "busy_util_pct"]]
+        # price_source: 'bill' (the node's own cost per GPU-hour) or 'catalog (estimated)'
+        section.table = table[["gpu", "gpu_name", "observed_h", "idle_h", "idle_usd", "price_source",
+                               "busy_util_pct"]]
         section.units = {"observed_h": "GPU-h", "idle_h": "GPU-h", "idle_usd": "USD", "busy_util_pct": "%"}
         section.chart = charts.idle_by_gpu_month(section.table)
     return section

@@ -10,7 +10,7 @@ from __future__ import annotations
 import csv
 import hashlib
 
-from ingest import values
+from ingest import config, values
 from ingest.contract import BadValue, Lines, ParseContext, Parsed, Reject
 from ingest.run_record import build_run, collect, run_totals, to_parsed
 
@@ -30,6 +30,7 @@ def sniff(name: str, head: str) -> bool:
 
 def parse(lines: Lines, ctx: ParseContext) -> Parsed:
     parsed, latest = Parsed(), {}
+    prices = config.load().prices  # runs without a price are priced from the catalog
     rows = iter(lines)
     header_line, header_text = next(rows, (0, ""))
     header = next(csv.reader([header_text.lstrip("\ufeff")]), [])
@@ -48,7 +49,7 @@ def parse(lines: Lines, ctx: ParseContext) -> Parsed:
         try:
             if len(fields) != len(header):
                 raise BadValue(f"has {len(fields)} fields, the header has {len(header)}")
-            collect(latest, *build_run(_as_run_record(dict(zip(header, fields)), ctx), line, ctx, KIND))
+            collect(latest, *build_run(_as_run_record(dict(zip(header, fields)), ctx), line, ctx, KIND, prices))
             parsed.accepted += 1
         except BadValue as error:
             parsed.rejects.append(Reject(line, str(error), text))

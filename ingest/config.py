@@ -94,8 +94,8 @@ class Energy:
 
 @dataclass(frozen=True)
 class Billing:
-    """Which bill lines are GPU spend: instance families (p4d, g5, nc, a2, ...) and words in a
-    line's description or SKU (app/queries.py billing_gpu_spend), all lower case."""
+    """Which bill lines are GPU spend: instance families (p4d, g5, nc, a2, ...) and whole words in a
+    line's description (schema.sql gpu_line_rule), all lower case."""
 
     gpu_instance_families: tuple[str, ...] = ()
     gpu_sku_words: tuple[str, ...] = ()
@@ -108,6 +108,7 @@ class Reconciliation:
     run_id_tag: str = "run_id"
     project_tag: str = "project"
     team_tag: str = "team"
+    service_tag: str = "service"
     gap_pct: float = 10.0
     match_slack_minutes: float = 60.0
 
@@ -376,7 +377,7 @@ def _words(value: object, file: str, key: str) -> tuple[str, ...]:
 
 def _reconciliation(section: dict, file: str) -> Reconciliation:
     tags = {}
-    for key in ("run_id_tag", "project_tag", "team_tag"):
+    for key in ("run_id_tag", "project_tag", "team_tag", "service_tag"):
         value = section[key]
         if not isinstance(value, str) or not value:
             raise ConfigError(file, f"reconciliation.{key}", f"must be a tag name, got {value!r}")

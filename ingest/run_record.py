@@ -11,7 +11,7 @@ import re
 from datetime import timedelta
 from decimal import Decimal
 
-from ingest import values
+from ingest import config, values
 from ingest.contract import BadValue, ParseContext, Parsed
 
 STATUSES = {"completed", "failed", "preempted", "running"}
@@ -27,8 +27,12 @@ DURATION_TOLERANCE = 0.01  # a given duration_hours within 1% of end - start agr
 MAX_GPUS = 1_000_000
 
 
-def build_run(record: dict, line: int, ctx: ParseContext, source_kind: str) -> tuple[dict, list[dict]]:
-    """The `runs` row and `run_evals` rows for one record; raises BadValue with the reason."""
+def build_run(record: dict, line: int, ctx: ParseContext, source_kind: str,
+              prices: config.Prices | None = None) -> tuple[dict, list[dict]]:
+    """The `runs` row and `run_evals` rows for one record; raises BadValue with the reason.
+
+    A run with neither a cost nor a price is priced from the catalog `prices` when it can be
+    (catalog_price): cost_source `catalog`, price_per_hour_usd the catalog's."""
     tz = ctx.tz
     flags: list[str] = []
     started = values.timestamp(record.get("start_time"), "start_time", tz)
@@ -63,6 +67,17 @@ def build_run(record: dict, line: int, ctx: ParseContext, source_kind: str) -> t
         cost, cost_source = expected, "derived"
     else:
         cost, cost_source = None, None
+    uuids = _text_list(record.get("gpu_uuids", record.get("gpu_uuid")), "gpu_uuids")
+    indices = _int_list(record.get("gpu_indices", record.get("gpu_index")), "gpu_indices")
+    gpu_count = _non_negative(values.integer(record.get("gpu_count"), "gpu_count", MAX_GPUS), "gpu_count")
+    if gpu_count is None and (uuids or indices):
+        gpu_count = len(uuids or indices)
+    if cost is None and price is None and duration_h is not None and prices is not None:
+        price = catalog_price(prices, values.text(record.get("instance_type"), "instance_type"),
+                              values.text(record.get("gpu_type"), "gpu_type"), gpu_count, bool(uuids or indices))
+        if price is not None:
+            cost = values.fit_money(price * Decimal(repr(duration_h)), "catalog price x duration").quantize(MICRO_USD)
+            cost_source = "catalog"
 
     throughput = _non_negative(values.number(record.get("throughput_examples_per_sec"), "throughput_examples_per_sec"), "throughput_examples_per_sec")
     examples = _non_negative(values.integer(record.get("examples"), "examples"), "examples")
@@ -70,11 +85,6 @@ def build_run(record: dict, line: int, ctx: ParseContext, source_kind: str) -> t
     if examples is None and throughput is not None and duration_h is not None:
         examples, examples_source = round(throughput * duration_h * 3600), "derived"
 
-    uuids = _text_list(record.get("gpu_uuids", record.get("gpu_uuid")), "gpu_uuids")
-    indices = _int_list(record.get("gpu_indices", record.get("gpu_index")), "gpu_indices")
-    gpu_count = _non_negative(values.integer(record.get("gpu_count"), "gpu_count", MAX_GPUS), "gpu_count")
-    if gpu_count is None and (uuids or indices):
-        gpu_count = len(uuids or indices)
 
     metric_name = values.text(record.get("val_metric_name"), "val_metric_name") or "val_metric"
     run_id = values.text(record.get("run_id"), "run_id")
@@ -116,6 +126,20 @@ def build_run(record: dict, line: int, ctx: ParseContext, source_kind: str) -> t
         "source_line": line,
     }
     return row, _evals(record.get("eval_history"), run_id, started, tz)
+
+
+def catalog_price(prices: config.Prices, instance_type: str | None, gpu_type: str | None,
+                  gpu_count: int | None, names_gpus: bool) -> Decimal | None:
+    """USD per hour of a run from the catalog: a run that names its GPUs (a share of a node) pays
+    the GPU price x its GPUs; else its instance's price; else the GPU price x its GPUs; None
+    when the catalog knows neither."""
+    per_gpu = prices.gpu(gpu_type) if gpu_count else None
+    if names_gpus and per_gpu is not None:
+        return per_gpu * gpu_count
+    per_instance = prices.instance(instance_type)
+    if per_instance is not None:
+        return per_instance
+    return per_gpu * gpu_count if per_gpu is not None else None
 
 
 def collect(latest: dict[str, tuple[dict, list[dict]]], run: dict, evals: list[dict]) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 from decimal import Decimal
 
+from ingest import config
 from ingest.contract import BadValue, Lines, ParseContext, Parsed, Reject
 from ingest.run_record import build_run, collect, run_totals, to_parsed
 
@@ -22,6 +23,7 @@ def parse(lines: Lines, ctx: ParseContext) -> Parsed:
     whole = _whole_document(numbered)
     records = whole if whole is not None else _json_lines(numbered)
     parsed, latest = Parsed(), {}
+    prices = config.load().prices  # runs without a price are priced from the catalog
     for line, record in records:
         if isinstance(record, Reject):
             parsed.rejects.append(record)
@@ -29,7 +31,7 @@ def parse(lines: Lines, ctx: ParseContext) -> Parsed:
         try:
             if not isinstance(record, dict):
                 raise BadValue(f"expected a JSON object, got {type(record).__name__}")
-            collect(latest, *build_run(record, line, ctx, KIND))
+            collect(latest, *build_run(record, line, ctx, KIND, prices))
             parsed.accepted += 1
         except BadValue as error:
             parsed.rejects.append(Reject(line, str(error), _raw(numbered, line)))

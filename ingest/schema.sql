@@ -466,6 +466,177 @@ SELECT r.run_id, r.project, r.team, r.status, r.started_at, r.ended_at, r.instan
             THEN CAST((b.billed_cost - r.cost_usd) * 100 / r.cost_usd AS DOUBLE) END AS gap_pct
 FROM billed b JOIN runs r USING (run_id);
 
+-- Which bill lines are GPU spend, by the bill's own fields (app/queries.py, app/allocation.py):
+-- the instance family (AWS product/instanceType, Azure VM size, GCP machine type) is one of
+-- `families`; or an Azure virtual machine line names an N-series size in its product name; or the
+-- line's description names one of `words` as a whole word (GCP bills attached GPUs as their own
+-- SKU, "Nvidia Tesla T4 GPU running in Americas"). Never a substring of an id: SKU ids are random
+-- letters ("F9GPUA3E29X6GJVE" is a t2.micro). NULL: not GPU spend; else the rule that said so.
+CREATE OR REPLACE MACRO gpu_line_rule(family, service, description, families, words) AS
+CASE WHEN list_contains(families, family) THEN 'instance family ' || family
+     WHEN lower(coalesce(service, '')) LIKE 'virtual machines%'
+          AND regexp_matches(lower(coalesce(description, '')), '\bn[cdv][a-z0-9_]*\s+(v[0-9]+\s+)?series\b')
+         THEN 'Azure N-series virtual machine'
+     WHEN len(list_filter(words, lambda w: regexp_matches(lower(coalesce(description, '')),
+                                                          '\b' || regexp_escape(w) || '\b'))) > 0
+         THEN 'description names a GPU'
+END;
+
+-- The allocation of the bill (docs/allocation.md): every line whose charge period starts in
+-- [alloc_start, alloc_end) and that has an effective cost is cut into pieces, each with a bucket
+-- (training, serving, idle_gpu, shared, unallocated), the rule that put it there and a weight;
+-- a line's pieces share its effective cost in proportion to their weights, rounded so that they
+-- add up to the line exactly (cumulative rounding: the last piece takes the remainder). First
+-- rule that applies wins:
+--   1. a usage line of a run (billing_run_lines: run tag, else resource id + time overlap): training;
+--   2. a usage line of a traced GPU node (resource_name or resource_id is a host with traces in
+--      the period; its GPUs are the ones traced in the period):
+--      the node's GPU capacity over the charge period (GPUs x seconds) is split into each run's
+--      GPU-seconds on it (training), the idle GPU-seconds no run held (idle_gpu) and the rest
+--      (busy without a run, untraced time: unallocated);
+--   3. a usage line tagged `service_tag`: serving, split between the service's model versions
+--      by the cost (else the seconds) of their windows overlapping the charge period;
+--   4. other usage: compute (an instance type or a GPU line) is unallocated, the rest (storage,
+--      network, other services) shared; a line whose run tag names a run not loaded is unallocated;
+--   5. taxes, credits, purchases and adjustments: shared, as themselves.
+CREATE OR REPLACE MACRO bill_allocation(alloc_start, alloc_end, run_tag, slack_s, service_tag, families, words) AS TABLE
+WITH lines AS MATERIALIZED (
+    SELECT l.*, epoch(l.charge_period_end - l.charge_period_start) AS line_s
+    FROM billing_costs l
+    WHERE l.charge_period_start >= alloc_start AND l.charge_period_start < alloc_end
+      AND l.effective_cost IS NOT NULL
+), run_lines AS MATERIALIZED (
+    SELECT m.line_key, m.run_id, m.matched_by
+    FROM billing_run_lines(run_tag, slack_s) m SEMI JOIN lines l USING (line_key)
+), hosts AS MATERIALIZED (   -- GPU nodes: the hosts traced in the period, with their GPUs
+    SELECT host, count(DISTINCT gpu_index) AS gpus FROM gpu_minutes
+    WHERE minute >= alloc_start AND minute < alloc_end GROUP BY host
+), named_hosts AS (   -- equality joins (an OR join would compare every line with every host)
+    SELECT l.line_key, h.host, h.gpus, 1 AS preference FROM lines l JOIN hosts h ON h.host = l.resource_name
+    UNION ALL
+    SELECT l.line_key, h.host, h.gpus, 2 FROM lines l JOIN hosts h ON h.host = l.resource_id
+), node_lines AS MATERIALIZED (
+    SELECT l.line_key, n.host, n.gpus, l.charge_period_start AS line_start, l.charge_period_end AS line_end,
+           n.gpus * l.line_s AS capacity_s
+    FROM lines l JOIN named_hosts n USING (line_key)
+    WHERE l.charge_category = 'usage' AND l.line_s > 0
+      AND l.line_key NOT IN (SELECT line_key FROM run_lines)
+    QUALIFY row_number() OVER (PARTITION BY l.line_key ORDER BY n.preference, n.host) = 1
+), node_line_minutes AS MATERIALIZED (   -- exploded to minutes, so traces join by equality
+    SELECT line_key, host, unnest(generate_series(date_trunc('minute', line_start),
+                                                  line_end - INTERVAL 1 MICROSECOND, INTERVAL 1 MINUTE)) AS minute
+    FROM node_lines
+), node_span AS (
+    SELECT min(line_start) AS span_start, max(line_end) AS span_end FROM node_lines
+), run_spans AS (   -- as view run_gpu_minutes, for the runs on billed nodes within the lines' span only
+    SELECT g.run_id, g.host, g.gpu_index, r.started_at, r.ended_at,
+           unnest(generate_series(date_trunc('minute', greatest(r.started_at, s.span_start)),
+                                  least(r.ended_at, s.span_end) - INTERVAL 1 MICROSECOND, INTERVAL 1 MINUTE)) AS minute
+    FROM run_gpus g JOIN runs r USING (run_id), node_span s
+    WHERE g.host IN (SELECT host FROM node_lines)
+      AND r.ended_at > r.started_at AND r.ended_at > s.span_start AND r.started_at < s.span_end
+), run_minutes AS MATERIALIZED (   -- each run's seconds in each GPU-minute of a billed node
+    SELECT run_id, host, gpu_index, minute,
+           epoch(least(ended_at, minute + INTERVAL 1 MINUTE) - greatest(started_at, minute)) AS run_s
+    FROM run_spans
+), held AS MATERIALIZED (   -- all runs' seconds in a GPU-minute (over 60 when runs share the GPU)
+    SELECT host, gpu_index, minute, sum(run_s) AS held_s FROM run_minutes GROUP BY ALL
+), node_runs AS (   -- runs sharing a GPU-minute split it by their seconds in it
+    SELECT nm.line_key, r.run_id, sum(r.run_s * 60 / greatest(60, h.held_s)) AS weight
+    FROM node_line_minutes nm JOIN run_minutes r USING (host, minute) JOIN held h USING (host, gpu_index, minute)
+    GROUP BY ALL
+), node_idle AS (   -- idle seconds of the GPU-minutes, never more than no run held (least() skips NULLs: coalesce first)
+    SELECT nm.line_key, sum(least(m.idle_s, greatest(0, 60 - least(60, coalesce(h.held_s, 0))))) AS weight
+    FROM node_line_minutes nm JOIN gpu_minutes m USING (host, minute)
+    LEFT JOIN held h USING (host, gpu_index, minute)
+    GROUP BY nm.line_key
+), node_pieces AS (
+    SELECT line_key, 'training' AS bucket, 'node GPU-hours share' AS rule, run_id, NULL AS model_version, weight
+    FROM node_runs
+    UNION ALL
+    SELECT line_key, 'idle_gpu', 'idle GPU-hours x node rate', NULL, NULL, weight FROM node_idle WHERE weight > 0
+    UNION ALL
+    SELECT n.line_key, 'unallocated', 'node GPU-hours without a run or idle reading', NULL, NULL,
+           greatest(0, n.capacity_s - coalesce(r.weight, 0) - coalesce(i.weight, 0))
+    FROM node_lines n
+    LEFT JOIN (SELECT line_key, sum(weight) AS weight FROM node_runs GROUP BY line_key) r USING (line_key)
+    LEFT JOIN node_idle i USING (line_key)
+), serving_lines AS MATERIALIZED (
+    SELECT l.line_key, l.tags[service_tag] AS service, l.charge_period_start AS line_start,
+           coalesce(l.charge_period_end, l.charge_period_start) AS line_end
+    FROM lines l
+    WHERE l.charge_category = 'usage' AND l.tags[service_tag] IS NOT NULL
+      AND l.line_key NOT IN (SELECT line_key FROM run_lines)
+      AND l.line_key NOT IN (SELECT line_key FROM node_lines)
+), serving_versions AS (
+    SELECT s.line_key, w.model_version,
+           sum(w.cost_usd * epoch(least(s.line_end, w.window_end) - greatest(s.line_start, w.window_start))
+               / w.window_s) AS cost_weight,
+           sum(epoch(least(s.line_end, w.window_end) - greatest(s.line_start, w.window_start))) AS time_weight
+    FROM serving_lines s JOIN serving_windows w
+      ON w.service = s.service AND w.window_start < s.line_end AND w.window_end > s.line_start
+    GROUP BY ALL
+), serving_pieces AS (
+    SELECT v.line_key, 'serving' AS bucket,
+           CASE WHEN sum(v.cost_weight) OVER (PARTITION BY v.line_key) > 0
+                THEN 'service tag, versions by window cost' ELSE 'service tag, versions by window time' END AS rule,
+           NULL AS run_id, v.model_version,
+           CASE WHEN sum(v.cost_weight) OVER (PARTITION BY v.line_key) > 0
+                THEN coalesce(v.cost_weight, 0) ELSE v.time_weight END AS weight
+    FROM serving_versions v
+    UNION ALL
+    SELECT s.line_key, 'serving', 'service tag, no serving windows in the charge period', NULL, NULL, 1
+    FROM serving_lines s WHERE s.line_key NOT IN (SELECT line_key FROM serving_versions)
+), other_pieces AS (
+    SELECT l.line_key,
+           CASE WHEN l.charge_category <> 'usage' THEN 'shared'
+                WHEN l.tags[run_tag] IS NOT NULL THEN 'unallocated'
+                WHEN l.instance_type IS NOT NULL
+                     OR gpu_line_rule(l.instance_family, l.service_name, l.charge_description, families, words) IS NOT NULL
+                    THEN 'unallocated'
+                ELSE 'shared' END AS bucket,
+           CASE WHEN l.charge_category <> 'usage' THEN l.charge_category
+                WHEN l.tags[run_tag] IS NOT NULL THEN 'run tag names a run that is not loaded'
+                WHEN l.instance_type IS NOT NULL
+                     OR gpu_line_rule(l.instance_family, l.service_name, l.charge_description, families, words) IS NOT NULL
+                    THEN 'compute matching no run, node or service'
+                ELSE 'shared service' END AS rule,
+           NULL AS run_id, NULL AS model_version, 1 AS weight
+    FROM lines l
+    WHERE l.line_key NOT IN (SELECT line_key FROM run_lines)
+      AND l.line_key NOT IN (SELECT line_key FROM node_lines)
+      AND l.line_key NOT IN (SELECT line_key FROM serving_lines)
+), pieces AS MATERIALIZED (
+    SELECT line_key, 'training' AS bucket,
+           CASE matched_by WHEN 'tag' THEN 'run tag' ELSE 'resource id + time overlap' END AS rule,
+           run_id, NULL AS model_version, 1.0 AS weight
+    FROM run_lines
+    UNION ALL SELECT line_key, bucket, rule, run_id, model_version, weight FROM node_pieces
+    UNION ALL SELECT line_key, bucket, rule, run_id, model_version, weight FROM serving_pieces
+    UNION ALL SELECT line_key, bucket, rule, run_id, model_version, weight FROM other_pieces
+), ordered AS (
+    SELECT p.*, l.effective_cost,
+           sum(p.weight) OVER (PARTITION BY p.line_key ORDER BY p.bucket, p.rule, p.run_id, p.model_version
+                               ROWS UNBOUNDED PRECEDING) AS weight_to_here,
+           sum(p.weight) OVER (PARTITION BY p.line_key) AS line_weight,
+           row_number() OVER (PARTITION BY p.line_key ORDER BY p.bucket, p.rule, p.run_id, p.model_version) AS piece,
+           count(*) OVER (PARTITION BY p.line_key) AS pieces
+    FROM pieces p JOIN lines l USING (line_key)
+), cumulative AS (
+    SELECT *, CASE WHEN piece = pieces OR line_weight = 0 THEN effective_cost
+                   ELSE CAST(effective_cost * CAST(weight_to_here / line_weight AS DECIMAL(18, 15)) AS DECIMAL(38, 12))
+              END AS cost_to_here
+    FROM ordered
+)
+SELECT c.line_key, l.billing_currency, c.bucket, c.rule, c.run_id, n.host, l.tags[service_tag] AS service,
+       c.model_version,
+       c.cost_to_here - coalesce(lag(c.cost_to_here) OVER (PARTITION BY c.line_key ORDER BY c.piece), 0) AS effective_cost,
+       CASE WHEN n.line_key IS NOT NULL THEN c.weight / 3600.0 END AS gpu_hours,
+       l.effective_cost AS line_effective_cost, l.charge_period_start, l.charge_period_end,
+       l.charge_category, l.service_name, l.resource_id, l.resource_name, l.instance_type, l.tags,
+       gpu_line_rule(l.instance_family, l.service_name, l.charge_description, families, words) AS gpu_rule
+FROM cumulative c JOIN lines l USING (line_key) LEFT JOIN node_lines n USING (line_key);
+
 -- Alerts (app/alerts.py): one row per rule, subject, threshold and period that fired. A row is
 -- written once (OK -> alarm), resolved when its condition no longer holds, and never fires again
 -- in its period; delivery goes pending -> delivered (or snoozed), and a failed post stays pending

@@ -1,9 +1,12 @@
 """Shared fixtures: a fresh warehouse per test, the real sample files, clean Streamlit caches."""
 from __future__ import annotations
 
+import csv
+import gzip
 import os
 import re
 import shutil
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -78,3 +81,19 @@ def _clear_streamlit_caches():
 def as_read(markdown: str) -> str:
     """What a reader sees of a Markdown string whose untrusted parts app.format.md escaped."""
     return re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", markdown)
+
+
+def sample_node_rates(first_day: str, last_day: str) -> dict[str, Decimal]:
+    """Per GPU node of the sample bill (ResourceName gpu-node-N, 4 GPUs each): Σ EffectiveCost
+    over 4 x Σ ConsumedQuantity hours of its lines whose charge period starts from `first_day` to
+    `last_day` (ISO dates, both included): its cost per GPU-hour from the bill, read with csv."""
+    cost: dict[str, Decimal] = {}
+    hours: dict[str, Decimal] = {}
+    for path in sorted((SAMPLE_DIR / "billing").glob("*.csv.gz")):
+        with gzip.open(path, "rt", newline="") as handle:
+            for row in csv.DictReader(handle):
+                host, day = row["ResourceName"], row["ChargePeriodStart"][:10]
+                if host.startswith("gpu-node-") and first_day <= day <= last_day:
+                    cost[host] = cost.get(host, Decimal(0)) + Decimal(row["EffectiveCost"])
+                    hours[host] = hours.get(host, Decimal(0)) + Decimal(row["ConsumedQuantity"])
+    return {host: cost[host] / (4 * hours[host]) for host in cost}

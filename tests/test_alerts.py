@@ -19,7 +19,7 @@ from streamlit.testing.v1 import AppTest
 
 from app import alert_store, alerts
 from ingest import config, loader, warehouse as wh
-from tests.conftest import REPO_ROOT, SAMPLE_DIR
+from tests.conftest import REPO_ROOT, SAMPLE_DIR, sample_node_rates
 from tests.slack_server import refused_url, slack_stand_in
 from tests.test_budgets import SCOPES, bill_spend_by_day, expected_burn, run_line
 
@@ -27,7 +27,6 @@ SAMPLE_CONFIG = SAMPLE_DIR / "mlcost.toml"
 AS_OF = date(2026, 11, 22)
 SECRET = "T0SECRET/B0SECRET/xoxsecretpath"  # must never appear in output, tables or pages
 APP = REPO_ROOT / "app" / "main.py"
-GPU_PRICES = {"NVIDIA A100-SXM4-40GB": Decimal("4.096575"), "NVIDIA L4": Decimal("0.8048")}  # defaults.toml
 
 
 @pytest.fixture
@@ -83,12 +82,13 @@ def energy_wh_per_1k_success() -> dict[tuple[str, str], float]:
 
 
 def idle_usd_last_week(truth: dict) -> Decimal:
-    """Sustained idle GPU-seconds of 2026-11-15..21 (truth.json) x the GPU's hourly price."""
-    names = {(g["host"], g["gpu_index"]): g["gpu_name"] for g in truth["node_gpus"]}
+    """Sustained idle GPU-seconds of 2026-11-15..21 (truth.json) x the node's cost per GPU-hour
+    from its own bill lines of those days (both nodes are billed: the catalog is not used)."""
+    rates = sample_node_rates("2026-11-15", "2026-11-21")
     total = Decimal(0)
     for day in truth["gpu_idle_by_day"]:
         if "2026-11-15" <= day["date"] <= "2026-11-21":
-            total += Decimal(day["idle_sustained_s"]) / 3600 * GPU_PRICES[names[(day["host"], day["gpu_index"])]]
+            total += Decimal(day["idle_sustained_s"]) / 3600 * rates[day["host"]]
     return total
 
 

@@ -180,7 +180,8 @@ def test_uploaded_run_shows_on_training_runs(chromium, dashboard, tmp_path):
 
 
 @pytest.mark.parametrize("path, heading", [
-    ("", "Overview"), ("training_runs", "Training runs"), ("serving", "Serving"), ("data", "Data"),
+    ("", "Overview"), ("costs", "Costs"), ("training_runs", "Training runs"), ("serving", "Serving"),
+    ("data", "Data"),
     ("billing", "Billing"), ("reconciliation", "Reconciliation"), ("budgets", "Budgets"),
     ("retrospective", "Monthly retrospective"),
 ])
@@ -195,6 +196,42 @@ def test_every_page_renders_on_the_sample_data(chromium, sample_dashboard, tmp_p
             expect(page.get_by_test_id("stPlotlyChart").locator(".main-svg").first).to_be_visible()
         expect(page.get_by_test_id("stException")).to_have_count(0)
         page.screenshot(path=tmp_path / f"{heading}.png", full_page=True)
+
+
+def test_costs_page_shows_the_allocation_command_figures(chromium, sample_dashboard):
+    """The Costs page in a real browser: the bill and every bucket as `mlcost allocation --json`
+    prints them for the same warehouse and settings, and each team's total."""
+    from playwright.sync_api import expect
+
+    from app.format import money
+
+    base_url, db = sample_dashboard
+    printed = subprocess.run([sys.executable, "-m", "mlcost", "allocation", "--json", "--by", "team"],
+                             env={**os.environ, "MLCOST_DB": str(db), "MLCOST_CONFIG": str(SAMPLE_DIR / "mlcost.toml")},
+                             capture_output=True, text=True)
+    assert printed.returncode == 0, printed.stderr
+    usd = json.loads(printed.stdout)["currencies"]["USD"]
+    labels = {"training": "Training runs", "serving": "Serving", "idle_gpu": "Idle GPUs", "shared": "Shared",
+              "unallocated": "Unallocated"}
+    with browser_page(chromium) as page:
+        page.goto(f"{base_url}/costs")
+        expect(page.get_by_role("heading", name="Costs", exact=True)).to_be_visible()
+        # The first allocation of a fresh server takes a while on a busy machine.
+        expect(page.get_by_role("heading", name="By team")).to_be_visible(timeout=4 * WAIT_MS)
+        billed = page.get_by_test_id("stMetric").filter(has_text="Billed in November 2026")
+        expect(billed.get_by_test_id("stMetricValue")).to_have_text(money(Decimal(usd["billed"]), "USD"),
+                                                                    timeout=4 * WAIT_MS)
+        for bucket, label in labels.items():
+            metric = page.get_by_test_id("stMetric").filter(
+                has=page.get_by_test_id("stMetricLabel").get_by_text(label, exact=True))
+            expect(metric.get_by_test_id("stMetricValue")).to_have_text(money(Decimal(usd["buckets"][bucket]), "USD"))
+        # The grid paints on a canvas; its hidden accessibility table holds the cells' values
+        # (team, then the total).
+        rows = page.get_by_test_id("stDataFrame").first.locator("tr:has(td)")
+        expect(rows).to_have_count(len(usd["by_key"]), timeout=4 * WAIT_MS)
+        shown = {cells[0]: float(cells[1]) for cells in (row.locator("td").all_inner_texts() for row in rows.all())}
+        assert shown == {team: pytest.approx(float(Decimal(amount)), abs=0.005) for team, amount in usd["by_key"].items()}
+        expect(page.get_by_test_id("stException")).to_have_count(0)
 
 
 def test_ingest_while_the_dashboard_is_in_use(chromium, sample_dashboard, tmp_path):

@@ -24,7 +24,7 @@ from streamlit.testing.v1 import AppTest
 from app import queries, report, retrospective
 from ingest import config, loader
 from ingest import warehouse as wh
-from tests.conftest import REPO_ROOT, SAMPLE_DIR
+from tests.conftest import REPO_ROOT, SAMPLE_DIR, sample_node_rates
 from tests.test_pages import pareto
 from tests.test_sample_data import (
     epoch,
@@ -214,14 +214,14 @@ def test_dominated_runs_match_brute_force(october):
 
 
 def test_weekend_idle_matches_truth(october):
-    names = {(g["host"], g["gpu_index"]): g["gpu_name"] for g in truth()["node_gpus"]}
-    prices = config.load(REPO_ROOT / "ingest" / "defaults.toml").prices
+    # Both nodes are billed: idle is priced at each node's cost per GPU-hour from its October lines.
+    rates = sample_node_rates("2026-10-01", "2026-10-31")
     hours, dollars = 0.0, Decimal(0)
     for day in truth()["gpu_idle_by_day"]:
         when = date.fromisoformat(day["date"])
         if when.replace(day=1) == OCTOBER and when.weekday() >= 5:
             hours += day["idle_sustained_s"] / 3600
-            dollars += Decimal(day["idle_sustained_s"]) / 3600 * prices.gpu(names[(day["host"], day["gpu_index"])])
+            dollars += Decimal(day["idle_sustained_s"]) / 3600 * rates[day["host"]]
     assert october.figure("Idle GPU-hours on weekends").current == pytest.approx(hours, abs=1e-6)
     assert october.figure("Idle cost on weekends (USD)").current == pytest.approx(dollars, abs=Decimal("0.01"))
     (found,) = rule(october, "weekend_idle")

@@ -59,9 +59,10 @@ st.dataframe(by_category.astype(float), width="stretch",
 st.subheader("GPU instance spend")
 gpu = cache.fetch(queries.billing_gpu_spend, picked, currency, gpu_rule.gpu_instance_families,
                   gpu_rule.gpu_sku_words)
-st.caption(f"Usage lines of GPU instance families ({', '.join(gpu_rule.gpu_instance_families)}) or whose "
-           f"description names {', '.join(repr(w) for w in gpu_rule.gpu_sku_words)} "
-           "(`[billing]` in mlcost.toml).")
+st.caption(f"Usage lines of GPU instance families ({', '.join(gpu_rule.gpu_instance_families)}), Azure "
+           f"N-series virtual machines, or whose description names the word(s) "
+           f"{', '.join(repr(w) for w in gpu_rule.gpu_sku_words)} (`[billing]` in mlcost.toml); never "
+           "a word inside a SKU or resource id.")
 if gpu.empty:
     st.caption("No GPU spend in this selection.")
 else:

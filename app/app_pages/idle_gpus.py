@@ -41,8 +41,14 @@ left, middle, right, last = st.columns(4)
 left.metric("Idle GPU-hours", f"{idle_h:,.1f}")
 left.caption(f"{100 * idle_h / observed_h:.1f} % of {observed_h:,.1f} observed GPU-hours")
 middle.metric("Idle energy", f"{gpus['idle_kwh'].sum():,.1f} kWh")
+estimated = sorted(set(gpus.loc[gpus["price_source"] == "catalog (estimated)", "host"]))
 right.metric("Idle cost", usd(gpus["idle_usd"].sum() if gpus["idle_usd"].notna().any() else None),
-             help="Idle GPU-hours x the GPU-hour price of the model ([prices.gpu_usd_per_hour]).")
+             help="Idle GPU-hours x the node's cost per GPU-hour from its own bill lines in the date range "
+                  "(effective cost over GPUs x hours billed, commitments included), so idle never costs more "
+                  "than the node; a node without bill lines at the catalog's GPU-hour price "
+                  "([prices.gpu_usd_per_hour]), an estimate.")
+if estimated:
+    right.caption(f"Estimated at catalog prices (no bill lines in the range): {', '.join(estimated)}")
 if unpriced:
     right.caption(f"Not priced: {', '.join(md(name) for name in unpriced)}")
 last.metric("Allocated but idle", f"{allocated_h:,.1f} GPU-h")

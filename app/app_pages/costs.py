@@ -1,0 +1,134 @@
+"""Costs: a month's bill allocated to training runs, serving model versions, idle GPUs, shared
+costs and what is unallocated, split by team, project, namespace or any tag, with drill-down."""
+import pandas as pd
+import streamlit as st
+
+from app import allocation, cache, charts, settings as settings_page
+from app.format import money
+
+st.title("Costs")
+months = cache.allocated(allocation.bill_months)
+if not months:
+    st.info("No bill yet: the costs here come from your cloud bill. Load a FOCUS, AWS CUR, GCP or Azure "
+            "export with `mlcost ingest bill.csv.gz` or on the **Data** page.")
+    st.stop()
+settings = settings_page.load_or_stop()
+rules = allocation.Rules.of(settings)
+
+month = st.selectbox("Month (UTC)", months, format_func=lambda m: f"{m:%B %Y}", key="costs_month")
+start, end = allocation.month_span(month)
+st.caption("Every dollar of the bill's effective cost (amortized: commitments included; credits and taxes as "
+           "themselves) lands in exactly one bucket, by the first rule that applies; a bill line belongs to the "
+           "month its charge period starts in. The sidebar filters do not apply here. The same figures: "
+           f"`mlcost allocation --month {month:%Y-%m}`.")
+found = cache.allocated(allocation.totals, start, end, rules)
+found = found[found["lines"] > 0]
+if found.empty:
+    st.info("No bill line of this month has an effective cost.")
+    st.stop()
+currencies = found["billing_currency"].tolist()
+currency = st.selectbox("Currency", currencies, key="costs_currency") if len(currencies) > 1 else currencies[0]
+
+key = st.selectbox("Split by", cache.allocated(allocation.key_choices, start, end), key="costs_key",
+                   help="team and project: a run's own, else the bill line's tag; namespace and pod: DCGM "
+                        "labels of the node, else a tag; any other key: the run's tag, else the line's tag.")
+table = cache.allocated(allocation.figures, start, end, key, rules)
+result = allocation.summarize(start, end, key, found, table)["currencies"][currency]
+billed = result["billed"]
+
+st.metric(f"Billed in {month:%B %Y} ({currency}, effective cost)", money(billed, currency))
+if result["lines_without_effective_cost"]:
+    st.warning(f"{result['lines_without_effective_cost']:,} bill lines have no effective cost (the export "
+               "lacks the columns it needs) and are left out.")
+columns = st.columns(len(allocation.BUCKETS))
+for column, bucket in zip(columns, allocation.BUCKETS):
+    amount = result["buckets"][bucket]
+    column.metric(allocation.BUCKET_LABELS[bucket].split(" (")[0], money(amount, currency))
+    column.caption(f"{amount / billed * 100:.1f} % of the bill" if billed else "")
+st.caption("**Unallocated** is what no rule could place: compute matching no run, node or service, bill lines "
+           "naming a run that is not loaded, and node hours that were neither a run's nor idle.")
+
+st.subheader(f"By {key}")
+keyed = table[(table["split"] == "key") & (table["billing_currency"] == currency)]
+st.plotly_chart(charts.allocation_by_key(keyed, currency, key, allocation.BUCKET_LABELS), width="stretch")
+pivot = keyed.pivot_table(index="key_value", columns="bucket", values="effective_cost", aggfunc="sum",
+                          fill_value=0).reindex(columns=list(allocation.BUCKETS), fill_value=0).astype(float)
+pivot.insert(0, "total", pivot.sum(axis=1))
+pivot = pivot.sort_values("total", ascending=False).rename_axis(key).rename_axis(None, axis=1).reset_index()
+st.dataframe(pivot, hide_index=True, width="stretch",
+             column_config={c: st.column_config.NumberColumn(c, format="%.2f") for c in pivot.columns[1:]})
+
+st.subheader("GPU nodes")
+nodes = allocation.nodes(table)
+nodes = nodes[nodes["billing_currency"] == currency]
+unbilled = cache.allocated(allocation.unbilled_nodes, start, end, tuple(allocation.nodes(table)["host"]),
+                           tuple(settings.prices.gpu_usd_per_hour.items()))
+st.caption("A node's cost per GPU-hour is its own bill lines' effective cost over its GPU-hours (GPUs x hours "
+           "billed); idle GPU cost is that rate x the idle GPU-hours no run held, so it never exceeds the node's "
+           "bill. Nodes without a bill line are priced from the catalog and marked estimated; they are not in "
+           "the totals above.")
+node_table = pd.DataFrame({
+    "node": nodes["host"], "price source": "bill", "billed": nodes["billed"].astype(float),
+    "per GPU-hour": nodes["rate_per_gpu_hour"].astype(float), "GPU-hours": nodes["gpu_hours"],
+    "idle GPU-hours": nodes["idle_gpu_hours"], "idle cost": nodes["idle_gpu"].astype(float),
+    "training": nodes["training"].astype(float), "unallocated": nodes["unallocated"].astype(float)})
+if not unbilled.empty:
+    node_table = pd.concat([node_table, pd.DataFrame({
+        "node": unbilled["host"], "price source": "catalog (estimated, USD)",
+        "per GPU-hour": pd.to_numeric(unbilled["catalog_usd_per_gpu_hour"], errors="coerce"),
+        "idle GPU-hours": unbilled["idle_gpu_hours"],
+        "idle cost": pd.to_numeric(unbilled["idle_usd_estimated"], errors="coerce")})], ignore_index=True)
+if node_table.empty:
+    st.caption("No traced GPU node in this month.")
+else:
+    st.dataframe(node_table, hide_index=True, width="stretch",
+                 column_config={c: st.column_config.NumberColumn(c, format="%.2f") for c in node_table.columns[2:]})
+
+st.subheader("Drill down")
+view = st.segmented_control("Show", ["Rules", "Runs", "Model versions", "Bill lines"], default="Rules",
+                            key="costs_drill") or "Rules"
+if view == "Runs":
+    runs = cache.allocated(allocation.runs, start, end, rules)
+    runs = runs[runs["billing_currency"] == currency]
+    st.caption("Each run's share of the bill (its tagged lines, its instance by resource id and time, its "
+               "GPU-hours on a node) next to its own estimate; `cost source` says where the estimate comes from "
+               "(given, derived = duration x logged price, catalog = estimated from the price catalog).")
+    st.dataframe(pd.DataFrame({
+        "run": runs["run_id"], "project": runs["project"], "team": runs["team"],
+        f"billed ({currency})": runs["allocated_cost"].astype(float),
+        "estimated (USD)": pd.to_numeric(runs["estimated_cost_usd"], errors="coerce"),
+        "cost source": runs["cost_source"], "rule": runs["rules"],
+        "node GPU-hours": runs["node_gpu_hours"]}), hide_index=True, width="stretch",
+        column_config={c: st.column_config.NumberColumn(c, format="%.2f")
+                       for c in (f"billed ({currency})", "estimated (USD)", "node GPU-hours")})
+elif view == "Model versions":
+    versions = cache.allocated(allocation.versions, start, end, rules)
+    versions = versions[versions["billing_currency"] == currency]
+    st.caption(f"Lines tagged `{rules.service_tag}` split between the service's model versions by the cost of "
+               "their serving windows in the line's charge period.")
+    st.dataframe(pd.DataFrame({
+        "service": versions["service"], "model version": versions["model_version"],
+        f"billed ({currency})": versions["allocated_cost"].astype(float), "bill lines": versions["lines"],
+        "rule": versions["rules"]}), hide_index=True, width="stretch",
+        column_config={f"billed ({currency})": st.column_config.NumberColumn(format="%.2f")})
+elif view == "Bill lines":
+    bucket = st.selectbox("Bucket", allocation.BUCKETS, format_func=allocation.BUCKET_LABELS.get,
+                          index=allocation.BUCKETS.index("unallocated"), key="costs_bucket")
+    pieces = cache.allocated(allocation.lines, start, end, rules, bucket)
+    pieces = pieces[pieces["billing_currency"] == currency]
+    st.caption("The largest 500 pieces: a bill line split between runs, idle and the rest shows once per part.")
+    st.dataframe(pd.DataFrame({
+        "charge start": pieces["charge_period_start"], f"amount ({currency})": pieces["effective_cost"].astype(float),
+        "rule": pieces["rule"], "allocated to": pieces["allocated_to"], "service": pieces["service_name"],
+        "resource": pieces["resource_id"], "instance type": pieces["instance_type"],
+        f"whole line ({currency})": pieces["line_effective_cost"].astype(float),
+        "category": pieces["charge_category"], "GPU by": pieces["gpu_rule"]}), hide_index=True, width="stretch",
+        column_config={c: st.column_config.NumberColumn(c, format="%.2f")
+                       for c in (f"amount ({currency})", f"whole line ({currency})")})
+else:
+    by_rule = table[(table["split"] == "bucket") & (table["billing_currency"] == currency)]
+    st.dataframe(pd.DataFrame({
+        "bucket": by_rule["bucket"].map(allocation.BUCKET_LABELS), "rule": by_rule["rule"],
+        f"amount ({currency})": by_rule["effective_cost"].astype(float), "bill lines": by_rule["lines"]}),
+        hide_index=True, width="stretch",
+        column_config={f"amount ({currency})": st.column_config.NumberColumn(format="%.2f")})

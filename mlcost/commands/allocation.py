@@ -1,0 +1,128 @@
+"""`mlcost allocation`: the bill of a period split into buckets and by a key, as a table or JSON."""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from datetime import date, timedelta
+from decimal import Decimal
+
+from ingest import config
+from ingest.billing import plain
+from mlcost.common import EXIT_PROBLEMS, EXIT_USAGE, say
+
+
+def register(commands) -> None:
+    allocation = commands.add_parser(
+        "allocation", help="split the bill of a period into training, serving, idle GPUs, shared and unallocated")
+    period = allocation.add_mutually_exclusive_group()
+    period.add_argument("--month", metavar="YYYY-MM",
+                        help="the UTC month (default: the latest month with bill lines)")
+    period.add_argument("--from", dest="date_from", metavar="DATE",
+                        help="first UTC day (YYYY-MM-DD) of the period; with --to")
+    allocation.add_argument("--to", dest="date_to", metavar="DATE",
+                            help="last UTC day of the period, included (default: the --from day)")
+    allocation.add_argument("--by", default="team", metavar="KEY",
+                            help="split by team (default), project, namespace, pod or any tag key")
+    allocation.add_argument("--json", action="store_true",
+                            help="print JSON with amounts as decimal strings instead of a table")
+    allocation.set_defaults(run=run_allocation)
+
+
+def run_allocation(args: argparse.Namespace) -> int:
+    """The allocation of the period (app/allocation.py) as a table or JSON on stdout."""
+    from app import allocation
+
+    try:
+        start, end = _period(args)
+    except ValueError as error:
+        say(str(error))
+        return EXIT_USAGE
+    if start is None:
+        say("the warehouse holds no bill lines yet; load a bill with `mlcost ingest BILL` first")
+        return EXIT_PROBLEMS
+    key = args.by.strip()
+    if not key:
+        say("--by needs a key: team, project, namespace, pod or a tag key")
+        return EXIT_USAGE
+    result = allocation.summary(start, end, key, allocation.Rules.of(config.load()))
+    if args.json:
+        print(json.dumps(result, default=_plain, indent=2, ensure_ascii=False))
+    else:
+        print(table(result))
+    if not result["currencies"]:
+        say(f"no bill lines with an effective cost from {start} to {end - timedelta(days=1)}")
+    return 0
+
+
+def _period(args: argparse.Namespace) -> tuple[date | None, date | None]:
+    """[start, end) of --month, --from/--to, or the latest month with bill lines."""
+    from app import allocation, queries
+
+    if args.date_to and not args.date_from:
+        raise ValueError("--to needs --from")
+    if args.date_from:
+        start = _day(args.date_from, "--from")
+        last = _day(args.date_to, "--to") if args.date_to else start
+        if last < start:
+            raise ValueError(f"--to {last} is before --from {start}")
+        return start, last + timedelta(days=1)
+    if args.month:
+        match = re.fullmatch(r"(\d{4})-(\d{2})", args.month.strip())
+        if not match or not 1 <= int(match[2]) <= 12:
+            raise ValueError(f"--month {args.month!r} is not a month (YYYY-MM)")
+        return allocation.month_span(date(int(match[1]), int(match[2]), 1))
+    last_day = queries.bill_days()["last_day"].iloc[0]
+    if last_day is None or last_day != last_day:  # no bill: NULL
+        return None, None
+    return allocation.month_span(last_day)
+
+
+def _day(text: str, option: str) -> date:
+    try:
+        return date.fromisoformat(text.strip())
+    except ValueError:
+        raise ValueError(f"{option} {text!r} is not a day (YYYY-MM-DD)") from None
+
+
+def _plain(value: object) -> object:
+    if isinstance(value, Decimal):
+        return plain(value)
+    if isinstance(value, date):
+        return value.isoformat()
+    raise TypeError(f"cannot write {type(value).__name__} as JSON")
+
+
+def table(result: dict) -> str:
+    """The allocation as aligned text: per currency the buckets, the split by key, the GPU nodes."""
+    from app.allocation import BUCKET_LABELS
+
+    out = [f"Allocation of the bill from {result['from']} to {result['to']} (UTC, by charge period)"]
+    if not result["currencies"]:
+        out.append("No bill lines in this period.")
+    for currency, figures in result["currencies"].items():
+        billed = figures["billed"]
+        out += ["", f"{currency}: billed (effective cost) {_money(billed)} over {figures['lines']:,} bill lines"]
+        if figures["lines_without_effective_cost"]:
+            out.append(f"  ({figures['lines_without_effective_cost']:,} lines without an effective cost are left out)")
+        rows = [(BUCKET_LABELS[bucket], amount) for bucket, amount in figures["buckets"].items()]
+        out += _rows("bucket", rows, billed)
+        out += _rows(f"by {result['by']}", sorted(figures["by_key"].items(), key=lambda kv: -kv[1]), billed)
+        if figures["nodes"]:
+            out += ["", f"  {'GPU node':<24}{'billed':>14}{'per GPU-h':>12}{'idle GPU-h':>12}{'idle cost':>14}"]
+            for host, node in figures["nodes"].items():
+                out.append(f"  {host:<24}{_money(node['billed']):>14}{_money(node['rate_per_gpu_hour'] or 0):>12}"
+                           f"{node['idle_gpu_hours']:>12,.1f}{_money(node['idle_gpu']):>14}")
+    return "\n".join(out)
+
+
+def _rows(title: str, rows: list[tuple[str, Decimal]], billed: Decimal) -> list[str]:
+    lines = ["", f"  {title:<50}{'amount':>14}{'share':>8}"]
+    for name, amount in rows:
+        share = f"{amount / billed * 100:.1f}%" if billed else ""
+        lines.append(f"  {name[:50]:<50}{_money(amount):>14}{share:>8}")
+    return lines
+
+
+def _money(amount: Decimal) -> str:
+    return f"{amount:,.2f}"
