@@ -1,0 +1,125 @@
+"""The columnar bill staging (ingest/bill_stage.py) against today's row-by-row parsers: for
+every bill file we have, stage() must stage the same rows (keys included), the same rejects
+(line, reason and raw text), the same count of accepted records and the same --json totals as
+parse() gives; plus the cases where the strict SQL readers deliberately differ.
+"""
+from __future__ import annotations
+
+import gzip
+from datetime import datetime, timezone
+from decimal import Decimal
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from ingest import billing_focus
+from tests.bill_equivalence import parsed, staged
+from tests.conftest import FORMATS_DIR, SAMPLE_DIR
+
+CASES = Path(__file__).parent / "cases" / "billing"
+UTC = timezone.utc
+FAMILIES = {"focus": billing_focus}
+SHARED = {"focus": "focus"}
+
+
+def bill_files() -> list[tuple[str, Path]]:
+    """(family, path) of every bill file in the repository and beside it."""
+    found = [(name.split("_")[0], path) for path in sorted(CASES.iterdir())
+             for name in [path.name] if name.split("_")[0] in FAMILIES]
+    found += [("focus", path) for path in sorted((SAMPLE_DIR / "billing").glob("focus_*.csv.gz"))]
+    for folder, family in SHARED.items():
+        found += [(family, path) for path in sorted((FORMATS_DIR / folder).glob("*"))] \
+            if (FORMATS_DIR / folder).is_dir() else []
+    return found
+
+
+def assert_same(module, path: Path) -> dict:
+    mine, today = staged(module, path, "bill"), parsed(module, path, "bill")
+    assert mine["rejects"] == today["rejects"]
+    assert (mine["accepted"], mine["totals"]) == (today["accepted"], today["totals"])
+    assert len(mine["rows"]) == len(today["rows"])
+    for new, old in zip(mine["rows"], today["rows"]):
+        assert new == old
+    return mine
+
+
+@pytest.mark.parametrize("family, path", bill_files(), ids=lambda v: getattr(v, "name", v))
+def test_stage_equals_parse(family, path):
+    assert_same(FAMILIES[family], path)
+
+
+@pytest.mark.parametrize("family, path", [f for f in bill_files() if f[1].suffix == ".csv"],
+                         ids=lambda v: getattr(v, "name", v))
+def test_a_crlf_gzip_copy_stages_the_same(family, path, tmp_path):
+    copy = tmp_path / (path.name + ".gz")
+    copy.write_bytes(gzip.compress(path.read_bytes().replace(b"\r\n", b"\n").replace(b"\n", b"\r\n")))
+    assert_same(FAMILIES[family], copy)
+
+
+def focus_parquet(path: Path) -> Path:
+    table = pa.table({
+        "BilledCost": pa.array([Decimal("7.25"), Decimal("-1.5"), None], pa.decimal128(20, 10)),
+        "BillingCurrency": ["JPY", "JPY", "JPY"],
+        "ChargePeriodStart": pa.array([datetime(2026, 8, 1)] * 3, pa.timestamp("us")),
+        "ChargePeriodEnd": pa.array([datetime(2026, 8, 2, tzinfo=UTC)] * 3, pa.timestamp("us", tz="UTC")),
+        "ChargeCategory": ["Purchase", "Credit", "Usage"], "ProviderName": ["Oracle"] * 3,
+        "PricingCategory": [None, "Standard", None], "x_LineItemId": ["p-1", None, "p-3"],
+        "ConsumedQuantity": pa.array([1.5, None, 2.0], pa.float64()),
+        "Tags": pa.array([[("team", "genai")], [], None], pa.map_(pa.string(), pa.string())),
+    })
+    pq.write_table(table, path)
+    return path
+
+
+def test_focus_parquet_stages_like_parse(tmp_path):
+    mine = assert_same(billing_focus, focus_parquet(tmp_path / "focus.parquet"))
+    assert mine["rejects"] == [(3, "no BilledCost", "")]
+    packed = tmp_path / "focus.parquet.gz"
+    packed.write_bytes(gzip.compress((tmp_path / "focus.parquet").read_bytes()))
+    assert_same(billing_focus, packed)
+
+
+HEADER = "BilledCost,EffectiveCost,BillingCurrency,ChargePeriodStart,ChargeCategory,ProviderName,Tags,x_LineItemId\n"
+
+
+def test_odd_lines_stage_like_parse(tmp_path):
+    """Bad values, a Python-literal tag cell, a repeated line id, blank and quoted lines."""
+    path = tmp_path / "odd.csv"
+    path.write_text(HEADER + "\n".join([
+        "1,1,USD,2026-08-01,Refund,AWS,,a",
+        "NULL,1,USD,2026-08-01,Usage,AWS,,b",
+        "abc,1,USD,2026-08-01,Usage,AWS,,c",
+        "1,1,USD,13/45/26,Usage,AWS,,d",
+        "1,1,,2026-08-01,Usage,AWS,,e",
+        "1,1,USD,2026-08-01,Usage,NULL,,f",
+        "1,1,USD,3/15/2024 13:05 PM,Usage,AWS,,g",
+        "1,1,USD,1989-12-31,Usage,AWS,,h",
+        "1,x,USD,2026-08-01,Usage,AWS,,i",
+        "2,2,USD,2026-08-01,Usage,AWS,\"{'team': 'a'}\",j",
+        "3,3,USD,2026-08-01,Usage,AWS,not tags,k",
+        "   ",
+        "4,4,USD,2026-08-01,Usage,AWS,\"{\"\"a\"\": 1, \"\"b\"\": true}\",l",
+        "5,5,USD,2026-08-01,Usage,AWS,,l",
+        "6,6,EUR,\"2026-08-01\n\",Usage,AWS,,m",
+        "7,7,EUR,2026-08-01,Usage,AWS,\"\"\"x\"\": \"\"y\"\"\",",
+        "7,7,EUR,2026-08-01,Usage,AWS,\"\"\"x\"\": \"\"y\"\"\",",
+        "123456789012345678901234567,1,USD,2026-08-01,Usage,AWS,,n",
+    ]) + "\n")
+    mine = assert_same(billing_focus, path)
+    assert [line for line, *_ in mine["rejects"]] == [2, 3, 4, 5, 6, 7, 8, 9, 10, 12, 20]
+
+
+def test_strict_amounts_refuse_what_decimal_accepts(tmp_path):
+    """Decimal() reads '1_000' as 1000; the staged reader refuses it (and NaN, inf)."""
+    path = tmp_path / "strict.csv"
+    path.write_text(HEADER + "1_000,1,USD,2026-08-01,Usage,AWS,,a\nNaN,1,USD,2026-08-01,Usage,AWS,,b\n"
+                    "Infinity,1,USD,2026-08-01,Usage,AWS,,c\n2,2,USD,2026-08-01,Usage,AWS,,d\n"
+                    "1e400,1,USD,2026-08-01,Usage,AWS,,e\n")
+    mine = staged(billing_focus, path)
+    assert [(line, reason) for line, reason, _ in mine["rejects"]] == [
+        (2, "BilledCost must be an amount, got '1_000'"), (3, "BilledCost must be an amount, got 'NaN'"),
+        (4, "BilledCost must be an amount, got 'Infinity'"),
+        (6, "BilledCost 1e400 is too large (under 10^26)")]  # Decimal would write 1E+400
+    assert mine["totals"]["billed_cost_total"] == {"USD": "2"}
