@@ -286,15 +286,17 @@ class Builder:
         return self.fields.text(*names)
 
     def column(self, name: str, sql: str) -> str:
+        """A billing_lines column, or a helper (named `_...`) later columns and checks read."""
         self.columns[name] = sql
         return f"v_{name}"
 
     def check(self, bad: str, reason: str) -> None:
         self.checks.append(Check(bad, reason))
 
-    def amount(self, name: str, *names: str, required: bool = False) -> str:
+    def amount(self, name: str, *names: str, required: bool = False, when: str | None = None) -> str:
+        """An amount column (or a helper `_name` not stored), checked only `when` it is read."""
         sql, checks = amount(self.fields, f"v_{name}", *names, required=required)
-        self.checks.extend(checks)
+        self.checks.extend(Check(f"({when}) AND ({c.bad})", c.reason) if when else c for c in checks)
         return self.column(name, sql)
 
     def moment(self, name: str, *names: str, required: bool = False) -> str:
@@ -316,6 +318,25 @@ class Builder:
         sql, python = tags(self.fields, source)
         self.python.append(python)
         return self.column(name, sql)
+
+    def entries(self, source: str) -> str:
+        """SQL of a JSON-object or map column as a list of {key, value} text entries ([] when
+        absent); lines where it is not plain JSON go to billing.py."""
+        if source not in self.fields.columns:
+            return "[]"
+        self.fields.used.add(source)
+        column = ident(self.fields.columns[source])
+        if self.fields.types[source].startswith("MAP("):
+            self.python.append(f"{column} IS NOT NULL AND list_bool_or(list_transform(map_keys({column}), "
+                               f"lambda k: k IS NULL OR CAST(k AS VARCHAR) = ''))")
+            return (f"coalesce(list_transform(map_entries({column}), lambda x: {{'key': CAST(x.key AS VARCHAR), "
+                    f"'value': CAST(x.value AS VARCHAR)}}), [])")
+        if self.fields.types[source] != "VARCHAR":
+            self.python.append(f"{column} IS NOT NULL")
+            return "[]"
+        self.python.append(f"{column} IS NOT NULL AND NOT bill_tags_plain(bill_tag_entries({column}))")
+        return (f"coalesce(list_transform(bill_tag_entries({column}), lambda x: {{'key': x.key, "
+                f"'value': json_extract_string(x.value, '$')}}), [])")
 
     def plan(self) -> Plan:
         return Plan(self.columns, self.checks, " OR ".join(f"({p})" for p in self.python) or "false")

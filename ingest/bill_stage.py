@@ -281,7 +281,7 @@ def _stage_frame(src: Source, con: duckdb.DuckDBPyConnection, ctx: ParseContext,
     con.execute(f"""CREATE TEMP TABLE bill_converted AS
         SELECT *, {reason} AS _reason FROM (
             SELECT *, {values}, coalesce({plan.python}, false) AS _python FROM bill_raw)""")
-    outputs = ", ".join(f"v_{c} AS {c}" for c in plan.columns)
+    outputs = ", ".join(f"v_{c} AS {c}" for c in plan.columns if not c.startswith("_"))
     con.execute(f"""INSERT INTO bill_candidates BY NAME
         SELECT {outputs},
             {literal(ctx.source)} AS source_file, {literal(family.kind)} AS source_kind,

@@ -14,14 +14,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from ingest import billing_focus
+from ingest import billing_aws, billing_focus
 from tests.bill_equivalence import parsed, staged
+from tests.test_billing import cur2_parquet
 from tests.conftest import FORMATS_DIR, SAMPLE_DIR
 
 CASES = Path(__file__).parent / "cases" / "billing"
 UTC = timezone.utc
-FAMILIES = {"focus": billing_focus}
-SHARED = {"focus": "focus"}
+FAMILIES = {"focus": billing_focus, "aws": billing_aws}
+SHARED = {"focus": "focus", "aws_cur": "aws"}
 
 
 def bill_files() -> list[tuple[str, Path]]:
@@ -79,6 +80,31 @@ def test_focus_parquet_stages_like_parse(tmp_path):
     packed = tmp_path / "focus.parquet.gz"
     packed.write_bytes(gzip.compress((tmp_path / "focus.parquet").read_bytes()))
     assert_same(billing_focus, packed)
+
+
+def test_cur2_parquet_maps_stage_like_parse(tmp_path):
+    mine = assert_same(billing_aws, cur2_parquet(tmp_path / "cur2.parquet"))
+    usage = next(r for r in mine["rows"] if r["source_line_id"] == "pq-1")
+    assert usage["tags"] == {"run_id": "run-pq", "team": "genai", "cost_category:Team": "genai"}
+    assert (usage["instance_type"], usage["service_name"]) == ("g6.12xlarge", "Amazon Elastic Compute Cloud")
+
+
+def test_cur_tag_columns_and_maps_stage_like_parse(tmp_path):
+    """Flat tag columns beside CUR 2.0 JSON maps: a name given twice, a map that is no JSON."""
+    path = tmp_path / "cur.csv"
+    path.write_text(
+        "identity/LineItemId,lineItem/LineItemType,lineItem/UsageStartDate,lineItem/CurrencyCode,"
+        "lineItem/UnblendedCost,resourceTags/user:team,product,resource_tags,cost_category,"
+        "savingsPlan/SavingsPlanEffectiveCost,reservation/EffectiveCost\n"
+        "a,Usage,2026-08-01T00:00:00Z,USD,1,genai,\"{\"\"region\"\": \"\"us-east-1\"\"}\",\"{\"\"user_x\"\": \"\"1\"\"}\",,,\n"
+        "b,Usage,2026-08-01T00:00:00Z,USD,1,genai,,\"{\"\"user_team\"\": \"\"vision\"\"}\",,,\n"
+        "c,Usage,2026-08-01T00:00:00Z,USD,1,,\"{'instance_type': 'p5.48xlarge'}\",,\"{\"\"Team\"\": \"\"\"\"}\",,\n"
+        "d,SavingsPlanCoveredUsage,2026-08-01T00:00:00Z,USD,0,,,,,abc,\n"
+        "e,DiscountedUsage,2026-08-01T00:00:00Z,USD,0,,,,,abc,2.5\n"
+        "f,SavingsPlanNegation,2026-08-01T00:00:00Z,USD,-3,,,,,,\n")
+    mine = assert_same(billing_aws, path)
+    assert [(line, reason) for line, reason, _ in mine["rejects"]] == [
+        (5, "savingsPlan/SavingsPlanEffectiveCost must be an amount, got 'abc'")]
 
 
 HEADER = "BilledCost,EffectiveCost,BillingCurrency,ChargePeriodStart,ChargeCategory,ProviderName,Tags,x_LineItemId\n"
