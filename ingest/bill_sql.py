@@ -19,6 +19,10 @@ US_DATE = (r"^([0-9]{1,2})/([0-9]{1,2})/([0-9]{4}|[0-9]{2})"
            r"(?:[ T]([0-9]{1,2}):([0-9]{2})(?::([0-9]{2}))?\s*([AaPp][Mm])?)?$")
 ISO_TIME = (r"[0-9]{4}-[0-9]{2}-[0-9]{2}(?:[T ][0-9]{2}:[0-9]{2}(?::[0-9]{2}(?:\.[0-9]+)?)?)?"
             r"(?:Z|z|[+-][0-9]{2}(?::?[0-9]{2})?)?")
+# A JSON object of string (or null) values only: the common tag cell, read by json_transform.
+_STRING = r'"(?:[^"\\]|\\.)*"'
+FLAT_OBJECT = (r"\{\s*(?:" + _STRING + r"\s*:\s*(?:" + _STRING + r"|null)\s*(?:,\s*" + _STRING
+               + r"\s*:\s*(?:" + _STRING + r"|null)\s*)*)?\}")
 INSTANCE_TYPE = (r"\b([a-z][a-z0-9]*[0-9][a-z0-9]*\.(?:[0-9]*x?large|medium|small|micro|nano|metal(?:-[0-9]+xl)?))\b"
                  r"|\b((?:a2|a3|g2)-(?:high|mega|ultra|standard)[a-z]*-[0-9]+g?)\b")
 
@@ -30,12 +34,12 @@ CREATE OR REPLACE TEMP MACRO bill_repr(s) AS
                                       chr(9), '\\t'), '''', '\\''') || '''' END;
 CREATE OR REPLACE TEMP MACRO bill_is_number(s) AS regexp_full_match(s, '{NUMBER}');
 CREATE OR REPLACE TEMP MACRO bill_money(s) AS
-    CASE WHEN bill_is_number(s) THEN TRY_CAST(s AS DECIMAL(38, 12)) END;
+    CASE WHEN NOT contains(s, '_') THEN TRY_CAST(s AS DECIMAL(38, 12)) END;
 CREATE OR REPLACE TEMP MACRO bill_money_why(s, name) AS
     CASE WHEN NOT bill_is_number(s) THEN name || ' must be an amount, got ' || bill_repr(s)
          ELSE name || ' ' || s || ' is too large (under 10^26)' END;
 CREATE OR REPLACE TEMP MACRO bill_number(s) AS
-    CASE WHEN bill_is_number(s) THEN TRY_CAST(s AS DOUBLE) END;
+    CASE WHEN NOT contains(s, '_') AND bill_is_number(s) THEN TRY_CAST(s AS DOUBLE) END;
 CREATE OR REPLACE TEMP MACRO bill_number_why(s, name) AS
     CASE WHEN NOT bill_is_number(s) THEN name || ' must be a number, got ' || bill_repr(s)
          ELSE name || ' must be a finite number, got ' || bill_repr(s) END;
@@ -53,13 +57,18 @@ CREATE OR REPLACE TEMP MACRO bill_us_time(p) AS
                     CAST(p.mo AS INTEGER), CAST(p.d AS INTEGER), bill_us_hour(p),
                     coalesce(TRY_CAST(p.mi AS INTEGER), 0), coalesce(TRY_CAST(p.sec AS INTEGER), 0)) AS TIMESTAMPTZ);
 CREATE OR REPLACE TEMP MACRO bill_iso(s) AS regexp_replace(s, '^([0-9]{{4}})/([0-9]{{2}})/([0-9]{{2}})', '\\1-\\2-\\3');
-CREATE OR REPLACE TEMP MACRO bill_moment_of(s) AS
+CREATE OR REPLACE TEMP MACRO bill_moment_slow(s) AS
     CASE WHEN regexp_full_match(bill_unzoned(s), '{ISO_TIME}') THEN TRY_CAST(bill_unzoned(s) AS TIMESTAMPTZ)
          WHEN regexp_full_match(bill_unzoned(s), '{US_DATE}') THEN bill_us_time(bill_us_parts(bill_unzoned(s)))
          WHEN regexp_full_match(bill_iso(bill_unzoned(s)), '{ISO_TIME}')
          THEN TRY_CAST(bill_iso(bill_unzoned(s)) AS TIMESTAMPTZ)
          WHEN bill_is_number(bill_unzoned(s)) AND TRY_CAST(bill_unzoned(s) AS DOUBLE) <= 1e11
          THEN to_timestamp(CAST(bill_unzoned(s) AS DOUBLE)) END;
+CREATE OR REPLACE TEMP MACRO bill_moment_of(s) AS
+    coalesce(CAST(CASE length(s) WHEN 19 THEN try_strptime(s, ['%Y-%m-%d %H:%M:%S', '%Y-%m-%dT%H:%M:%S'])
+                                 WHEN 20 THEN try_strptime(s, '%Y-%m-%dT%H:%M:%SZ')
+                                 WHEN 10 THEN try_strptime(s, '%Y-%m-%d') END AS TIMESTAMPTZ),
+             bill_moment_slow(s));
 CREATE OR REPLACE TEMP MACRO bill_moment_why(s, t, name) AS
     CASE WHEN regexp_full_match(bill_unzoned(s), '{US_DATE}') AND bill_us_hour(bill_us_parts(bill_unzoned(s))) IS NULL
          THEN name || ' ' || bill_repr(s) || ' is not a time'
@@ -89,6 +98,7 @@ CREATE OR REPLACE TEMP MACRO bill_tags_plain(e) AS
     AND coalesce(list_bool_and(list_transform(e, lambda x: x.key IS NOT NULL AND x.key <> ''
                                               AND (x.value IS NULL OR json_type(x.value) = 'VARCHAR'))), true)
     AND len(list_distinct(list_transform(e, lambda x: x.key))) = len(e);
+CREATE OR REPLACE TEMP MACRO bill_flat_tags(s) AS regexp_full_match(s, '{FLAT_OBJECT}');
 CREATE OR REPLACE TEMP MACRO bill_tag_map(e) AS
     CASE WHEN len(e) > 0 THEN map_from_entries(list_sort(list_transform(e, lambda x:
         {{'key': x.key, 'value': json_extract_string(x.value, '$')}}))) END;
@@ -263,8 +273,15 @@ def tags(fields: Fields, name: str) -> tuple[str, str]:
                 f"lambda k: k IS NULL OR CAST(k AS VARCHAR) = ''))")
     if kind != "VARCHAR":
         return "NULL", f"{column} IS NOT NULL"
+    # the common cell, an object of strings, straight to a map; other shapes by their entries
     entries = f"bill_tag_entries({column})"
-    return f"bill_tag_map({entries})", f"{column} IS NOT NULL AND NOT bill_tags_plain({entries})"
+    flat = f"bill_flat_tags(bill_json_text({column}))"
+    value = (f"CASE WHEN {flat} THEN nullif(json_transform(bill_json_text({column}), '\"MAP(VARCHAR, VARCHAR)\"'), MAP {{}}) "
+             f"ELSE bill_tag_map({entries}) END")
+    transformed = f"json_transform(bill_json_text({column}), '\"MAP(VARCHAR, VARCHAR)\"')"
+    python = (f"{column} IS NOT NULL AND CASE WHEN {flat} THEN {transformed} IS NULL "
+              f"OR list_contains(map_keys({transformed}), '') ELSE NOT bill_tags_plain({entries}) END")
+    return value, python
 
 
 class Builder:

@@ -149,14 +149,11 @@ def _read_csv(src: Source, con: duckdb.DuckDBPyConnection, family: Family, ctx: 
         raise Unreadable("blank lines before the header")
 
     def load(con: duckdb.DuckDBPyConnection, used: set[str]) -> None:
-        nulls = ", ".join(literal(n) for n in sorted(family.nulls)) or "NULL"
-        wanted = [c for c in position if c in used]
-        cleaned = [f"CASE WHEN trim(c{position[c]}, {literal(WHITESPACE)}) IN ('', {nulls}) THEN NULL "
-                   f"ELSE trim(c{position[c]}, {literal(WHITESPACE)}) END AS c{position[c]}" for c in wanted]
-        newline_sql = "'\\r\\n'" if newline == "\r\n" else "'\\n'"
+        nulls = ", ".join(["''"] + [literal(n) for n in sorted(family.nulls)])
+        cleaned = [f"{_cleaned(f'c{position[c]}', nulls)} AS c{position[c]}" for c in position if c in used]
         types = "{" + ", ".join(f"'c{i}': 'VARCHAR'" for i in range(len(names))) + "}"
         reader = (f"read_csv({literal(str(src.path))}, auto_detect=false, columns={types}, header=true, "
-                  f"delim=',', quote='\"', escape='\"', new_line={newline_sql}, strict_mode=true, "
+                  f"delim=',', quote='\"', escape='\"', strict_mode=true, "
                   f"compression={literal(src.duckdb_compression)}, store_rejects=true, "
                   f"rejects_table='bill_errors', rejects_scan='bill_scans', max_line_size=16777216)")
         with ThreadPoolExecutor(1) as pool:
@@ -170,6 +167,15 @@ def _read_csv(src: Source, con: duckdb.DuckDBPyConnection, family: Family, ctx: 
         _number_csv_rows(src, con, ctx, physical, len(names))
 
     return Frame(fields, set(columns), load)
+
+
+def _cleaned(column: str, nulls: str) -> str:
+    """SQL of a field as billing.py reads it: stripped, NULL when blank or a null literal. Only a
+    value with whitespace at an edge is trimmed (trim() over every value costs more than the read)."""
+    edge = " OR ".join([f"ord({column}) <= 32"] + [f"ends_with({column}, {literal(c)})" for c in WHITESPACE])
+    trimmed = f"trim({column}, {literal(WHITESPACE)})"
+    return (f"CASE WHEN {column} IN ({nulls}) THEN NULL WHEN NOT ({edge}) THEN {column} "
+            f"WHEN {trimmed} IN ({nulls}) THEN NULL ELSE {trimmed} END")
 
 
 def _number_csv_rows(src: Source, con: duckdb.DuckDBPyConnection, ctx: ParseContext, physical: int,
@@ -198,8 +204,9 @@ def _number_csv_rows(src: Source, con: duckdb.DuckDBPyConnection, ctx: ParseCont
         where = {line: (int(starts[line - 1]), int(following[line - 1])) for line in rejected.tolist()}
     if len(lines) != rows:
         raise Unreadable("the records DuckDB read do not match the file's lines")
-    numbers = pa.table({"_line": lines, "_end": ends})  # noqa: F841 (read by the query below)
-    con.execute("CREATE TEMP TABLE bill_raw AS SELECT * FROM numbers POSITIONAL JOIN bill_read")
+    con.register("bill_numbers", pa.table({"_line": lines, "_end": ends}))
+    con.execute("CREATE TEMP TABLE bill_raw AS SELECT * FROM bill_numbers POSITIONAL JOIN bill_read")
+    con.unregister("bill_numbers")
     con.execute("DROP TABLE bill_read")
     found = []
     for line, error_type, text in errors:
@@ -345,8 +352,9 @@ def _insert_candidates(con: duckdb.DuckDBPyConnection, rows: list[dict]) -> None
         return
     for start in range(0, len(rows), 50_000):
         piece = rows[start:start + 50_000]
-        arrow_rows = pa.Table.from_pylist(piece, schema=CANDIDATE_SCHEMA)  # noqa: F841 (read below)
-        con.execute("INSERT INTO bill_candidates BY NAME SELECT * FROM arrow_rows")
+        con.register("bill_python_rows", pa.Table.from_pylist(piece, schema=CANDIDATE_SCHEMA))
+        con.execute("INSERT INTO bill_candidates BY NAME SELECT * FROM bill_python_rows")
+        con.unregister("bill_python_rows")
 
 
 def _insert_rejects(con: duckdb.DuckDBPyConnection, ctx: ParseContext, rejects: list[Reject]) -> None:
@@ -384,16 +392,16 @@ def _stage_by_python(src: Source, con: duckdb.DuckDBPyConnection, ctx: ParseCont
 def _finish(con: duckdb.DuckDBPyConnection, ctx: ParseContext, family: Family) -> None:
     """Key the candidates and keep the last of each key in the staging billing_lines."""
     _python_keys(con)
-    digest = _digest_sql()
-    columns = ", ".join(c for c in billing.LINE_COLUMNS)
+    columns = ", ".join(billing.LINE_COLUMNS)
+    keyed = columns.replace("line_key", "provider || '|id|' || line_key AS line_key")
     con.execute(f"""INSERT INTO billing_lines ({columns})
-        SELECT {columns.replace('line_key', 'key AS line_key')} FROM (
-            SELECT *, CASE WHEN line_key IS NOT NULL THEN provider || '|id|' || line_key
-                           ELSE provider || '|sha256:' || digest || '#'
-                                || (row_number() OVER (PARTITION BY provider, digest
-                                                       ORDER BY source_line, _sub) - 1) END AS key
-            FROM (SELECT *, coalesce(_key, {digest}) AS digest FROM bill_candidates))
-        QUALIFY row_number() OVER (PARTITION BY key ORDER BY source_line DESC, _sub DESC) = 1""")
+        SELECT {keyed} FROM bill_candidates WHERE line_key IS NOT NULL
+        QUALIFY row_number() OVER (PARTITION BY provider, line_key ORDER BY source_line DESC, _sub DESC) = 1""")
+    hashed = columns.replace("line_key", "provider || '|sha256:' || digest || '#' || (row_number() OVER "
+                                         "(PARTITION BY provider, digest ORDER BY source_line, _sub) - 1) AS line_key")
+    con.execute(f"""INSERT INTO billing_lines ({columns})
+        SELECT {hashed} FROM (SELECT *, coalesce(_key, {_digest_sql()}) AS digest
+                              FROM bill_candidates WHERE line_key IS NULL)""")
 
 
 def _json_string(sql: str) -> str:
@@ -414,7 +422,7 @@ def _digest_sql() -> str:
             value = f"coalesce(CAST({column} AS VARCHAR), 'null')"
         elif column == "tags":
             value = ("CASE WHEN tags IS NULL THEN 'null' ELSE '[' || array_to_string(list_transform("
-                     "map_entries(tags), lambda e: '[' || " + _json_string("e.key") + " || ', ' || "
+                     "list_sort(map_entries(tags)), lambda e: '[' || " + _json_string("e.key") + " || ', ' || "
                      + _json_string("e.value") + " || ']'), ', ') || ']' END")
         else:
             value = _json_string(column)

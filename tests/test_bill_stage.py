@@ -14,15 +14,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from ingest import billing_aws, billing_focus
+from ingest import billing_aws, billing_azure, billing_focus
 from tests.bill_equivalence import parsed, staged
 from tests.test_billing import cur2_parquet
 from tests.conftest import FORMATS_DIR, SAMPLE_DIR
 
 CASES = Path(__file__).parent / "cases" / "billing"
 UTC = timezone.utc
-FAMILIES = {"focus": billing_focus, "aws": billing_aws}
-SHARED = {"focus": "focus", "aws_cur": "aws"}
+FAMILIES = {"focus": billing_focus, "aws": billing_aws, "azure": billing_azure}
+SHARED = {"focus": "focus", "aws_cur": "aws", "azure": "azure"}
 
 
 def bill_files() -> list[tuple[str, Path]]:
@@ -105,6 +105,23 @@ def test_cur_tag_columns_and_maps_stage_like_parse(tmp_path):
     mine = assert_same(billing_aws, path)
     assert [(line, reason) for line, reason, _ in mine["rejects"]] == [
         (5, "savingsPlan/SavingsPlanEffectiveCost must be an amount, got 'abc'")]
+
+
+def test_azure_additional_info_and_identical_lines_stage_like_parse(tmp_path):
+    """AdditionalInfo with numbers, as a Python literal and broken; two identical lines (both kept,
+    keyed #0 and #1 by content)."""
+    path = tmp_path / "azure.csv"
+    line = "acct,sub-9,2024-02-01,Virtual Machines,m-9,1,0.5,USD,/r,,Usage,"
+    path.write_text(
+        "BillingAccountId,SubscriptionId,Date,MeterCategory,MeterId,Quantity,Cost,BillingCurrency,"
+        "ResourceId,Tags,ChargeType,AdditionalInfo\n" + line + "\n" + line + "\n"
+        + line + "\"{\"\"ServiceType\"\": \"\"Standard_NC6s_v3\"\", \"\"VCPUs\"\": 6}\"\n"
+        + line + "\"{'VMSize': 'Standard_D2s_v3'}\"\n" + line + "not json\n"
+        + "acct,sub-9,03/15/2024,Storage,m-7,1,2.5,EUR,/d,\"\"\"team\"\": \"\"genai\"\"\",Refund,\n")
+    mine = assert_same(billing_azure, path)
+    assert [(line, reason) for line, reason, _ in mine["rejects"]] == [
+        (6, "AdditionalInfo is neither JSON nor a Python literal: 'not json'")]
+    assert sorted(r["line_key"][-2:] for r in mine["rows"] if r["source_line"] in (2, 3)) == ["#0", "#1"]
 
 
 HEADER = "BilledCost,EffectiveCost,BillingCurrency,ChargePeriodStart,ChargeCategory,ProviderName,Tags,x_LineItemId\n"
