@@ -148,6 +148,7 @@ class Plan:
     columns: dict[str, str]  # billing_lines column -> SQL over raw columns and `v_<column>` aliases
     checks: list[Check] = field(default_factory=list)
     python: str = "false"  # SQL boolean: this line goes through billing.py's build instead
+    extra: str | None = None  # SELECT of more rows per good line from bill_converted (GCP credits)
 
 
 class Fields:
@@ -355,5 +356,5 @@ class Builder:
         return (f"coalesce(list_transform(bill_tag_entries({column}), lambda x: {{'key': x.key, "
                 f"'value': json_extract_string(x.value, '$')}}), [])")
 
-    def plan(self) -> Plan:
-        return Plan(self.columns, self.checks, " OR ".join(f"({p})" for p in self.python) or "false")
+    def plan(self, extra: str | None = None) -> Plan:
+        return Plan(self.columns, self.checks, " OR ".join(f"({p})" for p in self.python) or "false", extra)

@@ -294,6 +294,9 @@ def _stage_frame(src: Source, con: duckdb.DuckDBPyConnection, ctx: ParseContext,
             {literal(ctx.source)} AS source_file, {literal(family.kind)} AS source_kind,
             _line AS source_line, 0 AS _sub, NULL AS _key
         FROM bill_converted WHERE _reason IS NULL AND NOT _python""")
+    if plan.extra:
+        con.execute(f"""INSERT INTO bill_candidates BY NAME SELECT *, {literal(ctx.source)} AS source_file,
+            {literal(family.kind)} AS source_kind, NULL AS _key FROM ({plan.extra})""")
     bad = con.execute("SELECT _line, _end, _reason FROM bill_converted WHERE _reason IS NOT NULL "
                       "ORDER BY _line").fetchall()
     accepted = con.execute("SELECT count(*) FROM bill_converted WHERE _reason IS NULL AND NOT _python"

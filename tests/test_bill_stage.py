@@ -14,15 +14,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from ingest import billing_aws, billing_azure, billing_focus
+from ingest import billing_aws, billing_azure, billing_focus, billing_gcp
 from tests.bill_equivalence import parsed, staged
 from tests.test_billing import cur2_parquet
 from tests.conftest import FORMATS_DIR, SAMPLE_DIR
 
 CASES = Path(__file__).parent / "cases" / "billing"
 UTC = timezone.utc
-FAMILIES = {"focus": billing_focus, "aws": billing_aws, "azure": billing_azure}
-SHARED = {"focus": "focus", "aws_cur": "aws", "azure": "azure"}
+FAMILIES = {"focus": billing_focus, "aws": billing_aws, "azure": billing_azure, "gcp": billing_gcp}
+SHARED = {"focus": "focus", "aws_cur": "aws", "azure": "azure", "gcp_billing": "gcp"}
 
 
 def bill_files() -> list[tuple[str, Path]]:
@@ -122,6 +122,27 @@ def test_azure_additional_info_and_identical_lines_stage_like_parse(tmp_path):
     assert [(line, reason) for line, reason, _ in mine["rejects"]] == [
         (6, "AdditionalInfo is neither JSON nor a Python literal: 'not json'")]
     assert sorted(r["line_key"][-2:] for r in mine["rows"] if r["source_line"] in (2, 3)) == ["#0", "#1"]
+
+
+def test_gcp_credits_and_months_stage_like_parse(tmp_path):
+    """JSON credits (each a line), a Python-literal credit, a bad credit amount, a bad month."""
+    path = tmp_path / "gcp.csv"
+    head = "billing_account_id,service.description,sku.description,usage_start_time,cost,currency,credits,invoice.month,labels\n"
+    row = "b,Compute Engine,N1 Predefined Instance Core running in Americas,2026-08-01 00:00:00 UTC,0.35,USD,{},{},{}\n"
+    path.write_text(head
+                    + row.format('"[{""name"": ""SUD"", ""amount"": -0.07, ""type"": ""SUSTAINED_USAGE_DISCOUNT""}, '
+                                 '{""full_name"": ""Promo"", ""amount"": -0.28}]"', "202608",
+                                 '"[{""key"": ""run_id"", ""value"": ""run-g""}]"')
+                    + row.format("\"[{'name': 'FreeTrial', 'amount': -1e-05, 'full_name': None}]\"", "202608", "")
+                    + row.format('"[{""name"": ""x"", ""amount"": ""abc""}]"', "202608", "")
+                    + row.format('"[]"', "2026-13", "")
+                    + row.format('"[{""name"": ""SUD"", ""amount"": -0.07}, {""name"": ""SUD"", ""amount"": -0.07}]"',
+                                 "202609", ""))
+    mine = assert_same(billing_gcp, path)
+    assert [(line, reason) for line, reason, _ in mine["rejects"]] == [
+        (4, "credit 1 amount must be an amount, got 'abc'"), (5, "invoice.month '2026-13' is not a month (YYYYMM)")]
+    assert sorted(r["billed_cost"] for r in mine["rows"] if r["source_line"] == 2) == [
+        Decimal("-0.28"), Decimal("-0.07"), Decimal("0.35")]
 
 
 HEADER = "BilledCost,EffectiveCost,BillingCurrency,ChargePeriodStart,ChargeCategory,ProviderName,Tags,x_LineItemId\n"
