@@ -25,6 +25,7 @@ import shutil
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from decimal import Decimal
+from pathlib import Path
 
 import duckdb
 import numpy as np
@@ -63,6 +64,9 @@ def stage(src: Source, con: duckdb.DuckDBPyConnection, ctx: ParseContext, family
           plan_of) -> Staged:
     """Stage one bill file; `plan_of(fields) -> Plan` is the family's SQL."""
     bill_sql.install(con)
+    if con.execute("SELECT current_setting('temp_directory')").fetchone()[0] in ("", ".tmp"):
+        # an in-memory database spills into ./.tmp of the working directory by default
+        con.execute(f"SET temp_directory = {literal(str(Path(tempfile.gettempdir()) / 'mlcost-staging'))}")
     _drop(con)
     con.execute("CREATE TEMP TABLE bill_candidates AS SELECT * FROM billing_lines LIMIT 0")
     con.execute("ALTER TABLE bill_candidates ADD COLUMN _sub BIGINT")
@@ -204,10 +208,8 @@ def _number_csv_rows(src: Source, con: duckdb.DuckDBPyConnection, ctx: ParseCont
         where = {line: (int(starts[line - 1]), int(following[line - 1])) for line in rejected.tolist()}
     if len(lines) != rows:
         raise Unreadable("the records DuckDB read do not match the file's lines")
-    con.register("bill_numbers", pa.table({"_line": lines, "_end": ends}))
-    con.execute("CREATE TEMP TABLE bill_raw AS SELECT * FROM bill_numbers POSITIONAL JOIN bill_read")
-    con.unregister("bill_numbers")
-    con.execute("DROP TABLE bill_read")
+    con.register("bill_numbers", pa.table({"_line": lines, "_end": ends}))  # until _drop
+    con.execute("CREATE TEMP VIEW bill_raw AS SELECT * FROM bill_numbers POSITIONAL JOIN bill_read")
     found = []
     for line, error_type, text in errors:
         raw = (text or "").lstrip("\r\n").rstrip("\r\n")
@@ -285,8 +287,9 @@ def _stage_frame(src: Source, con: duckdb.DuckDBPyConnection, ctx: ParseContext,
     values = ", ".join(f"{sql} AS v_{column}" for column, sql in plan.columns.items())
     arms = " ".join(f"WHEN {check.bad} THEN {check.reason}" for check in plan.checks)
     reason = f"CASE WHEN _python THEN NULL {arms} END" if arms else "NULL"
+    kept = ", ".join(f"v_{column}" for column in plan.columns)  # not the raw text: it stays in bill_raw
     con.execute(f"""CREATE TEMP TABLE bill_converted AS
-        SELECT *, {reason} AS _reason FROM (
+        SELECT _line, _end, {kept}, _python, {reason} AS _reason FROM (
             SELECT *, {values}, coalesce({plan.python}, false) AS _python FROM bill_raw)""")
     outputs = ", ".join(f"v_{c} AS {c}" for c in plan.columns if not c.startswith("_"))
     con.execute(f"""INSERT INTO bill_candidates BY NAME
@@ -314,8 +317,10 @@ def _python_lines(src: Source, con: duckdb.DuckDBPyConnection, ctx: ParseContext
     fields = frame.fields
     raw_columns = {name: fields.columns[name] for name in fields.used}
     select = ", ".join(ident(c) for c in raw_columns.values())
-    cursor = con.execute(f"SELECT _line, _end{', ' + select if select else ''} FROM bill_converted "
-                         "WHERE _python ORDER BY _line")
+    if not con.execute("SELECT count(*) FROM bill_converted WHERE _python").fetchone()[0]:
+        return 0
+    cursor = con.execute(f"SELECT _line, _end{', ' + select if select else ''} FROM bill_raw WHERE _line IN "
+                         "(SELECT _line FROM bill_converted WHERE _python) ORDER BY _line")
     accepted = 0
     rejects: list[Reject] = []
     rows: list[dict] = []
@@ -397,9 +402,12 @@ def _finish(con: duckdb.DuckDBPyConnection, ctx: ParseContext, family: Family) -
     _python_keys(con)
     columns = ", ".join(billing.LINE_COLUMNS)
     keyed = columns.replace("line_key", "provider || '|id|' || line_key AS line_key")
+    repeated = con.execute("SELECT count(*) - count(DISTINCT (provider, line_key)) FROM bill_candidates "
+                           "WHERE line_key IS NOT NULL").fetchone()[0]
+    last = ("QUALIFY row_number() OVER (PARTITION BY provider, line_key ORDER BY source_line DESC, _sub DESC) = 1"
+            if repeated else "")  # a line id given twice: the later line wins
     con.execute(f"""INSERT INTO billing_lines ({columns})
-        SELECT {keyed} FROM bill_candidates WHERE line_key IS NOT NULL
-        QUALIFY row_number() OVER (PARTITION BY provider, line_key ORDER BY source_line DESC, _sub DESC) = 1""")
+        SELECT {keyed} FROM bill_candidates WHERE line_key IS NOT NULL {last}""")
     hashed = columns.replace("line_key", "provider || '|sha256:' || digest || '#' || (row_number() OVER "
                                          "(PARTITION BY provider, digest ORDER BY source_line, _sub) - 1) AS line_key")
     con.execute(f"""INSERT INTO billing_lines ({columns})
@@ -475,6 +483,11 @@ def totals(con: duckdb.DuckDBPyConnection) -> dict:
 
 
 def _drop(con: duckdb.DuckDBPyConnection, keep_candidates: bool = False) -> None:
+    con.execute("DROP VIEW IF EXISTS bill_raw")
     for table in ("bill_read", "bill_raw", "bill_converted", "bill_errors", "bill_scans") + (
             () if keep_candidates else ("bill_candidates",)):
         con.execute(f"DROP TABLE IF EXISTS {table}")
+    try:
+        con.unregister("bill_numbers")
+    except duckdb.Error:
+        pass

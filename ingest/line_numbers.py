@@ -5,7 +5,7 @@ records (a newline inside quotes does not count, a blank line does). These scans
 how many physical lines the file has (when that equals the records DuckDB saw, every record is
 one line and none is blank: row k is line k + 1 plus the rejected lines before it), and, for a
 file with quoted newlines or blank lines, where each record starts. Memory stays flat: the file
-is scanned in blocks (mapped when plain, streamed when compressed).
+is scanned in blocks.
 """
 from __future__ import annotations
 
@@ -21,12 +21,11 @@ NEWLINE, QUOTE, RETURN = 10, 34, 13
 
 def _blocks(src: Source) -> Iterator[np.ndarray]:
     """The decompressed bytes of the file as uint8 arrays of up to BLOCK_BYTES."""
-    if src.compression is None:
-        if src.path.stat().st_size == 0:
-            return
-        mapped = np.memmap(src.path, dtype=np.uint8, mode="r")  # the page cache, not a copy
-        for start in range(0, len(mapped), BLOCK_BYTES):
-            yield mapped[start:start + BLOCK_BYTES]
+    if src.compression is None:  # one reused buffer: the file never counts toward memory
+        buffer = np.empty(BLOCK_BYTES, np.uint8)
+        with open(src.path, "rb", buffering=0) as handle:
+            while size := handle.readinto(memoryview(buffer)):
+                yield buffer[:size]
         return
     with src.open_binary() as stream:
         while block := stream.read(BLOCK_BYTES):
