@@ -52,7 +52,7 @@ CANDIDATE_SCHEMA = pa.schema(
      else (c, pa.string()) for c in billing.LINE_COLUMNS]
     + [("_sub", pa.int64()), ("_key", pa.string())])
 DUCKDB_REASONS = {"UNQUOTED VALUE": "unreadable CSV: a quoted field is not closed",
-                  "INVALID UNICODE": "not UTF-8 text",
+                  "INVALID UNICODE": "not UTF-8 text", "INVALID ENCODING": "not UTF-8 text",
                   "LINE SIZE OVER MAXIMUM": "unreadable CSV: the line is too long"}
 
 
@@ -105,7 +105,7 @@ class Frame:
 
 def _header(src: Source) -> tuple[list[str], int, str, str]:
     """The first non-blank CSV record: its names, its physical line, its raw text, the newline."""
-    with src.open_text() as text:
+    with io.TextIOWrapper(src.open_binary(), encoding="utf-8-sig", errors="replace", newline="") as text:
         consumed: list[str] = []
 
         def feed():
@@ -375,8 +375,13 @@ def _stage_by_python(src: Source, con: duckdb.DuckDBPyConnection, ctx: ParseCont
     """The whole text through billing.py's readers and build (JSON lines, a file DuckDB's CSV
     reader refuses); its rows unkeyed into bill_candidates."""
     parsed = Parsed()
-    with src.open_text() as text:
-        lines = list(numbered(text.read().split("\n")))
+    with src.open_binary() as stream:
+        data = stream.read()
+    try:
+        lines = list(numbered(data.decode("utf-8-sig").split("\n")))
+    except UnicodeDecodeError as error:
+        raise BadValue(f"not UTF-8 text (byte {error.start})") from None
+    del data
     first = next((t for _, t in lines if t.strip()), "")
     reader = billing.json_records if first.lstrip("\ufeff").lstrip().startswith("{") else billing.csv_records
     rows = []

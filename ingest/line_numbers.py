@@ -9,6 +9,7 @@ is scanned in blocks.
 """
 from __future__ import annotations
 
+import io
 from collections.abc import Iterator
 
 import numpy as np
@@ -94,7 +95,8 @@ def line_texts(src: Source, spans: dict[int, int], limit: int = 500) -> dict[int
         return {}
     found: dict[int, list[str]] = {}
     position = 0
-    with src.open_text() as text:
+    # a raw text shows a byte that is not UTF-8 as U+FFFD (its line says why it was refused)
+    with io.TextIOWrapper(src.open_binary(), encoding="utf-8-sig", errors="replace", newline="") as text:
         for number, line in enumerate(text, start=1):
             while position < len(wanted) and wanted[position][1] < number:
                 position += 1

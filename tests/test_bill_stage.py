@@ -187,3 +187,39 @@ def test_strict_amounts_refuse_what_decimal_accepts(tmp_path):
         (4, "BilledCost must be an amount, got 'Infinity'"),
         (6, "BilledCost 1e400 is too large (under 10^26)")]  # Decimal would write 1E+400
     assert mine["totals"]["billed_cost_total"] == {"USD": "2"}
+
+
+def test_structural_rejects_keep_the_other_lines(tmp_path):
+    """A line that is not UTF-8 and an unclosed quote are refused at their lines; the rest loads
+    (billing.py refused a whole file for one bad byte, and counted fields of an unclosed quote)."""
+    path = tmp_path / "broken.csv"
+    path.write_bytes(HEADER.encode() + b"1,1,USD,2026-08-01,Usage,AWS,,a\n2,2,USD,2026-08-01,Usage,Caf\xe9,,b\n"
+                     b"3,3,USD,2026-08-01,Usage,AWS,,c\n4,4,USD,2026-08-01,Usage,\"AWS,,d\n")
+    mine = staged(billing_focus, path)
+    assert [(line, reason) for line, reason, _ in mine["rejects"]] == [
+        (3, "not UTF-8 text"), (5, "unreadable CSV: a quoted field is not closed")]
+    assert [r["source_line"] for r in sorted(mine["rows"], key=lambda r: r["source_line"])] == [2, 4]
+
+
+def test_many_lines_with_quoted_newlines_and_blanks_keep_their_numbers(tmp_path):
+    """Line numbers over more than one scan block: quoted newlines, blank and CRLF lines."""
+    from ingest import line_numbers
+
+    rows, expected, line = [], {}, 2
+    for number in range(3000):
+        text = "two\nlines" if number % 7 == 0 else "one"
+        rows.append(f'{number},{number},USD,2026-08-01,Usage,AWS,,id-{number},"{text}"')
+        expected[f"id-{number}"] = line
+        line += 2 if number % 7 == 0 else 1
+        if number % 11 == 0:
+            rows.append("")
+            line += 1
+    path = tmp_path / "many.csv"
+    path.write_text(HEADER.rstrip("\n") + ",ChargeDescription\n" + "\n".join(rows) + "\n")
+    block = line_numbers.BLOCK_BYTES
+    line_numbers.BLOCK_BYTES = 4096
+    try:
+        mine = assert_same(billing_focus, path)
+    finally:
+        line_numbers.BLOCK_BYTES = block
+    assert {r["source_line_id"]: r["source_line"] for r in mine["rows"]} == expected
