@@ -65,9 +65,9 @@ CREATE OR REPLACE TEMP MACRO bill_moment_slow(s) AS
          WHEN bill_is_number(bill_unzoned(s)) AND TRY_CAST(bill_unzoned(s) AS DOUBLE) <= 1e11
          THEN to_timestamp(CAST(bill_unzoned(s) AS DOUBLE)) END;
 CREATE OR REPLACE TEMP MACRO bill_moment_of(s) AS
-    coalesce(CAST(CASE length(s) WHEN 19 THEN try_strptime(s, ['%Y-%m-%d %H:%M:%S', '%Y-%m-%dT%H:%M:%S'])
-                                 WHEN 20 THEN try_strptime(s, '%Y-%m-%dT%H:%M:%SZ')
-                                 WHEN 10 THEN try_strptime(s, '%Y-%m-%d') END AS TIMESTAMPTZ),
+    coalesce(CAST(CASE WHEN s LIKE '____-__-__ __:__:__' OR s LIKE '____-__-__T__:__:__' OR s LIKE '____-__-__'
+                       THEN TRY_CAST(s AS TIMESTAMP)
+                       WHEN s LIKE '____-__-__T__:__:__Z' THEN TRY_CAST(s[:19] AS TIMESTAMP) END AS TIMESTAMPTZ),
              bill_moment_slow(s));
 CREATE OR REPLACE TEMP MACRO bill_moment_why(s, t, name) AS
     CASE WHEN regexp_full_match(bill_unzoned(s), '{US_DATE}') AND bill_us_hour(bill_us_parts(bill_unzoned(s))) IS NULL
@@ -127,10 +127,11 @@ def ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def mapping(key_sql: str, table: dict[str, str]) -> str:
-    """CASE expression mapping a normalised key to its value (NULL when unknown)."""
+def mapping(raw_sql: str, table: dict[str, str]) -> str:
+    """CASE expression mapping a raw value, by its normalised key (lower case, letters and digits
+    only), to its value (NULL when unknown); plain lower-case spellings are looked up first."""
     arms = " ".join(f"WHEN {literal(k)} THEN {literal(v)}" for k, v in table.items())
-    return f"(CASE {key_sql} {arms} END)"
+    return f"coalesce(CASE lower({raw_sql}) {arms} END, CASE bill_key({raw_sql}) {arms} END)"
 
 
 @dataclass
@@ -149,6 +150,7 @@ class Plan:
     checks: list[Check] = field(default_factory=list)
     python: str = "false"  # SQL boolean: this line goes through billing.py's build instead
     extra: str | None = None  # SELECT of more rows per good line from bill_converted (GCP credits)
+    helpers: dict[str, str] = field(default_factory=dict)  # computed once before the columns
 
 
 class Fields:
@@ -243,26 +245,27 @@ def moment(fields: Fields, alias: str, *names: str, required: bool = False) -> t
     return f"bill_moment_of({raw})", checks
 
 
-def category(fields: Fields, raw_sql: str, table: dict[str, str], name: str) -> tuple[str, list[Check]]:
+def category(fields: Fields, alias: str, raw_sql: str, table: dict[str, str], name: str) -> tuple[str, list[Check]]:
     """SQL of the normalised charge category and its checks (billing.category)."""
     known = ", ".join(sorted(set(table.values())))
-    value = mapping(f"bill_key({raw_sql})", table)
+    value = mapping(raw_sql, table)
     checks = [Check(f"{raw_sql} IS NULL", literal(f"no {name}")),
-              Check(f"{value} IS NULL", f"{literal(name)} || ' ' || bill_repr({raw_sql}) || "
+              Check(f"{alias} IS NULL", f"{literal(name)} || ' ' || bill_repr({raw_sql}) || "
                                         f"{literal(f' is not a charge category mlcost knows ({known})')}")]
     return value, checks
 
 
 def pricing(raw_sql: str, table: dict[str, str]) -> str:
     """SQL of on-demand / spot / commitment for a raw pricing value (billing.pricing)."""
-    return mapping(f"bill_key({raw_sql})", table)
+    return mapping(raw_sql, table)
 
 
-def tags(fields: Fields, name: str) -> tuple[str, str]:
-    """SQL of the sorted tag map (NULL when there are none) and of the condition under which a
-    line's tags need billing.tags in Python (not JSON, odd shapes, empty or repeated names)."""
+def tags(fields: Fields, name: str) -> tuple[str, str, dict[str, str]]:
+    """SQL of the tag map (NULL when there are none), of the condition under which a line's tags
+    need billing.tags in Python (not JSON, odd shapes, empty or repeated names), and of the
+    helper columns (computed once, before) both read."""
     if name not in fields.columns:
-        return "NULL", "false"
+        return "NULL", "false", {}
     fields.used.add(name)
     column = ident(fields.columns[name])
     kind = fields.types[name]
@@ -271,17 +274,21 @@ def tags(fields: Fields, name: str) -> tuple[str, str]:
         return (f"CASE WHEN len({entries}) > 0 THEN map_from_entries(list_sort(list_transform({entries}, "
                 f"lambda x: {{'key': CAST(x.key AS VARCHAR), 'value': CAST(x.value AS VARCHAR)}}))) END",
                 f"{column} IS NOT NULL AND list_bool_or(list_transform(map_keys({column}), "
-                f"lambda k: k IS NULL OR CAST(k AS VARCHAR) = ''))")
+                f"lambda k: k IS NULL OR CAST(k AS VARCHAR) = ''))", {})
     if kind != "VARCHAR":
-        return "NULL", f"{column} IS NOT NULL"
-    # the common cell, an object of strings, straight to a map; other shapes by their entries
+        return "NULL", f"{column} IS NOT NULL", {}
+    # the common cell, an object of strings, straight to a map (once, in a helper); other shapes
+    # by their entries
     entries = f"bill_tag_entries({column})"
-    flat = f"bill_flat_tags(bill_json_text({column}))"
-    value = (f"CASE WHEN {flat} THEN nullif(json_transform(bill_json_text({column}), '\"MAP(VARCHAR, VARCHAR)\"'), MAP {{}}) "
-             f"ELSE bill_tag_map({entries}) END")
-    transformed = f"json_transform(bill_json_text({column}), '\"MAP(VARCHAR, VARCHAR)\"')"
+    flat = f"v__flat_{name}"
+    transformed = f"v__map_{name}"
+    helpers = {f"_flat_{name}": f"coalesce(bill_flat_tags(bill_json_text({column})), false)",
+               f"_map_{name}": f"CASE WHEN bill_flat_tags(bill_json_text({column})) "
+                               f"THEN json_transform(bill_json_text({column}), '\"MAP(VARCHAR, VARCHAR)\"') END"}
+    value = f"CASE WHEN {flat} THEN nullif({transformed}, MAP {{}}) ELSE bill_tag_map({entries}) END"
     python = (f"{column} IS NOT NULL AND CASE WHEN {flat} THEN {transformed} IS NULL "
               f"OR list_contains(map_keys({transformed}), '') ELSE NOT bill_tags_plain({entries}) END")
+    return value, python, helpers
     return value, python
 
 
@@ -294,6 +301,7 @@ class Builder:
         self.columns: dict[str, str] = {}
         self.checks: list[Check] = []
         self.python: list[str] = []
+        self.helpers: dict[str, str] = {}  # computed in a step before the columns (read as v_<name>)
 
     def text(self, *names: str) -> str:
         """SQL of billing.text: a nested Parquet value (list, map) goes to billing.py."""
@@ -328,12 +336,13 @@ class Builder:
         return self.column(name, sql)
 
     def category(self, name: str, raw_sql: str, table: dict[str, str], label: str) -> str:
-        sql, checks = category(self.fields, raw_sql, table, label)
+        sql, checks = category(self.fields, f"v_{name}", raw_sql, table, label)
         self.checks.extend(checks)
         return self.column(name, sql)
 
     def tags(self, name: str, source: str) -> str:
-        sql, python = tags(self.fields, source)
+        sql, python, helpers = tags(self.fields, source)
+        self.helpers.update(helpers)
         self.python.append(python)
         return self.column(name, sql)
 
@@ -357,4 +366,5 @@ class Builder:
                 f"'value': json_extract_string(x.value, '$')}}), [])")
 
     def plan(self, extra: str | None = None) -> Plan:
-        return Plan(self.columns, self.checks, " OR ".join(f"({p})" for p in self.python) or "false", extra)
+        return Plan(self.columns, self.checks, " OR ".join(f"({p})" for p in self.python) or "false", extra,
+                    self.helpers)

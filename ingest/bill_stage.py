@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import csv
 import io
+import logging
 import shutil
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
@@ -37,6 +38,9 @@ from ingest.bill_sql import Fields, Plan, ident, literal
 from ingest.contract import BadValue, ParseContext, Parsed, Reject, numbered
 from ingest.staging import Source, Staged
 
+LOG = logging.getLogger(__name__)
+# A file DuckDB cannot read goes through billing.py, which holds it whole: only up to this size.
+PYTHON_READ_LIMIT = 64 << 20
 PARQUET_MAGIC = b"PAR1"
 # Text json.dumps escapes differently from DuckDB (ensure_ascii, control characters).
 OTHER_THAN_PRINTABLE_ASCII = "[^ -~\\n\\r\\t]"
@@ -77,11 +81,14 @@ def stage(src: Source, con: duckdb.DuckDBPyConnection, ctx: ParseContext, family
     try:
         if head[:4] == PARQUET_MAGIC:
             accepted = _stage_frame(src, con, ctx, family, plan_of, _read_parquet(src, con, family))
-        elif head.lstrip(b"\xef\xbb\xbf \t\r\n")[:1] == b"{":
-            raise Unreadable("JSON lines")
+        elif head.lstrip(b"\xef\xbb\xbf \t\r\n")[:1] == b"{":  # JSON lines: billing.py, as before
+            accepted = _stage_by_python(src, con, ctx, family)
         else:
             accepted = _stage_frame(src, con, ctx, family, plan_of, _read_csv(src, con, family, ctx))
-    except Unreadable:
+    except Unreadable as why:
+        if src.path.stat().st_size > PYTHON_READ_LIMIT:  # line by line would hold it all in memory
+            raise BadValue(f"cannot be read as CSV: {why}") from None
+        LOG.warning("%s: read line by line (%s)", ctx.source, why)
         _drop(con, keep_candidates=True)
         con.execute("DELETE FROM bill_candidates")
         con.execute("DELETE FROM rejects WHERE path = ?", [ctx.source])
@@ -159,14 +166,17 @@ def _read_csv(src: Source, con: duckdb.DuckDBPyConnection, family: Family, ctx: 
         reader = (f"read_csv({literal(str(src.path))}, auto_detect=false, columns={types}, header=true, "
                   f"delim=',', quote='\"', escape='\"', strict_mode=true, "
                   f"compression={literal(src.duckdb_compression)}, store_rejects=true, "
-                  f"rejects_table='bill_errors', rejects_scan='bill_scans', max_line_size=16777216)")
+                  f"rejects_table='bill_errors', rejects_scan='bill_scans')")
         with ThreadPoolExecutor(1) as pool:
             counting = pool.submit(line_numbers.count_lines, src)
             try:
                 con.execute(f"CREATE TEMP TABLE bill_read AS SELECT {', '.join(cleaned) or '1 AS _none'} "
                             f"FROM {reader}")
+            except duckdb.OutOfMemoryException as error:
+                raise BadValue(f"needs more memory than the staging limit (MLCOST_STAGE_MEMORY): "
+                               f"{str(error).splitlines()[0]}") from None
             except duckdb.Error as error:
-                raise Unreadable(str(error)) from None
+                raise Unreadable(str(error).splitlines()[0]) from None
             physical = counting.result()
         _number_csv_rows(src, con, ctx, physical, len(names))
 
@@ -288,9 +298,11 @@ def _stage_frame(src: Source, con: duckdb.DuckDBPyConnection, ctx: ParseContext,
     arms = " ".join(f"WHEN {check.bad} THEN {check.reason}" for check in plan.checks)
     reason = f"CASE WHEN _python THEN NULL {arms} END" if arms else "NULL"
     kept = ", ".join(f"v_{column}" for column in plan.columns)  # not the raw text: it stays in bill_raw
+    helped = ("SELECT *, " + ", ".join(f"{sql} AS v_{name}" for name, sql in plan.helpers.items())
+              + " FROM bill_raw") if plan.helpers else "SELECT * FROM bill_raw"
     con.execute(f"""CREATE TEMP TABLE bill_converted AS
         SELECT _line, _end, {kept}, _python, {reason} AS _reason FROM (
-            SELECT *, {values}, coalesce({plan.python}, false) AS _python FROM bill_raw)""")
+            SELECT *, {values}, coalesce({plan.python}, false) AS _python FROM ({helped}))""")
     outputs = ", ".join(f"v_{c} AS {c}" for c in plan.columns if not c.startswith("_"))
     con.execute(f"""INSERT INTO bill_candidates BY NAME
         SELECT {outputs},
