@@ -149,7 +149,7 @@ class Plan:
     columns: dict[str, str]  # billing_lines column -> SQL over raw columns and `v_<column>` aliases
     checks: list[Check] = field(default_factory=list)
     python: str = "false"  # SQL boolean: this line goes through billing.py's build instead
-    extra: str | None = None  # SELECT of more rows per good line from bill_converted (GCP credits)
+    extra: str | None = None  # SELECT of more rows per good line from bill_lines (GCP credits)
     helpers: dict[str, str] = field(default_factory=dict)  # computed once before the columns
 
 

@@ -2,9 +2,10 @@
 whole columns, into the staging `billing_lines` and `rejects` (ingest/staging.py).
 
 Steps: read the file (CSV: `read_csv` with `store_rejects`, every field as text; Parquet:
-`read_parquet`) into `bill_raw`, only the columns the family reads, trimmed, blank and its null
-literals as NULL; give each row its physical line (ingest/line_numbers.py); convert and check
-with the family's `Plan` (ingest/bill_sql.py), the first failing check being the line's reason;
+`read_parquet`), only the columns the family reads, trimmed, blank and its null literals as
+NULL, converted and checked on the way with the family's `Plan` (ingest/bill_sql.py), the first
+failing check being the line's reason, into one table of typed values (`bill_converted`); give
+each row its physical line (ingest/line_numbers.py, the view `bill_lines`);
 send the few lines SQL cannot read (a Python-literal cell, odd tag shapes) through billing.py's
 `build`; key the lines and keep the last of a repeated key; report totals in SQL.
 
@@ -80,7 +81,10 @@ def stage(src: Source, con: duckdb.DuckDBPyConnection, ctx: ParseContext, family
     accepted = 0
     try:
         if head[:4] == PARQUET_MAGIC:
-            accepted = _stage_frame(src, con, ctx, family, plan_of, _read_parquet(src, con, family))
+            with tempfile.TemporaryDirectory(prefix="mlcost-parquet-") as spool:
+                frame = _read_parquet(src, con, family, Path(spool))
+                accepted = _stage_frame(src, con, ctx, family, plan_of, frame)
+                _drop(con, keep_candidates=True)  # nothing may still read the spooled copy
         elif head.lstrip(b"\xef\xbb\xbf \t\r\n")[:1] == b"{":  # JSON lines: billing.py, as before
             accepted = _stage_by_python(src, con, ctx, family)
         else:
@@ -101,12 +105,12 @@ def stage(src: Source, con: duckdb.DuckDBPyConnection, ctx: ParseContext, family
 # --- reading ---------------------------------------------------------------------------------
 
 class Frame:
-    """A file read into `bill_read`: its columns by normalised name, or the file-level reject."""
+    """A file as the family sees it: its columns by normalised name, or the file-level reject."""
 
     def __init__(self, fields: Fields | None, all_columns: set[str], load, reject: Reject | None = None):
         self.fields = fields
         self.all_columns = all_columns  # every normalised header name (billing.py's `columns`)
-        self.load = load  # (con, used names) -> creates bill_raw(_line, _end, raw columns...)
+        self.load = load  # (con, used names, convert) -> bill_converted and the view bill_lines
         self.reject = reject
 
 
@@ -159,7 +163,7 @@ def _read_csv(src: Source, con: duckdb.DuckDBPyConnection, family: Family, ctx: 
     if header_line != 1:
         raise Unreadable("blank lines before the header")
 
-    def load(con: duckdb.DuckDBPyConnection, used: set[str]) -> None:
+    def load(con: duckdb.DuckDBPyConnection, used: set[str], convert) -> None:
         nulls = ", ".join(["''"] + [literal(n) for n in sorted(family.nulls)])
         cleaned = [f"{_cleaned(f'c{position[c]}', nulls)} AS c{position[c]}" for c in position if c in used]
         types = "{" + ", ".join(f"'c{i}': 'VARCHAR'" for i in range(len(names))) + "}"
@@ -170,8 +174,8 @@ def _read_csv(src: Source, con: duckdb.DuckDBPyConnection, family: Family, ctx: 
         with ThreadPoolExecutor(1) as pool:
             counting = pool.submit(line_numbers.count_lines, src)
             try:
-                con.execute(f"CREATE TEMP TABLE bill_read AS SELECT {', '.join(cleaned) or '1 AS _none'} "
-                            f"FROM {reader}")
+                source = f"(SELECT {', '.join(cleaned) or '1 AS _none'} FROM {reader})"
+                con.execute(f"CREATE TEMP TABLE bill_converted AS {convert(source, '')}")
             except duckdb.OutOfMemoryException as error:
                 raise BadValue(f"needs more memory than the staging limit (MLCOST_STAGE_MEMORY): "
                                f"{str(error).splitlines()[0]}") from None
@@ -194,9 +198,9 @@ def _cleaned(column: str, nulls: str) -> str:
 
 def _number_csv_rows(src: Source, con: duckdb.DuckDBPyConnection, ctx: ParseContext, physical: int,
                      width: int) -> None:
-    """bill_raw: bill_read with each row's first and last physical line; DuckDB's structural
+    """bill_lines: bill_converted with each row's first and last physical line; DuckDB's structural
     rejects (deduplicated, blank-only lines dropped) into `rejects` at their physical lines."""
-    rows = con.execute("SELECT count(*) FROM bill_read").fetchone()[0]
+    rows = con.execute("SELECT count(*) FROM bill_converted").fetchone()[0]
     errors = con.execute(
         "SELECT line, any_value(error_type), any_value(csv_line) FROM bill_errors GROUP BY line ORDER BY line"
     ).fetchall()
@@ -219,7 +223,7 @@ def _number_csv_rows(src: Source, con: duckdb.DuckDBPyConnection, ctx: ParseCont
     if len(lines) != rows:
         raise Unreadable("the records DuckDB read do not match the file's lines")
     con.register("bill_numbers", pa.table({"_line": lines, "_end": ends}))  # until _drop
-    con.execute("CREATE TEMP VIEW bill_raw AS SELECT * FROM bill_numbers POSITIONAL JOIN bill_read")
+    con.execute("CREATE TEMP VIEW bill_lines AS SELECT * FROM bill_numbers POSITIONAL JOIN bill_converted")
     found = []
     for line, error_type, text in errors:
         raw = (text or "").lstrip("\r\n").rstrip("\r\n")
@@ -239,13 +243,12 @@ def _structural_reason(error_type: str, raw: str, width: int) -> str:
     return DUCKDB_REASONS.get(error_type, f"unreadable CSV: {error_type.lower()}")
 
 
-def _read_parquet(src: Source, con: duckdb.DuckDBPyConnection, family: Family) -> Frame:
+def _read_parquet(src: Source, con: duckdb.DuckDBPyConnection, family: Family, spool: Path) -> Frame:
     path = str(src.path)
-    if src.compression:  # DuckDB reads Parquet from a plain file: expand it to a temporary one
-        spool = tempfile.NamedTemporaryFile(suffix=".parquet", delete=False)
-        with src.open_binary() as stream, spool:
-            shutil.copyfileobj(stream, spool, 1 << 20)
-        path = spool.name
+    if src.compression:  # DuckDB reads Parquet from a plain file: expand it into `spool`, streamed
+        path = str(spool / "bill.parquet")
+        with src.open_binary() as stream, open(path, "wb") as copy:
+            shutil.copyfileobj(stream, copy, 1 << 20)
     try:
         described = con.execute(f"DESCRIBE SELECT * FROM read_parquet({literal(path)})").fetchall()
     except duckdb.Error as error:
@@ -266,7 +269,7 @@ def _read_parquet(src: Source, con: duckdb.DuckDBPyConnection, family: Family) -
                          or kind.endswith("[]") else "VARCHAR")
     fields = Fields({c: f"c{i}" for c, i in position.items()}, _labels(columns, names), types)
 
-    def load(con: duckdb.DuckDBPyConnection, used: set[str]) -> None:
+    def load(con: duckdb.DuckDBPyConnection, used: set[str], convert) -> None:
         select = []
         for column in (c for c in position if c in used):
             name, alias = ident(names[position[column]]), f"c{position[column]}"
@@ -275,9 +278,10 @@ def _read_parquet(src: Source, con: duckdb.DuckDBPyConnection, family: Family) -
                 select.append(f"CASE WHEN {text} = '' THEN NULL ELSE {text} END AS {alias}")
             else:
                 select.append(f"{name} AS {alias}")
-        con.execute(f"CREATE TEMP TABLE bill_raw AS SELECT file_row_number + 1 AS _line, "
-                    f"file_row_number + 1 AS _end, {', '.join(select) or '1 AS _none'} "
-                    f"FROM read_parquet({literal(path)}, file_row_number=true)")
+        source = (f"(SELECT file_row_number + 1 AS _line, file_row_number + 1 AS _end, "
+                  f"{', '.join(select) or '1 AS _none'} FROM read_parquet({literal(path)}, file_row_number=true))")
+        con.execute(f"CREATE TEMP TABLE bill_converted AS {convert(source, '_line, _end, ')}")
+        con.execute("CREATE TEMP VIEW bill_lines AS SELECT * FROM bill_converted")
 
     return Frame(fields, set(columns), load)
 
@@ -286,35 +290,40 @@ def _read_parquet(src: Source, con: duckdb.DuckDBPyConnection, family: Family) -
 
 def _stage_frame(src: Source, con: duckdb.DuckDBPyConnection, ctx: ParseContext, family: Family,
                  plan_of, frame: Frame) -> int:
-    """Convert and check bill_raw with the family's plan; returns the records accepted."""
+    """Read, convert and check the file with the family's plan; returns the records accepted."""
     if frame.reject is not None:
         _insert_rejects(con, ctx, [frame.reject])
         return 0
     if frame.fields is None:
         return 0
     plan: Plan = plan_of(frame.fields)
-    frame.load(con, frame.fields.used)
     values = ", ".join(f"{sql} AS v_{column}" for column, sql in plan.columns.items())
     arms = " ".join(f"WHEN {check.bad} THEN {check.reason}" for check in plan.checks)
     reason = f"CASE WHEN _python THEN NULL {arms} END" if arms else "NULL"
-    kept = ", ".join(f"v_{column}" for column in plan.columns)  # not the raw text: it stays in bill_raw
-    helped = ("SELECT *, " + ", ".join(f"{sql} AS v_{name}" for name, sql in plan.helpers.items())
-              + " FROM bill_raw") if plan.helpers else "SELECT * FROM bill_raw"
-    con.execute(f"""CREATE TEMP TABLE bill_converted AS
-        SELECT _line, _end, {kept}, _python, {reason} AS _reason FROM (
-            SELECT *, {values}, coalesce({plan.python}, false) AS _python FROM ({helped}))""")
+    kept = ", ".join(f"v_{column}" for column in plan.columns)
+    # the raw text is kept only for the lines billing.py reads
+    raw = "".join(f", CASE WHEN _python THEN {ident(c)} END AS {ident(c)}"
+                  for c in (frame.fields.columns[n] for n in sorted(frame.fields.used)))
+    helpers = "".join(f", {sql} AS v_{name}" for name, sql in plan.helpers.items())
+
+    def convert(source: str, carried: str) -> str:
+        return f"""SELECT {carried}{kept}, _python, {reason} AS _reason{raw} FROM (
+            SELECT *, {values}, coalesce({plan.python}, false) AS _python FROM (
+                SELECT *{helpers} FROM {source}))"""
+
+    frame.load(con, frame.fields.used, convert)
     outputs = ", ".join(f"v_{c} AS {c}" for c in plan.columns if not c.startswith("_"))
     con.execute(f"""INSERT INTO bill_candidates BY NAME
         SELECT {outputs},
             {literal(ctx.source)} AS source_file, {literal(family.kind)} AS source_kind,
             _line AS source_line, 0 AS _sub, NULL AS _key
-        FROM bill_converted WHERE _reason IS NULL AND NOT _python""")
+        FROM bill_lines WHERE _reason IS NULL AND NOT _python""")
     if plan.extra:
         con.execute(f"""INSERT INTO bill_candidates BY NAME SELECT *, {literal(ctx.source)} AS source_file,
             {literal(family.kind)} AS source_kind, NULL AS _key FROM ({plan.extra})""")
-    bad = con.execute("SELECT _line, _end, _reason FROM bill_converted WHERE _reason IS NOT NULL "
+    bad = con.execute("SELECT _line, _end, _reason FROM bill_lines WHERE _reason IS NOT NULL "
                       "ORDER BY _line").fetchall()
-    accepted = con.execute("SELECT count(*) FROM bill_converted WHERE _reason IS NULL AND NOT _python"
+    accepted = con.execute("SELECT count(*) FROM bill_lines WHERE _reason IS NULL AND NOT _python"
                            ).fetchone()[0]
     texts = line_numbers.line_texts(src, {line: end for line, end, _ in bad}) if bad and (
         frame.fields.types and all(t == "VARCHAR" for t in frame.fields.types.values())) else {}
@@ -331,8 +340,8 @@ def _python_lines(src: Source, con: duckdb.DuckDBPyConnection, ctx: ParseContext
     select = ", ".join(ident(c) for c in raw_columns.values())
     if not con.execute("SELECT count(*) FROM bill_converted WHERE _python").fetchone()[0]:
         return 0
-    cursor = con.execute(f"SELECT _line, _end{', ' + select if select else ''} FROM bill_raw WHERE _line IN "
-                         "(SELECT _line FROM bill_converted WHERE _python) ORDER BY _line")
+    cursor = con.execute(f"SELECT _line, _end{', ' + select if select else ''} FROM bill_lines WHERE _python "
+                         "ORDER BY _line")
     accepted = 0
     rejects: list[Reject] = []
     rows: list[dict] = []
@@ -500,10 +509,10 @@ def totals(con: duckdb.DuckDBPyConnection) -> dict:
 
 
 def _drop(con: duckdb.DuckDBPyConnection, keep_candidates: bool = False) -> None:
-    con.execute("DROP VIEW IF EXISTS bill_raw")
-    for table in ("bill_read", "bill_raw", "bill_converted", "bill_errors", "bill_scans") + (
+    views = {name for (name,) in con.execute("SELECT view_name FROM duckdb_views() WHERE temporary").fetchall()}
+    for table in ("bill_lines", "bill_converted", "bill_errors", "bill_scans") + (
             () if keep_candidates else ("bill_candidates",)):
-        con.execute(f"DROP TABLE IF EXISTS {table}")
+        con.execute(f"DROP {'VIEW' if table in views else 'TABLE'} IF EXISTS {table}")
     try:
         con.unregister("bill_numbers")
     except duckdb.Error:

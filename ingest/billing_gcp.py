@@ -13,7 +13,7 @@ usage on-demand (the export names no pricing model, so the raw value is NULL).
 """
 from __future__ import annotations
 
-from ingest import bill_sql, bill_stage, billing, values
+from ingest import bill_stage, billing, values
 from ingest.bill_sql import Builder, Fields, Plan, ident, literal
 from ingest.billing import Record
 from ingest.contract import BadValue, ParseContext
@@ -173,7 +173,7 @@ def _credits_sql(b: Builder, fields: Fields) -> str | None:
             source_line, _sub
         FROM (SELECT {', '.join(f'v_{c} AS {c}' for c in carried.split(', '))}, _line AS source_line,
                      unnest(v__credits) AS credit, generate_subscripts(v__credits, 1) AS _sub
-              FROM bill_converted WHERE _reason IS NULL AND NOT _python AND len(v__credits) > 0)"""
+              FROM bill_lines WHERE _reason IS NULL AND NOT _python AND len(v__credits) > 0)"""
 
 
 def stage(src: Source, con, ctx: ParseContext) -> Staged:
