@@ -84,6 +84,8 @@ def stage(src: Source, con: duckdb.DuckDBPyConnection, ctx: ParseContext, family
             with tempfile.TemporaryDirectory(prefix="mlcost-parquet-") as spool:
                 frame = _read_parquet(src, con, family, Path(spool))
                 accepted = _stage_frame(src, con, ctx, family, plan_of, frame)
+                if _exists(con, "bill_sql_rows"):
+                    con.execute("INSERT INTO bill_candidates BY NAME SELECT * FROM bill_sql_rows")
                 _drop(con, keep_candidates=True)  # nothing may still read the spooled copy
         elif head.lstrip(b"\xef\xbb\xbf \t\r\n")[:1] == b"{":  # JSON lines: billing.py, as before
             accepted = _stage_by_python(src, con, ctx, family)
@@ -312,11 +314,15 @@ def _stage_frame(src: Source, con: duckdb.DuckDBPyConnection, ctx: ParseContext,
                 SELECT *{helpers} FROM {source}))"""
 
     frame.load(con, frame.fields.used, convert)
-    outputs = ", ".join(f"v_{c} AS {c}" for c in plan.columns if not c.startswith("_"))
-    con.execute(f"""INSERT INTO bill_candidates BY NAME
+    types = dict(con.execute("SELECT column_name, data_type FROM duckdb_columns() "
+                             "WHERE table_name = 'bill_candidates'").fetchall())
+    outputs = ", ".join(f"CAST(v_{c} AS {types[c]}) AS {c}" for c in plan.columns if not c.startswith("_"))
+    # the good lines are read from the converted table where they are (no copy): _finish reads
+    # them with the few rows of bill_candidates
+    con.execute(f"""CREATE TEMP VIEW bill_sql_rows AS
         SELECT {outputs},
             {literal(ctx.source)} AS source_file, {literal(family.kind)} AS source_kind,
-            _line AS source_line, 0 AS _sub, NULL AS _key
+            _line AS source_line, CAST(0 AS BIGINT) AS _sub, CAST(NULL AS VARCHAR) AS _key
         FROM bill_lines WHERE _reason IS NULL AND NOT _python""")
     if plan.extra:
         con.execute(f"""INSERT INTO bill_candidates BY NAME SELECT *, {literal(ctx.source)} AS source_file,
@@ -424,21 +430,30 @@ def _stage_by_python(src: Source, con: duckdb.DuckDBPyConnection, ctx: ParseCont
 # --- keys, the last of a repeated line, totals -----------------------------------------------
 
 def _finish(con: duckdb.DuckDBPyConnection, ctx: ParseContext, family: Family) -> None:
-    """Key the candidates and keep the last of each key in the staging billing_lines."""
-    _python_keys(con)
+    """Key the candidates (the SQL rows where they were converted and the few rows of
+    bill_candidates) and keep the last of each key in the staging billing_lines."""
+    rows = ("(SELECT * FROM bill_candidates UNION ALL BY NAME SELECT * FROM bill_sql_rows)"
+            if _exists(con, "bill_sql_rows") else "bill_candidates")
+    known = _python_keys(con, rows)
     columns = ", ".join(billing.LINE_COLUMNS)
     keyed = columns.replace("line_key", "provider || '|id|' || line_key AS line_key")
-    repeated = con.execute("SELECT count(*) - count(DISTINCT (provider, line_key)) FROM bill_candidates "
+    repeated = con.execute(f"SELECT count(*) - count(DISTINCT (provider, line_key)) FROM {rows} "
                            "WHERE line_key IS NOT NULL").fetchone()[0]
     last = ("QUALIFY row_number() OVER (PARTITION BY provider, line_key ORDER BY source_line DESC, _sub DESC) = 1"
             if repeated else "")  # a line id given twice: the later line wins
     con.execute(f"""INSERT INTO billing_lines ({columns})
-        SELECT {keyed} FROM bill_candidates WHERE line_key IS NOT NULL {last}""")
+        SELECT {keyed} FROM {rows} WHERE line_key IS NOT NULL {last}""")
     hashed = columns.replace("line_key", "provider || '|sha256:' || digest || '#' || (row_number() OVER "
                                          "(PARTITION BY provider, digest ORDER BY source_line, _sub) - 1) AS line_key")
+    unkeyed = (f"(SELECT c.* EXCLUDE (_key), k._key FROM {rows} c LEFT JOIN bill_keys k USING (source_line, _sub) "
+               "WHERE c.line_key IS NULL)" if known else f"(SELECT * FROM {rows} WHERE line_key IS NULL)")
     con.execute(f"""INSERT INTO billing_lines ({columns})
-        SELECT {hashed} FROM (SELECT *, coalesce(_key, {_digest_sql()}) AS digest
-                              FROM bill_candidates WHERE line_key IS NULL)""")
+        SELECT {hashed} FROM (SELECT *, coalesce(_key, {_digest_sql()}) AS digest FROM {unkeyed})""")
+
+
+def _exists(con: duckdb.DuckDBPyConnection, view: str) -> bool:
+    return bool(con.execute("SELECT count(*) FROM duckdb_views() WHERE temporary AND view_name = ?",
+                            [view]).fetchone()[0])
 
 
 def _json_string(sql: str) -> str:
@@ -467,19 +482,20 @@ def _digest_sql() -> str:
     return "left(sha256('{' || " + " || ', ' || ".join(parts) + " || '}'), 32)"
 
 
-def _python_keys(con: duckdb.DuckDBPyConnection) -> None:
-    """Digests of the candidates with non-ASCII text or amounts SQL cannot write as Python does,
-    from billing.py's own JSON (few lines: DuckDB writes UTF-8 where json.dumps escapes)."""
+def _python_keys(con: duckdb.DuckDBPyConnection, rows: str) -> bool:
+    """Digests of the candidates with non-ASCII text SQL cannot write as Python does, from
+    billing.py's own JSON (few lines: DuckDB writes UTF-8 where json.dumps escapes), into the
+    table bill_keys (source_line, _sub, _key); whether there are any."""
     condition = " OR ".join(
         [f"regexp_matches({c}, '{OTHER_THAN_PRINTABLE_ASCII}')" for c in CONTENT
          if c not in ("billed_cost", "effective_cost", "list_cost", "consumed_quantity", "tags")
          and not c.endswith(("_start", "_end"))]
         + [f"regexp_matches(CAST(tags AS VARCHAR), '{OTHER_THAN_PRINTABLE_ASCII}')"])
-    cursor = con.execute(f"SELECT rowid, {', '.join(CONTENT)} FROM bill_candidates "
+    cursor = con.execute(f"SELECT source_line, _sub, {', '.join(CONTENT)} FROM {rows} "
                          f"WHERE line_key IS NULL AND ({condition})")
     updates = []
     while batch := cursor.fetchmany(1000):
-        for rowid, *values in batch:
+        for line, sub, *values in batch:
             row = dict(zip(CONTENT, values))
             if row["tags"] is not None:
                 row["tags"] = sorted(row["tags"].items())
@@ -487,9 +503,11 @@ def _python_keys(con: duckdb.DuckDBPyConnection) -> None:
                 if row[key] is not None:
                     row[key] = row[key].astimezone(billing.UTC)
             text = billing.json.dumps(row, sort_keys=True, default=billing._plain_json)
-            updates.append((billing.hashlib.sha256(text.encode()).hexdigest()[:32], rowid))
+            updates.append((line, sub, billing.hashlib.sha256(text.encode()).hexdigest()[:32]))
     if updates:
-        con.executemany("UPDATE bill_candidates SET _key = ? WHERE rowid = ?", updates)
+        con.execute("CREATE TEMP TABLE bill_keys (source_line BIGINT, _sub BIGINT, _key VARCHAR)")
+        con.executemany("INSERT INTO bill_keys VALUES (?, ?, ?)", updates)
+    return bool(updates)
 
 
 def totals(con: duckdb.DuckDBPyConnection) -> dict:
@@ -510,7 +528,7 @@ def totals(con: duckdb.DuckDBPyConnection) -> dict:
 
 def _drop(con: duckdb.DuckDBPyConnection, keep_candidates: bool = False) -> None:
     views = {name for (name,) in con.execute("SELECT view_name FROM duckdb_views() WHERE temporary").fetchall()}
-    for table in ("bill_lines", "bill_converted", "bill_errors", "bill_scans") + (
+    for table in ("bill_sql_rows", "bill_keys", "bill_lines", "bill_converted", "bill_errors", "bill_scans") + (
             () if keep_candidates else ("bill_candidates",)):
         con.execute(f"DROP {'VIEW' if table in views else 'TABLE'} IF EXISTS {table}")
     try:
