@@ -434,15 +434,18 @@ def _finish(con: duckdb.DuckDBPyConnection, ctx: ParseContext, family: Family) -
     bill_candidates) and keep the last of each key in the staging billing_lines."""
     rows = ("(SELECT * FROM bill_candidates UNION ALL BY NAME SELECT * FROM bill_sql_rows)"
             if _exists(con, "bill_sql_rows") else "bill_candidates")
-    known = _python_keys(con, rows)
     columns = ", ".join(billing.LINE_COLUMNS)
     keyed = columns.replace("line_key", "provider || '|id|' || line_key AS line_key")
-    repeated = con.execute(f"SELECT count(*) - count(DISTINCT (provider, line_key)) FROM {rows} "
-                           "WHERE line_key IS NOT NULL").fetchone()[0]
+    repeated, unkeyed_rows = con.execute(
+        f"SELECT count(line_key) - count(DISTINCT (provider, line_key)) FILTER (line_key IS NOT NULL), "
+        f"count(*) FILTER (line_key IS NULL) FROM {rows}").fetchone()
     last = ("QUALIFY row_number() OVER (PARTITION BY provider, line_key ORDER BY source_line DESC, _sub DESC) = 1"
             if repeated else "")  # a line id given twice: the later line wins
     con.execute(f"""INSERT INTO billing_lines ({columns})
         SELECT {keyed} FROM {rows} WHERE line_key IS NOT NULL {last}""")
+    if not unkeyed_rows:  # every line has its id (FOCUS, CUR): no digests
+        return
+    known = _python_keys(con, rows)
     hashed = columns.replace("line_key", "provider || '|sha256:' || digest || '#' || (row_number() OVER "
                                          "(PARTITION BY provider, digest ORDER BY source_line, _sub) - 1) AS line_key")
     unkeyed = (f"(SELECT c.* EXCLUDE (_key), k._key FROM {rows} c LEFT JOIN bill_keys k USING (source_line, _sub) "
