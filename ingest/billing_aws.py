@@ -256,8 +256,17 @@ def _effective_sql(b: Builder, fields: Fields, line_type: str, billed: str) -> N
 def _tags_sql(b: Builder, fields: Fields) -> None:
     """_tags in SQL: flat tag and cost-category columns, then the resource_tags and
     cost_category maps; a name given twice (where the later one wins) goes to billing.py."""
-    flat = [f"{{'key': {literal(name.removeprefix('tag:'))}, 'value': {b.text(name)}}}"
-            for name in fields.names() if name.startswith(("tag:", "cost_category:"))]
+    flat_names = [name for name in fields.names() if name.startswith(("tag:", "cost_category:"))]
+    keys = [name.removeprefix("tag:") for name in flat_names]
+    if not fields.has("resource_tags") and not fields.has("cost_category") and len(set(keys)) == len(keys):
+        # only tag columns, each key once (a CSV export): sorted and checked here, once, not per line
+        ordered = sorted(zip(keys, flat_names))
+        entries = ", ".join(f"{{'key': {literal(key)}, 'value': {b.text(name)}}}" for key, name in ordered)
+        found = b.column("_tag_list", f"list_filter([{entries}], lambda x: x.value IS NOT NULL)"
+                         if ordered else "[]")
+        b.column("tags", f"CASE WHEN len({found}) > 0 THEN map_from_entries({found}) END")
+        return
+    flat = [f"{{'key': {literal(key)}, 'value': {b.text(name)}}}" for key, name in zip(keys, flat_names)]
     flat_list = f"list_filter([{', '.join(flat)}], lambda x: x.value IS NOT NULL)" if flat else "[]"
     unprefixed = ("lambda x: {'key': CASE WHEN starts_with(x.key, '%s') THEN x.key[6:] ELSE x.key END, "
                   "'value': x.value}")
