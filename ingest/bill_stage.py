@@ -192,7 +192,9 @@ def _read_csv(src: Source, con: duckdb.DuckDBPyConnection, family: Family, ctx: 
 def _cleaned(column: str, nulls: str) -> str:
     """SQL of a field as billing.py reads it: stripped, NULL when blank or a null literal. Only a
     value with whitespace at an edge is trimmed (trim() over every value costs more than the read)."""
-    edge = " OR ".join([f"ord({column}) <= 32"] + [f"ends_with({column}, {literal(c)})" for c in WHITESPACE])
+    # a first or last character at or below a space may be whitespace (others fall through the
+    # exact trim unchanged); one test per edge, not one per whitespace character
+    edge = f"ord({column}) <= 32 OR ord({column}[-1]) <= 32"
     trimmed = f"trim({column}, {literal(WHITESPACE)})"
     return (f"CASE WHEN {column} IN ({nulls}) THEN NULL WHEN NOT ({edge}) THEN {column} "
             f"WHEN {trimmed} IN ({nulls}) THEN NULL ELSE {trimmed} END")
