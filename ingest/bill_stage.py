@@ -7,7 +7,8 @@ NULL, converted and checked on the way with the family's `Plan` (ingest/bill_sql
 failing check being the line's reason, into one table of typed values (`bill_converted`); give
 each row its physical line (ingest/line_numbers.py, the view `bill_lines`);
 send the few lines SQL cannot read (a Python-literal cell, odd tag shapes) through billing.py's
-`build`; key the lines and keep the last of a repeated key; report totals in SQL.
+`build`; key the lines (the good SQL lines read where they were converted, the few billing.py
+built from a small table) and keep the last of a repeated key; report totals in SQL.
 
 Line keys: a line with an id is `<provider>|id|<id>` as before. A line without one (GCP, Azure)
 is `<provider>|sha256:<digest>#<n>`, the digest of billing.py's JSON of the row (every stored
