@@ -18,8 +18,11 @@ from __future__ import annotations
 import re
 from decimal import Decimal
 
-from ingest import billing, values
+from ingest import bill_sql, bill_stage, billing, values
+from ingest.bill_sql import Builder, Fields, Plan, literal
 from ingest.billing import Record
+from ingest.contract import ParseContext
+from ingest.staging import Source, Staged
 
 KIND = "billing_aws"
 TABLES = (billing.TABLE,)
@@ -170,6 +173,117 @@ def _format(columns: set[str]) -> str:
     if "resource_tags" in columns or "product" in columns or "cost_category" in columns:
         return "aws_cur2"
     return "aws_cur"
+
+
+def plan(fields: Fields) -> Plan:
+    """`build` as SQL over whole columns (ingest/bill_sql.py), checks in build's order."""
+    b = Builder(fields)
+    raw_type = b.text("line_item_line_item_type")
+    line_type = b.column("_line_type", f"regexp_replace(lower(coalesce({raw_type}, '')), '[^a-z]', '', 'g')")
+    billed = b.amount("billed_cost", "line_item_unblended_cost", required=True)
+    term = b.text("pricing_term")
+    usage_type = b.text("line_item_usage_type")
+    product = b.column("_product", b.entries("product"))
+    line_id, interval = b.text("identity_line_item_id"), b.text("identity_time_interval")
+    description = b.text("line_item_line_item_description")
+
+    def in_product(*keys: str) -> str:
+        found = [f"nullif(trim(list_filter({product}, lambda x: x.key = {literal(k)})[-1].value), '')" for k in keys]
+        return f"coalesce({', '.join(found)})"
+
+    instance = f"coalesce({b.text('product_instance_type')}, {in_product('instance_type', 'instanceType')})"
+    b.column("line_key", f"CASE WHEN {line_id} IS NOT NULL THEN {line_id} || '|' || coalesce({interval}, '') END")
+    b.column("provider", "'AWS'")
+    b.column("billing_account_id", b.text("bill_payer_account_id"))
+    b.column("sub_account_id", b.text("line_item_usage_account_id"))
+    b.column("sub_account_name", b.text("line_item_usage_account_name"))
+    _effective_sql(b, fields, line_type, billed)
+    b.amount("list_cost", "pricing_public_on_demand_cost")
+    currency = b.column("billing_currency", b.text("line_item_currency_code"))
+    b.check(f"{currency} IS NULL", f"'no ' || {fields.label('line_item_currency_code')}")
+    b.moment("charge_period_start", "line_item_usage_start_date", required=True)
+    b.moment("charge_period_end", "line_item_usage_end_date")
+    b.moment("billing_period_start", "bill_billing_period_start_date")
+    b.moment("billing_period_end", "bill_billing_period_end_date")
+    b.category("charge_category", raw_type, CATEGORIES, "lineItem/LineItemType")
+    b.column("charge_category_raw", raw_type)
+    b.column("charge_description", description)
+    b.column("service_name", f"coalesce({b.text('product_product_name')}, "
+                             f"{in_product('product_name', 'ProductName')}, {b.text('line_item_product_code')})")
+    b.column("sku_id", f"coalesce({b.text('product_sku')}, {in_product('sku')})")
+    b.column("resource_id", b.text("line_item_resource_id"))
+    b.column("instance_type", f"coalesce(lower({instance}), bill_instance_type({description}))")
+    b.column("region_id", f"coalesce({b.text('product_region_code', 'product_region')}, "
+                          f"{in_product('region_code', 'region')})")
+    b.quantity("consumed_quantity", "line_item_usage_amount")
+    b.column("consumed_unit", b.text("pricing_unit"))
+    committed = ", ".join(literal(t) for t in sorted(COMMITTED_TYPES))
+    b.column("pricing_category", f"CASE WHEN {line_type} IN ({committed}) THEN 'commitment' "
+                                 f"WHEN contains(replace(lower(coalesce({usage_type}, '')), '-', ''), 'spotusage') "
+                                 f"THEN 'spot' ELSE {bill_sql.pricing(term, PRICING)} END")
+    b.column("pricing_category_raw", term)
+    _tags_sql(b, fields)
+    b.column("source_line_id", line_id)
+    b.column("source_format", literal(_format(set(fields.names()))))
+    return b.plan()
+
+
+def _effective_sql(b: Builder, fields: Fields, line_type: str, billed: str) -> None:
+    """EffectiveCost by the FOCUS conversion of CUR (_effective), each amount checked only on
+    the line types that read it, in _effective's order."""
+    def column(name: str, *types: str) -> str:
+        if not fields.has(name):
+            return "NULL"
+        when = " OR ".join(f"{line_type} = {literal(t)}" for t in types)
+        return b.amount(f"_{name}", name, when=when)
+
+    covered = column("savings_plan_savings_plan_effective_cost", "savingsplancoveredusage")
+    reserved = column("reservation_effective_cost", "discountedusage")
+    total = column("savings_plan_total_commitment_to_date", "savingsplanrecurringfee")
+    used = column("savings_plan_used_commitment", "savingsplanrecurringfee")
+    upfront = column("reservation_unused_amortized_upfront_fee_for_billing_period", "rifee")
+    recurring = column("reservation_unused_recurring_fee", "rifee")
+    b.column("effective_cost", f"""CASE {line_type}
+        WHEN 'savingsplancoveredusage' THEN {covered}
+        WHEN 'discountedusage' THEN {reserved}
+        WHEN 'savingsplannegation' THEN 0 WHEN 'savingsplanupfrontfee' THEN 0
+        WHEN 'savingsplanrecurringfee' THEN {total} - {used}
+        WHEN 'rifee' THEN CASE WHEN {upfront} IS NULL AND {recurring} IS NULL THEN NULL
+                               ELSE coalesce({upfront}, 0) + coalesce({recurring}, 0) END
+        ELSE {billed} END""")
+
+
+def _tags_sql(b: Builder, fields: Fields) -> None:
+    """_tags in SQL: flat tag and cost-category columns, then the resource_tags and
+    cost_category maps; a name given twice (where the later one wins) goes to billing.py."""
+    flat_names = [name for name in fields.names() if name.startswith(("tag:", "cost_category:"))]
+    keys = [name.removeprefix("tag:") for name in flat_names]
+    if not fields.has("resource_tags") and not fields.has("cost_category") and len(set(keys)) == len(keys):
+        # only tag columns, each key once (a CSV export): sorted and checked here, once, not per line
+        ordered = sorted(zip(keys, flat_names))
+        entries = ", ".join(f"{{'key': {literal(key)}, 'value': {b.text(name)}}}" for key, name in ordered)
+        found = b.column("_tag_list", f"list_filter([{entries}], lambda x: x.value IS NOT NULL)"
+                         if ordered else "[]")
+        b.column("tags", f"CASE WHEN len({found}) > 0 THEN map_from_entries({found}) END")
+        return
+    flat = [f"{{'key': {literal(key)}, 'value': {b.text(name)}}}" for key, name in zip(keys, flat_names)]
+    flat_list = f"list_filter([{', '.join(flat)}], lambda x: x.value IS NOT NULL)" if flat else "[]"
+    unprefixed = ("lambda x: {'key': CASE WHEN starts_with(x.key, '%s') THEN x.key[6:] ELSE x.key END, "
+                  "'value': x.value}")
+    resource = (f"list_transform(list_transform(list_filter({b.entries('resource_tags')}, lambda x: x.value <> ''), "
+                f"{unprefixed % 'user_'}), {unprefixed % 'user:'})")
+    categories = (f"list_transform(list_filter({b.entries('cost_category')}, lambda x: x.value <> ''), "
+                  "lambda x: {'key': 'cost_category:' || x.key, 'value': x.value})")
+    found = b.column("_tag_list", f"list_concat({flat_list}, {resource}, {categories})")
+    keys = f"list_transform({found}, lambda x: x.key)"
+    b.python.append(f"len(list_distinct({keys})) <> len({found})")
+    b.column("tags", f"CASE WHEN len({found}) > 0 AND len(list_distinct({keys})) = len({found}) "
+                     f"THEN map_from_entries(list_sort({found})) END")
+
+
+def stage(src: Source, con, ctx: ParseContext) -> Staged:
+    """Stage a CUR CSV or Parquet file (CUR 2.0 maps included) into the staging tables."""
+    return bill_stage.stage(src, con, ctx, FAMILY, plan)
 
 
 FAMILY = billing.Family(

@@ -16,8 +16,11 @@ from __future__ import annotations
 
 import re
 
-from ingest import billing
+from ingest import bill_sql, bill_stage, billing
+from ingest.bill_sql import Builder, Fields, Plan, ident, literal
 from ingest.billing import Record
+from ingest.contract import ParseContext
+from ingest.staging import Source, Staged
 
 KIND = "billing_azure"
 TABLES = (billing.TABLE,)
@@ -88,6 +91,62 @@ def _format(columns: set[str]) -> str:
     if "pretaxcost" in columns:
         return "azure_legacy"
     return "azure_ea"
+
+
+def plan(fields: Fields) -> Plan:
+    """`build` as SQL over whole columns (ingest/bill_sql.py), checks in build's order."""
+    b = Builder(fields)
+    raw_type, raw_pricing = b.text("chargetype"), b.text("pricingmodel")
+    start = b.moment("charge_period_start", "date", "usagedatetime", "usagedate", required=True)
+    billed = b.amount("billed_cost", *COST, required=True)
+    meter_category = b.text("metercategory")
+    size = _info_size(b, fields)
+    b.column("provider", "'Microsoft'")
+    b.column("billing_account_id", b.text("billingaccountid"))
+    b.column("sub_account_id", b.text("subscriptionid", "subscriptionguid"))
+    b.column("sub_account_name", b.text("subscriptionname"))
+    b.column("effective_cost", billed)
+    currency = b.column("billing_currency", b.text("billingcurrency", "billingcurrencycode", "currency"))
+    b.check(f"{currency} IS NULL", f"'no ' || {fields.label('billingcurrency', 'billingcurrencycode', 'currency')}")
+    b.column("charge_period_end", f"{start} + INTERVAL 1 DAY")
+    b.moment("billing_period_start", "billingperiodstartdate")
+    b.moment("billing_period_end", "billingperiodenddate")
+    b.category("charge_category", f"coalesce({raw_type}, 'Usage')", CATEGORIES, "ChargeType")
+    b.column("charge_category_raw", raw_type)
+    b.column("charge_description", b.text("productname", "product", "metername"))
+    b.column("service_name", f"coalesce({meter_category}, {b.text('servicename', 'consumedservice')})")
+    b.column("sku_id", b.text("meterid", "partnumber"))
+    b.column("resource_id", b.text("resourceid", "instanceid"))
+    b.column("resource_name", b.text("resourcename"))
+    b.column("instance_type", f"CASE WHEN lower(coalesce({meter_category}, '')) = 'virtual machines' "
+                              f"THEN lower(nullif({size}, '')) END")
+    b.column("region_id", b.text("resourcelocation"))
+    b.quantity("consumed_quantity", "quantity", "usagequantity")
+    b.column("consumed_unit", b.text("unitofmeasure"))
+    b.column("pricing_category", bill_sql.pricing(raw_pricing, PRICING))
+    b.column("pricing_category_raw", raw_pricing)
+    b.tags("tags", "tags")
+    b.column("source_format", literal(_format(set(fields.names()))))
+    return b.plan()
+
+
+def _info_size(b: Builder, fields: Fields) -> str:
+    """SQL of AdditionalInfo's ServiceType (else VMSize); a cell that is not a JSON object of
+    named values goes to billing.py, which rejects it or reads it as a Python literal."""
+    if not fields.has("additionalinfo") or fields.types["additionalinfo"] != "VARCHAR":
+        if fields.has("additionalinfo"):
+            b.python.append(f"{ident(fields.columns['additionalinfo'])} IS NOT NULL")
+        return "NULL"
+    info = f"bill_json_text({b.text('additionalinfo')})"
+    b.python.append(f"{info} IS NOT NULL AND CASE WHEN json_valid({info}) THEN json_type({info}) <> 'OBJECT' "
+                    f"OR list_contains(json_keys({info}), '') ELSE true END")
+    return (f"CASE WHEN json_valid({info}) THEN coalesce(nullif(json_extract_string({info}, '$.ServiceType'), ''), "
+            f"json_extract_string({info}, '$.VMSize')) END")
+
+
+def stage(src: Source, con, ctx: ParseContext) -> Staged:
+    """Stage an Azure cost export (CSV or Parquet) into the staging tables (ingest/bill_stage.py)."""
+    return bill_stage.stage(src, con, ctx, FAMILY, plan)
 
 
 FAMILY = billing.Family(

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import re
 
-from ingest import billing
+from ingest import bill_sql, bill_stage, billing
+from ingest.bill_sql import Builder, Fields, Plan
 from ingest.billing import Record
-from ingest.contract import BadValue
+from ingest.contract import BadValue, ParseContext
+from ingest.staging import Source, Staged
 
 KIND = "billing_focus"
 TABLES = (billing.TABLE,)
@@ -68,6 +70,52 @@ def build(record: Record, columns: set[str]) -> list[dict]:
         source_line_id=line_id,
         source_format="focus",
     )]
+
+
+def plan(fields: Fields) -> Plan:
+    """`build` as SQL over whole columns (ingest/bill_sql.py), checks in build's order."""
+    b = Builder(fields)
+    provider = b.text("providername", "invoiceissuername", "publishername")
+    b.check(f"{provider} IS NULL", "'no ProviderName'")
+    raw_category, raw_pricing = b.text("chargecategory"), b.text("pricingcategory")
+    line_id = b.text("xlineitemid", "id")
+    description, price_details = b.text("chargedescription"), b.text("skupricedetails")
+    b.column("line_key", line_id)
+    b.column("provider", provider)
+    b.column("billing_account_id", b.text("billingaccountid"))
+    b.column("sub_account_id", b.text("subaccountid"))
+    b.column("sub_account_name", b.text("subaccountname"))
+    b.amount("billed_cost", "billedcost", required=True)
+    b.amount("effective_cost", "effectivecost")
+    b.amount("list_cost", "listcost")
+    currency = b.column("billing_currency", b.text("billingcurrency"))
+    b.check(f"{currency} IS NULL", f"'no ' || {fields.label('billingcurrency')}")
+    b.moment("charge_period_start", "chargeperiodstart", required=True)
+    b.moment("charge_period_end", "chargeperiodend")
+    b.moment("billing_period_start", "billingperiodstart")
+    b.moment("billing_period_end", "billingperiodend")
+    b.category("charge_category", raw_category, CATEGORIES, "ChargeCategory")
+    b.column("charge_category_raw", raw_category)
+    b.column("charge_description", description)
+    b.column("service_name", b.text("servicename"))
+    b.column("sku_id", b.text("skuid"))
+    b.column("resource_id", b.text("resourceid"))
+    b.column("resource_name", b.text("resourcename"))
+    b.column("instance_type", f"coalesce(bill_instance_type({description}), bill_instance_type({price_details}))")
+    b.column("region_id", b.text("regionid", "regionname"))
+    b.quantity("consumed_quantity", "consumedquantity")
+    b.column("consumed_unit", b.text("consumedunit"))
+    b.column("pricing_category", bill_sql.pricing(raw_pricing, PRICING))
+    b.column("pricing_category_raw", raw_pricing)
+    b.tags("tags", "tags")
+    b.column("source_line_id", line_id)
+    b.column("source_format", "'focus'")
+    return b.plan()
+
+
+def stage(src: Source, con, ctx: ParseContext) -> Staged:
+    """Stage a FOCUS CSV or Parquet file into the staging tables (ingest/bill_stage.py)."""
+    return bill_stage.stage(src, con, ctx, FAMILY, plan)
 
 
 FAMILY = billing.Family(

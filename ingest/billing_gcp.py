@@ -13,9 +13,11 @@ usage on-demand (the export names no pricing model, so the raw value is NULL).
 """
 from __future__ import annotations
 
-from ingest import billing, values
+from ingest import bill_stage, billing, values
+from ingest.bill_sql import Builder, Fields, Plan, ident, literal
 from ingest.billing import Record
-from ingest.contract import BadValue
+from ingest.contract import BadValue, ParseContext
+from ingest.staging import Source, Staged
 
 KIND = "billing_gcp"
 TABLES = (billing.TABLE,)
@@ -94,6 +96,89 @@ def _pricing(sku: str | None) -> str:
     if "commitment" in text:
         return "commitment"
     return "on-demand"
+
+
+CREDIT = '[{"name": "VARCHAR", "full_name": "VARCHAR", "type": "VARCHAR", "amount": "VARCHAR"}]'
+
+
+def plan(fields: Fields) -> Plan:
+    """`build` as SQL over whole columns (ingest/bill_sql.py), checks in build's order; each
+    credit of a JSON `credits` cell a line of its own; Python-literal cells go to billing.py."""
+    b = Builder(fields)
+    raw_type = b.column("charge_category_raw", f"coalesce({b.text('cost_type')}, 'regular')")
+    sku = b.text("sku.description")
+    month = b.text("invoice.month")
+    parts = f"regexp_extract({month}, '^([0-9]{{4}})-?([0-9]{{2}})$', ['y', 'm'])"
+    period = b.column("billing_period_start", f"CASE WHEN TRY_CAST({parts}.m AS INTEGER) BETWEEN 1 AND 12 THEN "
+                                              f"CAST({parts}.y || '-' || {parts}.m || '-01' AS TIMESTAMPTZ) END")
+    b.check(f"{month} IS NOT NULL AND {period} IS NULL",
+            f"'invoice.month ' || bill_repr({month}) || ' is not a month (YYYYMM)'")
+    b.column("billing_period_end", f"{period} + INTERVAL 1 MONTH")
+    system = b.entries("system_labels")
+    billed = b.amount("billed_cost", "cost", required=True)
+    b.column("provider", "'Google Cloud'")
+    b.column("billing_account_id", b.text("billing_account_id"))
+    b.column("sub_account_id", b.text("project.id"))
+    b.column("sub_account_name", b.text("project.name"))
+    b.column("effective_cost", billed)
+    currency = b.column("billing_currency", b.text("currency"))
+    b.check(f"{currency} IS NULL", f"'no ' || {fields.label('currency')}")
+    b.moment("charge_period_start", "usage_start_time", required=True)
+    b.moment("charge_period_end", "usage_end_time")
+    b.category("charge_category", raw_type, CATEGORIES, "cost_type")
+    b.column("charge_description", sku)
+    b.column("service_name", b.text("service.description"))
+    b.column("sku_id", b.text("sku.id"))
+    b.column("resource_id", b.text("resource.global_name", "resource.name"))
+    b.column("resource_name", b.text("resource.name"))
+    machine = f"nullif(list_filter({system}, lambda x: x.key = {literal(MACHINE_LABEL)})[-1].value, '')"
+    b.column("instance_type", f"coalesce({machine}, bill_instance_type({sku}))")
+    b.column("region_id", b.text("location.region", "location.location"))
+    b.quantity("consumed_quantity", "usage.amount")
+    b.column("consumed_unit", b.text("usage.unit"))
+    lowered = f"lower(coalesce({sku}, ''))"
+    b.column("pricing_category", f"CASE WHEN {raw_type} <> 'regular' THEN NULL "
+                                 f"WHEN contains({lowered}, 'spot') OR contains({lowered}, 'preemptible') THEN 'spot' "
+                                 f"WHEN contains({lowered}, 'commitment') THEN 'commitment' ELSE 'on-demand' END")
+    b.tags("tags", "labels")
+    b.column("source_format", "'gcp_billing'")
+    return b.plan(_credits_sql(b, fields))
+
+
+def _credits_sql(b: Builder, fields: Fields) -> str | None:
+    """The SELECT of one credit line per entry of a JSON `credits` cell; a cell that is not a JSON
+    list of objects each with a readable amount (a Python literal, say) goes to billing.py."""
+    if not fields.has("credits"):
+        return None
+    if fields.types["credits"] != "VARCHAR":
+        b.python.append(f"{ident(fields.columns['credits'])} IS NOT NULL")
+        return None
+    cell = b.text("credits")
+    parsed = f"json_transform({cell}, {literal(CREDIT)})"
+    readable = (f"CASE WHEN json_valid({cell}) AND json_type({cell}) = 'ARRAY' THEN coalesce(list_bool_and("
+                f"list_transform(json_extract({cell}, '$[*]'), lambda e: json_type(e) = 'OBJECT' "
+                f"AND bill_money(json_extract_string(e, '$.amount')) IS NOT NULL)), true) ELSE false END")
+    b.python.append(f"{cell} IS NOT NULL AND NOT ({readable})")
+    b.column("_credits", f"CASE WHEN {cell} IS NOT NULL AND json_valid({cell}) AND json_type({cell}) = 'ARRAY' "
+                         f"THEN {parsed} END")
+    carried = ", ".join(c for c in billing.LINE_COLUMNS if c in b.columns and c not in (
+        "billed_cost", "effective_cost", "charge_category", "charge_category_raw", "charge_description",
+        "pricing_category", "consumed_quantity", "consumed_unit", "source_file", "source_kind", "source_line"))
+    return f"""SELECT {carried}, bill_money(credit.amount) AS billed_cost, bill_money(credit.amount) AS effective_cost,
+            'credit' AS charge_category,
+            coalesce(nullif(credit.type, ''), 'credit') AS charge_category_raw,
+            coalesce(nullif(credit.full_name, ''), nullif(credit.name, ''), nullif(credit.type, ''), 'credit')
+                AS charge_description,
+            NULL AS pricing_category, NULL AS consumed_quantity, NULL AS consumed_unit,
+            source_line, _sub
+        FROM (SELECT {', '.join(f'v_{c} AS {c}' for c in carried.split(', '))}, _line AS source_line,
+                     unnest(v__credits) AS credit, generate_subscripts(v__credits, 1) AS _sub
+              FROM bill_lines WHERE _reason IS NULL AND NOT _python AND len(v__credits) > 0)"""
+
+
+def stage(src: Source, con, ctx: ParseContext) -> Staged:
+    """Stage a GCP billing export (CSV or Parquet; JSON lines through billing.py) into staging."""
+    return bill_stage.stage(src, con, ctx, FAMILY, plan)
 
 
 FAMILY = billing.Family(
