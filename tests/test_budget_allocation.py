@@ -12,11 +12,12 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
+from streamlit.testing.v1 import AppTest
 
 from app import allocation, budget_drivers, budgets
 from ingest import config, settings_file
 from mlcost import cli
-from tests.conftest import SAMPLE_DIR
+from tests.conftest import REPO_ROOT, SAMPLE_DIR
 
 AS_OF = date(2026, 11, 22)  # the sample's "today": bills run to 2026-11-21
 
@@ -174,3 +175,18 @@ def test_the_budget_form_writes_an_allocation_scope(tmp_path, monkeypatch):
     assert [(b.scope, b.scope_value, b.on_allocation) for b in settings.budgets] == [("bucket", "idle_gpu", True)]
     with pytest.raises(config.ConfigError, match="bucket"):
         settings_file.save_budget({"name": "bad", "scope": "bucket:gpu", "amount": 1})
+
+
+def test_the_budget_page_lists_drivers_that_add_up(sample_db):
+    at = AppTest.from_file(str(REPO_ROOT / "app" / "main.py"), default_timeout=90)
+    at.run()
+    at.switch_page("app_pages/budgets.py").run()
+    at.date_input(key="budget_as_of").set_value(AS_OF).run()
+    assert not at.exception, [e.value for e in at.exception]
+    want = effective(rows_between("2026-11-01", "2026-11-21"))
+    tables = [t.value for t in at.dataframe[1:4]]  # by bucket, by project, what it went to
+    assert [sorted(t.columns) for t in tables] == [["cost", "label"], ["cost", "project"], ["bucket", "cost", "item", "rule"]]
+    for table in tables:
+        assert abs(Decimal(repr(float(table["cost"].sum()))) - want) < Decimal("0.01")
+    assert "(no project)" in set(tables[1]["project"])
+    assert any("effective cost" in c.value and "billed cost" in c.value for c in at.caption)
