@@ -185,7 +185,8 @@ def test_the_budget_page_lists_drivers_that_add_up(sample_db):
     assert not at.exception, [e.value for e in at.exception]
     want = effective(rows_between("2026-11-01", "2026-11-21"))
     tables = [t.value for t in at.dataframe[1:4]]  # by bucket, by project, what it went to
-    assert [sorted(t.columns) for t in tables] == [["cost", "label"], ["cost", "project"], ["bucket", "cost", "item", "rule"]]
+    assert [sorted(t.columns) for t in tables] == [
+        ["cost", "label"], ["cost", "project"], ["bucket", "cost", "item", "rule"]]
     for table in tables:
         assert abs(Decimal(repr(float(table["cost"].sum()))) - want) < Decimal("0.01")
     assert "(no project)" in set(tables[1]["project"])
