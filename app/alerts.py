@@ -20,7 +20,7 @@ from decimal import ROUND_HALF_UP, Decimal
 
 import pandas as pd
 
-from app import alert_store, budgets, queries, slack
+from app import alert_store, allocation, budget_drivers, budgets, queries, slack
 from app.filters import Filters
 from ingest import warehouse as wh
 from ingest.config import Config
@@ -86,7 +86,7 @@ def budget_alerts(burn: budgets.Burn, settings: Config) -> list[Alert]:
                or any(burn.days_left > 0 and burn.forecast_pct >= pct for pct in budget.forecast_thresholds_pct))
     if not crossed:
         return out
-    summary = _budget_summary(burn)  # a query for the top runs: only when an alert will carry it
+    summary = _budget_summary(burn, settings)  # queries for the top drivers: only when an alert will carry it
     for pct in budget.actual_thresholds_pct:
         if burn.used_pct >= pct:
             out.append(_budget_alert(burn, "budget_actual", pct,
@@ -288,9 +288,10 @@ def test_message(channel: str | None, settings: Config, send=slack.send) -> slac
     return outcome
 
 
-def _budget_summary(burn: budgets.Burn) -> str:
+def _budget_summary(burn: budgets.Burn, settings: Config) -> str:
     """'Project vision spent $4,210.00 in the last 7 days (budget $10,000.00/month, 82 % used,
-    forecast $12,900.00). Top 3 runs: ...' with the figures of this burn."""
+    forecast $12,900.00). Top 3 drivers (effective cost): ...' with the figures of this burn:
+    the allocation's costliest pieces when billed, else the costliest runs (estimated)."""
     budget, currency = burn.budget, burn.budget.currency
     if burn.through is None:
         return f"No spend data for {budget.scope_label} yet."
@@ -304,8 +305,16 @@ def _budget_summary(burn: budgets.Burn) -> str:
             f"against {_money(burn.allowed_per_day, currency)}/day allowed).")
     if burn.breach_day is not None and burn.breach_in_period and burn.days_to_breach:
         text += f" At this rate it runs out on {burn.breach_day:%Y-%m-%d}."
-    runs = queries.budget_top_runs(budget, burn.period_start, burn.period_end, TOP_RUNS)
-    if not runs.empty:
+    if burn.source == "billed":  # what the allocation of the bill puts the period's spend on
+        items = budget_drivers.drivers(budget, allocation.Rules.of(settings), burn.period_start,
+                                       burn.through + timedelta(days=1), TOP_RUNS).items
+        items = items[~items["item"].str.startswith("everything else")]
+        if not items.empty:
+            text += f" Top {len(items)} drivers (effective cost): " + ", ".join(
+                f"{r.item} {_money(r.cost, currency)}" for r in items.itertuples()) + "."
+    runs = (queries.budget_top_runs(budget, burn.period_start, burn.period_end, TOP_RUNS)
+            if burn.source != "billed" else None)
+    if runs is not None and not runs.empty:
         text += f" Top {len(runs)} runs: " + ", ".join(
             f"{r.run_id} ({r.instance_type or 'unknown instance'}) {_money(r.cost_usd, 'USD')}" for r in runs.itertuples()) + "."
     if budget.owner:

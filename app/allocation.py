@@ -16,7 +16,7 @@ import pandas as pd
 
 from ingest import config, warehouse
 
-BUCKETS = ("training", "serving", "idle_gpu", "shared", "unallocated")
+BUCKETS = config.ALLOCATION_BUCKETS
 BUCKET_LABELS = {"training": "Training runs", "serving": "Serving (model versions)", "idle_gpu": "Idle GPUs",
                  "shared": "Shared (storage, network, support, tax, credits)", "unallocated": "Unallocated"}
 # Keys with a meaning of their own; any other key is a tag (runs' tags, then the bill line's tags).

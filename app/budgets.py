@@ -7,7 +7,9 @@ day before `as_of`): a bill that lags a day or two does not read as a day of zer
   the 10th and 90th percentile daily spend of the 28 days ending at `through` instead;
 - days to breach: whole days at the burn rate until the spend reaches the amount, counted
   from the day after `through` (0 when already reached, None when the rate is 0).
-Money stays Decimal; a budget only counts spend in its own currency.
+Money stays Decimal; a budget only counts spend in its own currency. A budget on a bucket or
+key of the allocation (bucket:, model:, service:) counts the allocation's effective cost
+(app/budget_drivers.py); the others count the bill's billed cost.
 """
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from decimal import Decimal
 
 import pandas as pd
 
-from app import queries
+from app import allocation, budget_drivers, queries
 from ingest.config import Budget, Config
 
 RATE_DAYS = 7
@@ -92,11 +94,22 @@ def burn(budget: Budget, settings: Config, as_of: date) -> Burn:
     billed = (billed_days["first_day"] is not None and billed_days["first_day"] < period_end
               and billed_days["last_day"] >= period_start)
     window_start = min(period_start, as_of - timedelta(days=BAND_DAYS + settings.alerts.burn_spike_baseline_days))
-    if billed:
+    if billed and budget.on_allocation:
+        last_day = billed_days["last_day"]
+        frame = budget_drivers.daily(budget, allocation.Rules.of(settings), window_start, as_of)
+        note = (f"Effective cost from the allocation of the bill: the pieces of {budget.scope_label} in "
+                f"{budget.currency} (amortized: commitments' shares included), by the day their charge period "
+                f"starts; the bill runs to {last_day:%Y-%m-%d}.")
+    elif billed:
         last_day = billed_days["last_day"]
         frame = queries.budget_daily_billed(budget, tags, window_start, as_of)
         note = (f"Billed cost: bill lines in {budget.currency} for {budget.scope_label}, "
                 f"credits, taxes and fees included; the bill runs to {last_day:%Y-%m-%d}.")
+    elif budget.on_allocation:
+        last_day = None
+        frame = queries.budget_daily_estimated(budget, window_start, as_of).iloc[0:0]
+        note = (f"No bill covers this period: a budget on the allocation ({budget.scope_label}) "
+                "counts only the bill's effective cost, so nothing is counted yet.")
     else:
         last_day = queries.estimate_days()["last_day"].iloc[0]
         frame = queries.budget_daily_estimated(budget, window_start, as_of)

@@ -56,8 +56,10 @@ def budget_form(settings: config.Config) -> None:
             scope = left.selectbox("Scope", scopes, index=scopes.index(old.scope) if old else 0,
                                    key=f"b_scope_{suffix}",
                                    help="all: every cost; project/team: by the bill's project or team tag (runs' "
-                                        "project or team without a bill); tag: KEY=VALUE; provider: aws, gcp, azure")
-            scope_value = right.text_input("Scope value (project, team, KEY=VALUE or provider)",
+                                        "project or team without a bill); tag: KEY=VALUE; provider: aws, gcp, azure; "
+                                        "bucket: training, serving, idle_gpu, shared or unallocated; model: a model "
+                                        "version; service: a service (these three count the allocation's effective cost)")
+            scope_value = right.text_input("Scope value (project, team, KEY=VALUE, provider, bucket, model version or service)",
                                            value=(old.scope_value or "") if old else "", key=f"b_value_{suffix}")
             period = left.selectbox("Period", config.PERIODS,
                                     index=config.PERIODS.index(old.period) if old else 0, key=f"b_period_{suffix}")

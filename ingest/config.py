@@ -113,7 +113,11 @@ class Reconciliation:
     match_slack_minutes: float = 60.0
 
 
-SCOPES = ("all", "project", "team", "tag", "provider")
+SCOPES = ("all", "project", "team", "tag", "provider", "bucket", "model", "service")
+# Scopes counted on the allocation of the bill (app/allocation.py): its effective cost of a bucket,
+# a model version (serving) or a service (the lines tagged with it).
+ALLOCATION_SCOPES = ("bucket", "model", "service")
+ALLOCATION_BUCKETS = ("training", "serving", "idle_gpu", "shared", "unallocated")
 PERIODS = ("month", "quarter")
 
 
@@ -121,8 +125,9 @@ PERIODS = ("month", "quarter")
 class Budget:
     """One [[budgets]] entry: how much a scope may spend per period, and when to say so.
 
-    scope is all, project, team, tag or provider; scope_value names which (for tag
-    "key=value", split into tag_key and tag_value). Thresholds are percent of `amount`."""
+    scope is all, project, team, tag, provider (bill lines) or bucket, model, service (the
+    allocation's pieces); scope_value names which (for tag "key=value", split into tag_key and
+    tag_value). Thresholds are percent of `amount`."""
 
     name: str
     scope: str
@@ -139,6 +144,11 @@ class Budget:
     def scope_label(self) -> str:
         """'everything', 'project vision', 'tag team=genai'."""
         return "everything" if self.scope == "all" else f"{self.scope} {self.scope_value}"
+
+    @property
+    def on_allocation(self) -> bool:
+        """True when the scope is a bucket or key of the allocation (counted in effective cost)."""
+        return self.scope in ALLOCATION_SCOPES
 
     @property
     def tag_key(self) -> str | None:
@@ -453,8 +463,10 @@ def _budgets(entries: object, file: str) -> tuple[Budget, ...]:
 
 
 def _scope(value: object, file: str, key: str) -> tuple[str, str | None]:
-    """'all' | 'project:NAME' | 'team:NAME' | 'tag:KEY=VALUE' | 'provider:NAME'."""
-    hint = 'must be "all", "project:NAME", "team:NAME", "tag:KEY=VALUE" or "provider:NAME"'
+    """'all' | 'project:NAME' | 'team:NAME' | 'tag:KEY=VALUE' | 'provider:NAME' | 'bucket:BUCKET'
+    | 'model:VERSION' | 'service:NAME'."""
+    hint = ('must be "all", "project:NAME", "team:NAME", "tag:KEY=VALUE", "provider:NAME", "bucket:BUCKET", '
+            '"model:VERSION" or "service:NAME"')
     if not isinstance(value, str):
         raise ConfigError(file, key, f"{hint}, got {value!r}")
     kind, _, name = value.strip().partition(":")
@@ -463,6 +475,9 @@ def _scope(value: object, file: str, key: str) -> tuple[str, str | None]:
         return "all", None
     if kind not in SCOPES or kind == "all" or not name or (kind == "tag" and not _is_tag(name)):
         raise ConfigError(file, key, f"{hint}, got {value!r}")
+    if kind == "bucket" and name not in ALLOCATION_BUCKETS:
+        raise ConfigError(file, key, f"names a bucket of the allocation ({', '.join(ALLOCATION_BUCKETS)}), "
+                                     f"got {name!r}")
     return kind, name
 
 

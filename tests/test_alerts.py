@@ -131,7 +131,7 @@ def test_first_check_posts_the_expected_alerts_and_a_second_posts_nothing(on_sam
         assert f"${org['spent'].quantize(Decimal('0.01')):,}" in org_post["text"]
         assert f"forecast ${org['forecast'].quantize(Decimal('0.01')):,}" in org_post["text"]
         assert [b["type"] for b in org_post["blocks"]] == ["header", "section", "context"]
-        assert "Top 3 runs: " in org_post["text"]
+        assert "Top 3 drivers (effective cost): " in org_post["text"]
         idle_post = next(p["body"]["text"] for p in slack.posts if "Idle GPUs cost" in p["body"]["text"])
         figure = Decimal(idle_post.split("costing $")[1].split(" ")[0].replace(",", ""))
         assert abs(figure - idle_usd_last_week(json.loads((SAMPLE_DIR / "truth.json").read_text()))) < Decimal("0.5")

@@ -4,7 +4,7 @@ from datetime import datetime, timezone
 import pandas as pd
 import streamlit as st
 
-from app import budgets, cache, charts, queries, settings as settings_page, settings_forms
+from app import allocation, budget_drivers, budgets, cache, charts, queries, settings as settings_page, settings_forms
 from app.format import md, money
 
 st.title("Budgets")
@@ -13,7 +13,7 @@ settings_forms.budget_form(settings)
 if not settings.budgets:
     st.info("No budgets yet. Add one above, or in `mlcost.toml` (or the file `$MLCOST_CONFIG` names), e.g.:")
     st.code('[[budgets]]\nname = "vision"\nscope = "project:vision"   # all | project:X | team:X | '
-            'tag:KEY=VALUE | provider:X\nperiod = "month"            # or quarter\namount = 10000\n'
+            'tag:KEY=VALUE | provider:X | bucket:B | model:V | service:S\nperiod = "month"            # or quarter\namount = 10000\n'
             'currency = "USD"\nactual_thresholds_pct = [50, 80, 100]\nforecast_thresholds_pct = [100]\n'
             'owner = "alice"', language="toml")
     st.stop()
@@ -81,20 +81,42 @@ st.caption(f"From {start:%Y-%m-%d} up to {end:%Y-%m-%d} (the as-of day, not incl
 billed = burn.source == "billed"
 cost = {"cost": st.column_config.NumberColumn(f"cost ({currency})", format="%.2f"),
         "cost_usd": st.column_config.NumberColumn("estimated cost (USD)", format="%.2f")}
-st.caption("Costliest runs started this period (estimated cost)")
-st.dataframe(cache.fetch(queries.budget_top_runs, budget, start, end).astype({"cost_usd": float}), hide_index=True,
-             column_order=["run_id", "project", "team", "instance_type", "started_at", "cost_usd"],
-             column_config=cost, width="stretch")
-services_col, projects_col = st.columns(2)
-services_col.caption("Services (" + ("bill lines by their service tag)" if billed else "estimated)"))
-services_col.dataframe(cache.fetch(queries.budget_top_services, budget, (settings.reconciliation.project_tag,
-                       settings.reconciliation.team_tag), billed, start, end).astype({"cost": float}),
-                       hide_index=True, column_config=cost)
-projects_col.caption("Projects (" + (f"bill lines by their `{settings.reconciliation.project_tag}` tag)"
-                                     if billed else "estimated)"))
-projects_col.dataframe(cache.fetch(queries.budget_top_projects, budget, (settings.reconciliation.project_tag,
-                       settings.reconciliation.team_tag), billed, start, end).astype({"cost": float}),
-                       hide_index=True, column_config=cost)
+if billed:
+    drivers = cache.derived("budget_drivers", (repr(settings), budget.name, start, end),
+                            lambda: budget_drivers.drivers(budget, allocation.Rules.of(settings), start, end))
+    explained = (f"The allocation of the bill (as on the Costs page) splits this budget's "
+                 f"{money(drivers.total, currency)} of effective cost")
+    if budget.on_allocation:
+        st.caption(md(explained + ": the same figure as the spend above. Each table adds up to it."))
+    else:
+        st.caption(md(explained + f" over the same bill lines; the budget counts their billed cost, "
+                      f"{money(burn.spent, currency)}. The two differ by what the bill amortizes (commitments' "
+                      "upfront fees and unused shares, discounts); each table adds up to the effective cost."))
+    buckets_col, projects_col = st.columns(2)
+    buckets_col.caption("By bucket")
+    buckets_col.dataframe(drivers.buckets[["label", "cost"]].astype({"cost": float}), hide_index=True,
+                          column_config={**cost, "label": "bucket"}, width="stretch")
+    projects_col.caption(md(f"By project (the run's, else the bill line's {settings.reconciliation.project_tag} "
+                            "tag; (no project) when neither names one)"))
+    projects_col.dataframe(drivers.projects.astype({"cost": float}), hide_index=True, column_config=cost,
+                           width="stretch")
+    st.caption("What it went to: runs, model versions, idle GPU nodes, shared services and charges, "
+               "unallocated compute; costliest first")
+    st.dataframe(drivers.items.astype({"cost": float}), hide_index=True, column_config=cost, width="stretch")
+else:
+    st.caption("Costliest runs started this period (estimated cost)")
+    st.dataframe(cache.fetch(queries.budget_top_runs, budget, start, end).astype({"cost_usd": float}),
+                 hide_index=True, column_order=["run_id", "project", "team", "instance_type", "started_at", "cost_usd"],
+                 column_config=cost, width="stretch")
+    services_col, projects_col = st.columns(2)
+    services_col.caption("Services (estimated)")
+    services_col.dataframe(cache.fetch(queries.budget_top_services, budget, (settings.reconciliation.project_tag,
+                           settings.reconciliation.team_tag), billed, start, end).astype({"cost": float}),
+                           hide_index=True, column_config=cost)
+    projects_col.caption("Projects (estimated)")
+    projects_col.dataframe(cache.fetch(queries.budget_top_projects, budget, (settings.reconciliation.project_tag,
+                           settings.reconciliation.team_tag), billed, start, end).astype({"cost": float}),
+                           hide_index=True, column_config=cost)
 
 st.subheader("Alert thresholds")
 st.write(f"Alerts at {', '.join(f'{p:g} %' for p in budget.actual_thresholds_pct) or 'no'} of the budget spent "
