@@ -381,14 +381,14 @@ CREATE OR REPLACE VIEW billing_currency_totals AS
 SELECT
     billing_currency,
     count(*)                                                      AS lines,
-    sum(CAST(billed_cost AS DECIMAL(38, 10)))                                              AS billed_cost,
-    sum(CAST(effective_cost AS DECIMAL(38, 10)))                                           AS effective_cost,
-    sum(CAST(list_cost AS DECIMAL(38, 10)))                                                AS list_cost,
-    coalesce(sum(CAST(billed_cost AS DECIMAL(38, 10))) FILTER (WHERE charge_category = 'usage'), 0)      AS usage_cost,
-    coalesce(sum(CAST(billed_cost AS DECIMAL(38, 10))) FILTER (WHERE charge_category = 'purchase'), 0)   AS purchase_cost,
-    coalesce(sum(CAST(billed_cost AS DECIMAL(38, 10))) FILTER (WHERE charge_category = 'tax'), 0)        AS tax_cost,
-    coalesce(sum(CAST(billed_cost AS DECIMAL(38, 10))) FILTER (WHERE charge_category = 'credit'), 0)     AS credit_cost,
-    coalesce(sum(CAST(billed_cost AS DECIMAL(38, 10))) FILTER (WHERE charge_category = 'adjustment'), 0) AS adjustment_cost,
+    sum(CAST(billed_cost AS DECIMAL(38, 12)))                                              AS billed_cost,
+    sum(CAST(effective_cost AS DECIMAL(38, 12)))                                           AS effective_cost,
+    sum(CAST(list_cost AS DECIMAL(38, 12)))                                                AS list_cost,
+    coalesce(sum(CAST(billed_cost AS DECIMAL(38, 12))) FILTER (WHERE charge_category = 'usage'), 0)      AS usage_cost,
+    coalesce(sum(CAST(billed_cost AS DECIMAL(38, 12))) FILTER (WHERE charge_category = 'purchase'), 0)   AS purchase_cost,
+    coalesce(sum(CAST(billed_cost AS DECIMAL(38, 12))) FILTER (WHERE charge_category = 'tax'), 0)        AS tax_cost,
+    coalesce(sum(CAST(billed_cost AS DECIMAL(38, 12))) FILTER (WHERE charge_category = 'credit'), 0)     AS credit_cost,
+    coalesce(sum(CAST(billed_cost AS DECIMAL(38, 12))) FILTER (WHERE charge_category = 'adjustment'), 0) AS adjustment_cost,
     min(charge_period_start)                                      AS charge_period_min,
     max(coalesce(charge_period_end, charge_period_start))         AS charge_period_max
 FROM billing_lines
@@ -449,8 +449,8 @@ SELECT * FROM billing_run_lines_live(run_tag, slack_s) WHERE NOT stored;
 CREATE OR REPLACE MACRO run_billing(run_tag, slack_s, stored := false) AS TABLE
 WITH billed AS (
     SELECT m.run_id, b.billing_currency,
-           sum(CAST(b.billed_cost AS DECIMAL(38, 10)))                                   AS billed_cost,
-           sum(CAST(b.effective_cost AS DECIMAL(38, 10)))                                AS effective_cost,
+           sum(CAST(b.billed_cost AS DECIMAL(38, 12)))                                   AS billed_cost,
+           sum(CAST(b.effective_cost AS DECIMAL(38, 12)))                                AS effective_cost,
            count(*)                                             AS lines,
            count(*) FILTER (WHERE m.matched_by = 'resource')    AS lines_by_resource,
            min(b.charge_period_start)                           AS billed_from,
