@@ -13,8 +13,11 @@ from dataclasses import dataclass, field
 
 import duckdb
 
+from ingest import values
+
 # Strict ASCII decimal with an optional exponent: no '1_000', no NaN or inf, no other digits.
-NUMBER = r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
+NUMBER = values.NUMBER_TEXT  # the one spelling of a number, as the Python readers take it
+MONEY_LIMIT_SQL = format(values.MONEY_LIMIT, "f")  # amounts are under this, as fit_money says
 US_DATE = (r"^([0-9]{1,2})/([0-9]{1,2})/([0-9]{4}|[0-9]{2})"
            r"(?:[ T]([0-9]{1,2}):([0-9]{2})(?::([0-9]{2}))?\s*([AaPp][Mm])?)?$")
 ISO_TIME = (r"[0-9]{4}-[0-9]{2}-[0-9]{2}(?:[T ][0-9]{2}:[0-9]{2}(?::[0-9]{2}(?:\.[0-9]+)?)?)?"
@@ -34,10 +37,11 @@ CREATE OR REPLACE TEMP MACRO bill_repr(s) AS
                                       chr(9), '\\t'), '''', '\\''') || '''' END;
 CREATE OR REPLACE TEMP MACRO bill_is_number(s) AS regexp_full_match(s, '{NUMBER}');
 CREATE OR REPLACE TEMP MACRO bill_money(s) AS
-    CASE WHEN NOT contains(s, '_') THEN TRY_CAST(s AS DECIMAL(38, 12)) END;
+    CASE WHEN NOT contains(s, '_') AND abs(TRY_CAST(s AS DECIMAL(38, 12))) < {MONEY_LIMIT_SQL}
+         THEN TRY_CAST(s AS DECIMAL(38, 12)) END;
 CREATE OR REPLACE TEMP MACRO bill_money_why(s, name) AS
     CASE WHEN NOT bill_is_number(s) THEN name || ' must be an amount, got ' || bill_repr(s)
-         ELSE name || ' ' || s || ' is too large (under 10^26)' END;
+         ELSE name || ' ' || s || ' is too large (under 10^15)' END;
 CREATE OR REPLACE TEMP MACRO bill_number(s) AS
     CASE WHEN NOT contains(s, '_') AND bill_is_number(s) THEN TRY_CAST(s AS DOUBLE) END;
 CREATE OR REPLACE TEMP MACRO bill_number_why(s, name) AS

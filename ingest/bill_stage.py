@@ -34,7 +34,7 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
-from ingest import bill_sql, billing, line_numbers
+from ingest import limits, bill_sql, billing, line_numbers
 from ingest.billing import Family, Record
 from ingest.bill_sql import Fields, Plan, ident, literal
 from ingest.contract import BadValue, ParseContext, Parsed, Reject, numbered
@@ -132,8 +132,10 @@ def _header(src: Source) -> tuple[list[str], int, str, str]:
             before = len(consumed)
             try:
                 record = next(reader)
-            except (StopIteration, csv.Error):
+            except StopIteration:
                 return [], 0, "", "\n"
+            except csv.Error as error:  # billing.py reads it line by line and says which line
+                raise Unreadable(f"the header cannot be read ({error})") from None
             if not record or (len(record) == 1 and not record[0].strip()):
                 continue
             piece = consumed[before:]
@@ -155,9 +157,8 @@ def _read_csv(src: Source, con: duckdb.DuckDBPyConnection, family: Family, ctx: 
         return Frame(None, set(), None)
     columns = [family.normalize(n) for n in names]
     missing = family.missing(set(columns))
-    if missing:
-        return Frame(None, set(columns), None, Reject(header_line, f"the {family.label} header lacks "
-                                                                   f"{', '.join(missing)}", header_raw[:500]))
+    if missing:  # billing.py refuses the header and every line under it, each with its number
+        raise Unreadable(f"the {family.label} header lacks {', '.join(missing)}")
     position = {}
     for index, column in enumerate(columns):
         position.setdefault(column, index)
@@ -412,6 +413,15 @@ def _stage_by_python(src: Source, con: duckdb.DuckDBPyConnection, ctx: ParseCont
     except UnicodeDecodeError as error:
         raise BadValue(f"not UTF-8 text (byte {error.start})") from None
     del data
+    # a line over [ingest] max_line_bytes is refused as that line; the others are read without it
+    longest = limits.current().max_line_bytes
+    too_long = [(number, len(text.encode())) for number, text in lines if len(text) > longest // 4
+                and len(text.encode()) > longest]
+    if too_long:
+        dropped = {number for number, _ in too_long}
+        parsed.rejects.extend(Reject(number, limits.too_long_reason(limits.too_long_marker(size)))
+                              for number, size in too_long)
+        lines = [(number, "" if number in dropped else text) for number, text in lines]
     first = next((t for _, t in lines if t.strip()), "")
     reader = billing.json_records if first.lstrip("\ufeff").lstrip().startswith("{") else billing.csv_records
     rows = []

@@ -162,6 +162,7 @@ def csv_records(lines: Lines, family: Family, parsed: Parsed) -> Iterator[Record
     header: list[str] | None = None
     columns: list[str] = []
     labels: dict[str, str] = {}
+    unusable, header_line = "", 0  # why the header cannot be used, and its line
     while True:
         start = len(consumed)
         try:
@@ -186,9 +187,12 @@ def csv_records(lines: Lines, family: Family, parsed: Parsed) -> Iterator[Record
             labels = _labels(columns, header)
             missing = family.missing(set(columns))
             if missing:
-                parsed.rejects.append(Reject(line, f"the {family.label} header lacks "
-                                                   f"{', '.join(missing)}", _raw(piece)))
-                return
+                unusable = f"the {family.label} header lacks {', '.join(missing)}"
+                parsed.rejects.append(Reject(line, unusable, _raw(piece)))
+                header_line = line
+            continue
+        if unusable:  # no line can be read under that header: each is refused, none lost
+            parsed.rejects.append(Reject(line, f"not read: {unusable} (line {header_line})", _raw(piece)))
             continue
         if len(fields) != len(header):
             parsed.rejects.append(Reject(line, f"has {len(fields)} fields, the header has {len(header)}",

@@ -343,13 +343,14 @@ def test_bad_values_reject_the_line(warehouse, tmp_path, line, reason):
     assert summary.rejects == [{"line": 2, "reason": reason}]
 
 
-def test_a_header_without_the_cost_rejects_the_file(warehouse, tmp_path):
+def test_a_header_without_the_cost_rejects_the_file_line_by_line(warehouse, tmp_path):
+    """The header is refused, and so is every line under it: none is lost without a word."""
     path = tmp_path / "bad.csv"
     path.write_text("BilledCost,BillingCurrency,ChargePeriodStart,ChargeCategory\n1,USD,2026-08-01,Usage\n")
     summary = loader.ingest_file(path, kind="billing_aws")
-    assert summary.rows_loaded == 0
-    assert summary.rejects == [{"line": 1, "reason": "the AWS CUR header lacks line_item_unblended_cost, "
-                                                     "line_item_currency_code, line_item_usage_start_date"}]
+    assert (summary.status, summary.rows_loaded, summary.rows_rejected) == ("rejected", 0, 2)
+    lacks = "the AWS CUR header lacks line_item_unblended_cost, line_item_currency_code, line_item_usage_start_date"
+    assert summary.rejects == [{"line": 1, "reason": lacks}, {"line": 2, "reason": f"not read: {lacks} (line 1)"}]
 
 
 def test_detection_tells_the_families_apart(formats_dir):
