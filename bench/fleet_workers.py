@@ -89,12 +89,12 @@ def best_of(repeats: int, action) -> float:
 
 def naive_idle_sql() -> str:
     """Idle and observed GPU-hours per GPU computed from the raw samples with window functions,
-    by the same rule as the stored rollups (ingest/warehouse.py SAMPLE_INTERVALS)."""
-    from ingest import warehouse
+    by the same rule as the stored rollups (ingest/gpu_rollups.py SAMPLE_INTERVALS)."""
+    from ingest import gpu_rollups
 
-    return (warehouse.SAMPLE_INTERVALS.format(source="gpu_samples")
-            + "SELECT host, gpu_index, sum(interval_s) FILTER (WHERE idle) / 3600 AS idle_h, "
-              "sum(interval_s) / 3600 AS observed_h FROM samples GROUP BY host, gpu_index")
+    return ("WITH samples AS (" + gpu_rollups.SAMPLE_INTERVALS.format(source="gpu_samples") + ") "
+            "SELECT host, gpu_index, sum(interval_s) FILTER (WHERE idle) / 3600 AS idle_h, "
+            "sum(interval_s) / 3600 AS observed_h FROM samples GROUP BY host, gpu_index")
 
 
 def queries(db: str, repeats: int) -> dict:
