@@ -116,16 +116,12 @@ def queries(db: str, repeats: int) -> dict:
 
 
 def pages(db: str) -> dict:
-    """(page, cold_s, warm_s, max_points) of every page, from bench/page_timings.py when the
-    pages work has landed, else the minimal version in bench/_pages_fallback.py."""
+    """(page, cold_s, warm_s, max_points) of every page, timed by bench/page_timings.py."""
     os.environ["MLCOST_DB"] = db
     sys.path.insert(0, str(Path(__file__).parent))
-    try:
-        from page_timings import time_pages
-        source = "bench/page_timings.py"
-    except ImportError:
-        from _pages_fallback import time_pages
-        source = "bench/_pages_fallback.py"
+    from page_timings import time_pages
+
+    source = "bench/page_timings.py"
     rows = [list(row) for row in time_pages(Path(db))]
     return {"source": source, "pages": rows}
 
