@@ -271,7 +271,7 @@ def test_athena_and_cur2_columns(warehouse):
 def test_gcp_columns(warehouse):
     loader.ingest_file(CASES / "gcp_flat.csv")
     loader.ingest_file(CASES / "gcp_export.jsonl")
-    rows = fetch("SELECT * FROM billing_lines ORDER BY source_file, source_line, charge_category DESC")
+    rows = fetch("SELECT * FROM billing_lines ORDER BY source_file, source_line, charge_category DESC, billed_cost DESC")
     gpu = [r for r in rows if r["sku_id"] == "CP-1"]
     assert [(r["charge_category"], r["billed_cost"]) for r in gpu] == [
         ("usage", Decimal("0.35")), ("credit", Decimal("-0.07")), ("credit", Decimal("-0.28"))]
