@@ -17,6 +17,8 @@ import sys
 import time
 from pathlib import Path
 
+from bench_runs import best_of  # run as a script from bench/: one timing helper for every benchmark
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -76,15 +78,6 @@ def reader(db: str, stop_file: str) -> dict:
         idle.append(time.perf_counter() - began)
     return {"reads": len(reads), "max_wait_s": max(reads, default=0.0), "unlocked_read_s": min(idle),
             "total_wait_s": sum(reads)}
-
-
-def best_of(repeats: int, action) -> float:
-    timings = []
-    for _ in range(repeats):
-        began = time.perf_counter()
-        action()
-        timings.append(time.perf_counter() - began)
-    return min(timings)
 
 
 def naive_idle_sql() -> str:
