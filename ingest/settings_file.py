@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import tempfile
 from decimal import Decimal
+from collections.abc import Callable
 from pathlib import Path
 
 import tomlkit
@@ -26,8 +27,12 @@ def save_budget(entry: dict, replaces: str | None = None) -> config.Config:
     """Add the [[budgets]] table `entry` (name, scope, period, amount, ...), or replace the budget named
     `replaces`; returns the settings as they now read. ConfigError (nothing written) when the result
     would not be usable, with the same message a hand edit gets."""
-    path = target()
-    document = _document(path)
+    def edit(document: tomlkit.TOMLDocument, path: Path) -> None:
+        _put_budget(document, entry, replaces)
+    return _change(edit)
+
+
+def _put_budget(document: tomlkit.TOMLDocument, entry: dict, replaces: str | None) -> None:
     budgets = document.get("budgets")
     if budgets is None:
         budgets = tomlkit.aot()
@@ -40,39 +45,44 @@ def save_budget(entry: dict, replaces: str | None = None) -> config.Config:
         budgets[names.index(replaces)] = table
     else:
         budgets.append(table)
-    return _write(path, document)
 
 
 def delete_budget(name: str) -> config.Config:
     """Remove the budget `name` from the settings file; returns the settings as they now read."""
-    path = target()
-    document = _document(path)
-    budgets = document.get("budgets") or []
-    kept = [b for b in budgets if str(b.get("name", "")).strip() != name]
-    if len(kept) == len(budgets):
-        raise config.ConfigError(str(path), "budgets", f"has no budget named {name!r}")
-    if kept:
-        array = tomlkit.aot()
-        for budget in kept:
-            array.append(budget)
-        document["budgets"] = array
-    else:
-        del document["budgets"]
-    return _write(path, document)
+    def edit(document: tomlkit.TOMLDocument, path: Path) -> None:
+        budgets = document.get("budgets") or []
+        kept = [b for b in budgets if str(b.get("name", "")).strip() != name]
+        if len(kept) == len(budgets):
+            raise config.ConfigError(str(path), "budgets", f"has no budget named {name!r}")
+        if kept:
+            array = tomlkit.aot()
+            for budget in kept:
+                array.append(budget)
+            document["budgets"] = array
+        else:
+            del document["budgets"]
+    return _change(edit)
 
 
 def save_idle_rule(idle_util_max_pct: float, idle_min_s: float, idle_power_max_w: float) -> config.Config:
     """Set [gpu] idle_util_max_pct, idle_min_s and idle_power_max_w (0: no power condition); returns the
     settings as they now read. The stored GPU rollups then need warehouse.rebuild_gpu_rollups()."""
+    def edit(document: tomlkit.TOMLDocument, path: Path) -> None:
+        gpu = document.get("gpu")
+        if gpu is None:
+            gpu = tomlkit.table()
+            document.add("gpu", gpu)
+        for key, value in (("idle_util_max_pct", idle_util_max_pct), ("idle_min_s", idle_min_s),
+                           ("idle_power_max_w", idle_power_max_w)):
+            gpu[key] = _number(value)
+    return _change(edit)
+
+
+def _change(edit: Callable[[tomlkit.TOMLDocument, Path], None]) -> config.Config:
+    """Read the settings file, let `edit` change it, then write it checked (see _write)."""
     path = target()
     document = _document(path)
-    gpu = document.get("gpu")
-    if gpu is None:
-        gpu = tomlkit.table()
-        document.add("gpu", gpu)
-    for key, value in (("idle_util_max_pct", idle_util_max_pct), ("idle_min_s", idle_min_s),
-                       ("idle_power_max_w", idle_power_max_w)):
-        gpu[key] = _number(value)
+    edit(document, path)
     return _write(path, document)
 
 
