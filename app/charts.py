@@ -9,6 +9,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 MAX_POINTS = 5000
+DAY_MS = 86_400_000  # one day on a plotly date axis (ms)
 # Entity colours come from the name alone (colour_of), so a project, service or version keeps its
 # colour whatever else is loaded; 48 colours keep two names sharing one rare.
 PALETTE = tuple(px.colors.qualitative.Dark24 + px.colors.qualitative.Light24)
@@ -140,6 +141,10 @@ def serving_trend(over_time: pd.DataFrame, column: str, label: str,
     if column == "error_rate":
         figure.update_yaxes(tickformat=".1%")
     figure.update_xaxes(title_text="Day (UTC)", row=len(services), col=1)
+    days = pd.to_datetime(data["day"]).drop_duplicates()
+    if len(days) == 1:  # plotly would zoom to milliseconds around a lone day and tick them
+        figure.update_xaxes(range=[days.iloc[0] - pd.Timedelta(days=1), days.iloc[0] + pd.Timedelta(days=1)],
+                            dtick=DAY_MS, tickformat="%b %d, %Y")
     figure.update_layout(height=150 * len(services) + 110, margin=dict(t=40, b=10),
                          title=dict(text=label, font=dict(size=14)))
     return figure

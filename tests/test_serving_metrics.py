@@ -72,6 +72,12 @@ def test_a_real_vllm_scrape_is_one_window_from_its_counters_creation_to_at(wareh
     assert row["window_start"].timestamp() == pytest.approx(created, abs=1e-6)
     assert row["window_end"] == at and row["window_s"] == pytest.approx(at.timestamp() - created, abs=1e-6)
     assert pd.isna(row["energy_kwh"])
+    # Loaded again with another --at: the options are the ledger's, so the new reading replaces the old.
+    later = at + timedelta(hours=1)
+    again = loader.ingest_file(path, at=later)
+    assert again.status == "loaded" and again.replaced
+    assert [r["window_end"] for r in windows()] == [later]
+    assert loader.ingest_file(path, at=later).status == "already_loaded"
 
 
 def triton_counts(text: str) -> dict[tuple[str, str], dict[str, float]]:
