@@ -542,3 +542,12 @@ def test_a_serving_trend_of_one_day_ticks_days_not_milliseconds():
     assert (pd.Timestamp(axis.range[0]), pd.Timestamp(axis.range[1])) == (day - pd.Timedelta(days=1),
                                                                         day + pd.Timedelta(days=1))
     assert axis.dtick == 86_400_000
+
+
+def test_an_idle_heatmap_of_one_day_draws_a_day_wide_cell():
+    from app import charts
+
+    by_day = pd.DataFrame({"gpu": ["n1 GPU 0"], "host": ["n1"], "gpu_index": [0],
+                           "day": [pd.Timestamp("2026-11-23")], "idle_h": [0.5], "observed_h": [2.0]})
+    figure = charts.idle_heatmap(by_day)
+    assert list(figure.data[0].x) == ["2026-11-23"] and figure.layout.xaxis.type == "category"
