@@ -18,7 +18,8 @@ SPOOL_CHUNK_BYTES = 1 << 20
 
 st.title("Data")
 st.write("Upload training-run summaries (JSONL or `run_meta.json`), CodeCarbon `emissions.csv` "
-         "or serving-window files (JSONL or CSV), GPU traces (`mlcost collect` or nvidia-smi CSV, DCGM "
+         "or serving-window files (JSONL or CSV), inference servers' `/metrics` scrapes (vLLM, Triton, "
+         "TorchServe `.prom`), GPU traces (`mlcost collect` or nvidia-smi CSV, DCGM "
          "`.prom` scrapes), cloud bills (FOCUS, AWS CUR, GCP and Azure exports, CSV or "
          "Parquet), plain or `.gz`; the kind is detected from the content. "
          "The same checks run as for `mlcost ingest`: good lines load, "
