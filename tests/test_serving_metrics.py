@@ -296,3 +296,13 @@ def test_torchserve_scrapes_count_every_request_as_served_and_errors_unknown(war
     assert (row["service"], row["model_version"], row["host"], row["requests_total"], row["requests_success"]) == (
         "bert", "2.0", "ts-0", 60, 60)
     assert pd.isna(row["requests_error"])
+
+
+def test_scrapes_where_no_model_is_seen_twice_are_refused_not_loaded_empty(warehouse, tmp_path):
+    """Two timed scrapes, a different model in each: no window can be made, and the file says so."""
+    path = tmp_path / "two_models.prom"
+    path.write_text(f'nv_inference_request_success{{model="a",version="1"}} 5 {T0_MS}\n'
+                    f'nv_inference_request_success{{model="b",version="1"}} 7 {T0_MS + 60_000}\n')
+    summary = loader.ingest_file(path)
+    assert summary.status == "failed" and "no model was scraped twice" in summary.error
+    assert wh.query("SELECT count(*) AS n FROM loads")["n"][0] == 0

@@ -128,6 +128,9 @@ def parse(lines: Lines, ctx: ParseContext, prices: config.Prices | None = None) 
     if len({s.at_s for s in samples if COUNTERS.get(s.name) in REQUEST_ROLES}) == 1:
         samples = samples + _baselines(samples, starts, ctx, notes)
     parsed = windows(samples, ctx, prices)
+    if not parsed.tables["serving_windows"] and not parsed.rejects:
+        raise BadValue("no model was scraped twice: each model's counters are totals since its server started, "
+                       "so a window needs two scrapes of the same model (or one scrape of the whole file)")
     parsed.rejects = sorted(rejects + parsed.rejects, key=lambda r: r.line)
     parsed.warnings = notes + parsed.warnings
     return parsed
