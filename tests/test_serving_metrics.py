@@ -306,3 +306,28 @@ def test_scrapes_where_no_model_is_seen_twice_are_refused_not_loaded_empty(wareh
     summary = loader.ingest_file(path)
     assert summary.status == "failed" and "no model was scraped twice" in summary.error
     assert wh.query("SELECT count(*) AS n FROM loads")["n"][0] == 0
+
+
+def test_pulled_triton_series_share_the_gpu_energy_and_a_flat_counter_is_a_warning(warehouse):
+    """The HTTP importer's path: Triton's energy counter rising 7,200 J over a window goes to its two
+    models by compute time (3:1); a counter that stays flat leaves the window's energy unknown and
+    the import's summary says why."""
+    from ingest.contract import ParseContext
+    from ingest.importers import ledger, prometheus
+
+    def series(name, labels, values):
+        return {"metric": {"__name__": name, "instance": "triton:8002", **labels},
+                "values": [[1_763_632_800 + 60 * i, str(v)] for i, v in enumerate(values)]}
+
+    pulled = [series("nv_inference_request_success", {"model": "a", "version": "1"}, [0, 30, 60]),
+              series("nv_inference_request_success", {"model": "b", "version": "1"}, [0, 10, 20]),
+              series("nv_inference_compute_infer_duration_us", {"model": "a", "version": "1"}, [0, 300, 600]),
+              series("nv_inference_compute_infer_duration_us", {"model": "b", "version": "1"}, [0, 100, 200]),
+              series("nv_energy_consumption", {"gpu_uuid": "GPU-x"}, [1_000, 8_200, 8_200])]
+    parsed = prometheus.serving_windows(pulled, ParseContext("test", timezone.utc))
+    energy = {(r["service"], r["window_start"].timestamp()): r["energy_kwh"] for r in parsed.tables["serving_windows"]}
+    assert energy[("a", 1_763_632_800)] == pytest.approx(7_200 * 0.75 / 3.6e6)
+    assert energy[("b", 1_763_632_800)] == pytest.approx(7_200 * 0.25 / 3.6e6)
+    assert energy[("a", 1_763_632_860)] is None and energy[("b", 1_763_632_860)] is None
+    summary = ledger.load_import("prometheus test", prometheus.KIND, parsed, b"pulled", {})
+    assert summary.status == "loaded" and "nv_energy_consumption did not rise" in summary.warnings[0]
