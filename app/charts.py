@@ -9,6 +9,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 MAX_POINTS = 5000
+DAY_MS = 86_400_000  # one day on a plotly date axis (ms)
 # Entity colours come from the name alone (colour_of), so a project, service or version keeps its
 # colour whatever else is loaded; 48 colours keep two names sharing one rare.
 PALETTE = tuple(px.colors.qualitative.Dark24 + px.colors.qualitative.Light24)
@@ -140,6 +141,10 @@ def serving_trend(over_time: pd.DataFrame, column: str, label: str,
     if column == "error_rate":
         figure.update_yaxes(tickformat=".1%")
     figure.update_xaxes(title_text="Day (UTC)", row=len(services), col=1)
+    days = pd.to_datetime(data["day"]).drop_duplicates()
+    if len(days) == 1:  # plotly would zoom to milliseconds around a lone day and tick them
+        figure.update_xaxes(range=[days.iloc[0] - pd.Timedelta(days=1), days.iloc[0] + pd.Timedelta(days=1)],
+                            dtick=DAY_MS, tickformat="%b %d, %Y")
     figure.update_layout(height=150 * len(services) + 110, margin=dict(t=40, b=10),
                          title=dict(text=label, font=dict(size=14)))
     return figure
@@ -211,11 +216,16 @@ def idle_heatmap(by_day: pd.DataFrame) -> go.Figure:
     """Idle hours per GPU (rows) and UTC day, week or month (columns; idle_heatmap_grid): a period
     a GPU was not observed is a gap (the grey background), never a cell of its own or its neighbour's."""
     grid, observed, period, _ = idle_heatmap_grid(by_day)
+    x, when = grid.columns, "%{x|%Y-%m-%d}"
+    if len(x) == 1:  # one period: on a date axis its cell would be a millisecond wide
+        x, when = [x[0].strftime("%Y-%m-%d")], "%{x}"
     figure = go.Figure(go.Heatmap(
-        z=grid.values, x=grid.columns, y=grid.index, customdata=observed.values, colorscale="Reds", zmin=0,
+        z=grid.values, x=x, y=grid.index, customdata=observed.values, colorscale="Reds", zmin=0,
         zmax=HEATMAP_PERIODS[period][2], xgap=1, ygap=1, hoverongaps=False, colorbar=dict(title="Idle h"),
-        hovertemplate="%{y}<br>%{x|%Y-%m-%d}: %{z:.1f} h idle of %{customdata:.1f} h observed<extra>"
+        hovertemplate="%{y}<br>" + when + ": %{z:.1f} h idle of %{customdata:.1f} h observed<extra>"
                       + period + "</extra>"))
+    if len(x) == 1:
+        figure.update_xaxes(type="category")
     figure.update_yaxes(autorange="reversed")
     figure.update_layout(margin=dict(t=30, b=10), height=120 + 28 * min(len(grid.index), 60),
                          xaxis_title=f"{period.title()} (UTC); grey: not observed", yaxis_title="",

@@ -46,6 +46,7 @@ class Parsed:
     tables: dict[str, list[dict]] = field(default_factory=dict)
     rejects: list[Reject] = field(default_factory=list)
     accepted: int = 0
+    warnings: list[str] = field(default_factory=list)  # how the file was read, for the user: assumptions
 
     def rows(self, table: str) -> list[dict]:
         return self.tables.setdefault(table, [])
@@ -55,12 +56,15 @@ class Parsed:
 class ParseContext:
     """What a parser may know besides the text: the file's display name, the zone of naive
     times and, for GPU traces, the host the user named (--host) and the time of a scrape
-    whose samples carry none (--at, UTC)."""
+    whose samples carry none (--at, UTC); for inference servers' scrapes, when the server
+    started (--started-at) and the seconds between the scrapes of a file (--scrape-interval)."""
 
     source: str
     tz: tzinfo
     host: str | None = None
     at: datetime | None = None
+    started_at: datetime | None = None
+    scrape_interval_s: float | None = None
 
 
 class BadValue(ValueError):

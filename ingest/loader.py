@@ -95,7 +95,8 @@ def expand(patterns: list[str]) -> tuple[list[Path], list[FileSummary]]:
 
 def ingest_file(path: Path, kind: str | None = None, tz: tzinfo = timezone.utc,
                 display_name: str | None = None, host: str | None = None,
-                at: datetime | None = None, on_progress: Progress | None = None) -> FileSummary:
+                at: datetime | None = None, on_progress: Progress | None = None,
+                started_at: datetime | None = None, scrape_interval_s: float | None = None) -> FileSummary:
     """Load one file into the warehouse; never raises for bad content, only for a busy warehouse.
 
     The file is streamed (gzip and zstd decompressed on the fly), parsed into a private staging
@@ -103,7 +104,8 @@ def ingest_file(path: Path, kind: str | None = None, tz: tzinfo = timezone.utc,
     rows_done)`, when given, is called as the file is read (bytes of the file as stored, so of
     the compressed stream) and once at the end, with the file's size and the rows it gave.
     """
-    summary = _guarded(path, kind, tz, display_name or str(path), host, at, on_progress)
+    context = ParseContext(display_name or str(path), tz, host, at, started_at, scrape_interval_s)
+    summary = _guarded(path, kind, context, on_progress)
     if on_progress is not None:
         try:
             size_bytes = path.stat().st_size
@@ -113,25 +115,25 @@ def ingest_file(path: Path, kind: str | None = None, tz: tzinfo = timezone.utc,
     return summary
 
 
-def _guarded(path: Path, kind: str | None, tz: tzinfo, name: str, host: str | None,
-             at: datetime | None, on_progress: Progress | None) -> FileSummary:
+def _guarded(path: Path, kind: str | None, context: ParseContext, on_progress: Progress | None) -> FileSummary:
     """_ingest_file behind the per-file barrier: any surprise fails this file, not the batch."""
     limits.configure(limits.from_settings())
     try:
-        return _ingest_file(path, name, kind, tz, host, at, on_progress)
+        return _ingest_file(path, kind, context, on_progress)
     except (warehouse.WarehouseBusy, config.ConfigError):  # the command stops: not this file's fault
         raise
     except limits.TooLarge as refused:
-        return FileSummary(name, kind, error=str(refused))
+        return FileSummary(context.source, kind, error=str(refused))
     except Exception as error:  # the per-file barrier: one file's surprise never stops the batch
+        name = context.source
         detail = (str(error).strip().splitlines() or [""])[0][:200]
         return FileSummary(name, kind, error=f"{name}: could not be read ({type(error).__name__}"
                                              f"{': ' + detail if detail else ''}); nothing from it was loaded")
 
 
-def _ingest_file(path: Path, name: str, kind: str | None, tz: tzinfo, host: str | None,
-                 at: datetime | None, on_progress: Progress | None) -> FileSummary:
+def _ingest_file(path: Path, kind: str | None, context: ParseContext, on_progress: Progress | None) -> FileSummary:
     """ingest_file without its barrier: bad content ends in a failed summary, surprises raise."""
+    name, tz = context.source, context.tz
     summary = FileSummary(name, kind)
     try:
         src = Source.of(path, name, on_progress)
@@ -172,11 +174,11 @@ def _ingest_file(path: Path, name: str, kind: str | None, tz: tzinfo, host: str 
                          f"pass --kind ({', '.join(KINDS)})")
         return summary
     summary.kind = parser.KIND
-    options = warehouse.load_options(getattr(tz, "key", None) or str(tz), host, at)
+    options = warehouse.load_options(getattr(tz, "key", None) or str(tz), context.host, context.at,
+                                     context.started_at, context.scrape_interval_s)
     if warehouse.find_load(sha256, parser.KIND, options=options) is not None:
         summary.status = "already_loaded"
         return summary
-    context = ParseContext(name, tz, host, at)
     stage = staging.open_stage()
     try:
         try:
@@ -209,6 +211,7 @@ def _ingest_file(path: Path, name: str, kind: str | None, tz: tzinfo, host: str 
             summary.rejects = [{"line": line, "reason": reason} for line, reason in stage.execute(
                 "SELECT line, reason FROM rejects ORDER BY line LIMIT ?", [REJECTS_SHOWN]).fetchall()]
             summary.totals = staged.totals
+            summary.warnings.extend(staged.warnings)
             if getattr(parser, "LOCAL_TIME", False) and tz is timezone.utc and text is not None \
                     and not OFFSET_TIME.search(text):
                 summary.warnings.append(
@@ -235,7 +238,7 @@ def _stage(parser: ModuleType, src: Source, stage, context: ParseContext, binary
         parsed = parser.parse(_within_limit(staging.lines(src), too_long), context)
         parsed.rejects.extend(too_long)
     staging.insert_parsed(stage, parsed, src.name)
-    return Staged(parsed.accepted, parser.totals(parsed))
+    return Staged(parsed.accepted, parser.totals(parsed), parsed.warnings)
 
 
 def _within_limit(lines: Iterator[tuple[int, str]], too_long: list[Reject]) -> Iterator[tuple[int, str]]:

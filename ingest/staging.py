@@ -170,6 +170,7 @@ class Staged:
 
     accepted: int = 0
     totals: dict = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)  # Parsed.warnings, shown in the file's summary
 
 
 def open_stage() -> duckdb.DuckDBPyConnection:

@@ -212,11 +212,14 @@ def find_load(sha256: str, kind: str, path: Path | None = None, options: str | N
 
 # --- Managing loads: the options a file was read with, replacing and removing loads -----------
 
-def load_options(tz_name: str | None = None, host: str | None = None, at: datetime | None = None) -> str:
+def load_options(tz_name: str | None = None, host: str | None = None, at: datetime | None = None,
+                 started_at: datetime | None = None, scrape_interval_s: float | None = None) -> str:
     """The options that change how a file is read, as canonical text for the ledger ('' for none):
     'tz=Europe/Paris host=gpu-node-1 at=2025-11-20T10:00:00+00:00'."""
     given = {"tz": None if tz_name in (None, "", "UTC") else tz_name, "host": host or None,
-             "at": at.astimezone(timezone.utc).isoformat() if at else None}
+             "at": at.astimezone(timezone.utc).isoformat() if at else None,
+             "started_at": started_at.astimezone(timezone.utc).isoformat() if started_at else None,
+             "scrape_interval_s": None if scrape_interval_s is None else f"{scrape_interval_s:g}"}
     return " ".join(f"{key}={value}" for key, value in given.items() if value is not None)
 
 

@@ -25,6 +25,7 @@ STEP_S = 2
 RESTART_AT = 5  # the vLLM server restarts before its 5th scrape: its counters start again
 HOST = "gpu-node-1"
 VLLM = (("model_name", "llama-3-8b"), ("pod", "vllm-0"))  # the vLLM pod, which holds GPU 1
+TRITON_ENERGY = ("nv_energy_consumption", (("gpu_uuid", "GPU-T4"),))
 
 
 def served_values(k: int) -> dict[tuple[str, tuple], float]:
@@ -44,6 +45,8 @@ def served_values(k: int) -> dict[tuple[str, tuple], float]:
         ("vllm:e2e_request_latency_seconds_bucket", vllm + (("le", "+Inf"),)): served,
         ("nv_inference_request_success", (("model", "resnet"), ("version", "2"))): 3 * k,
         ("nv_inference_request_failure", (("model", "resnet"), ("version", "2"))): k // 3,
+        ("nv_inference_compute_infer_duration_us", (("model", "resnet"), ("version", "2"))): 40_000 * k,
+        ("nv_energy_consumption", (("gpu_uuid", "GPU-T4"),)): 70.5 * k + 1_000,  # J since Triton started
         ("node_load1", ()): 0.5,  # something mlcost does not read
     }
     for gpu in (0, 1):
@@ -227,7 +230,9 @@ def test_import_prometheus_pulls_gpu_samples_and_serving_windows(prom, warehouse
         success = at(log, t1)[resnet] - at(log, t0)[resnet]
         failure = at(log, t1)[failed] - at(log, t0)[failed]
         assert (row["model_version"], row["requests_success"], row["requests_error"]) == ("2", success, failure)
-        assert math.isnan(row["energy_kwh"])  # no pod: no GPU of its own to measure
+        # no pod, but Triton's own GPU energy counter, all of it resnet's (the server's one model), J -> kWh
+        joules = at(log, t1)[TRITON_ENERGY] - at(log, t0)[TRITON_ENERGY]
+        assert row["energy_source"] == "gpu_counter" and row["energy_kwh"] == pytest.approx(joules / 3.6e6)
 
     assert [s["kind"] for s in summaries] == ["prometheus", "prometheus"]
     gpu_summary, serving_summary = summaries

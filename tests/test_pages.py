@@ -405,6 +405,30 @@ def test_a_dcgm_scrape_without_timestamps_loads_with_the_scrape_time(warehouse, 
     assert samples.values.tolist() == [["i-030791dc5a37cd257", pd.Timestamp("2025-11-20T10:00:00Z")]]
 
 
+def test_an_inference_server_scrape_loads_with_the_scrape_time_or_says_what_the_page_cannot_ask(
+        warehouse, formats_dir):
+    """vLLM's scrape says when its counters began: the scrape time is all it needs. Triton's says
+    neither, and the page has no field for the server's start: it names the command that does."""
+    vllm = formats_dir / "serving_metrics" / "vllm_metrics_scrape_kops.prom"
+    at = upload(open_page("Data"), (vllm.name, vllm.read_bytes()))
+    (failed,) = texts(at, "error")
+    assert failed.startswith(f"FAILED {vllm.name}: one scrape: pass --at TIME"), failed
+    assert "Scrape time (UTC)" in " ".join(texts(at, "info"))
+    at.text_input(key="scrape_time").set_value("2026-03-20T13:00:00Z")
+    at = upload(at, (vllm.name, vllm.read_bytes()))
+    assert texts(at, "success") == [f"OK {vllm.name} [serving-metrics]: 1 rows loaded, 0 rejected"]
+    assert wh.query("SELECT window_end FROM serving_windows")["window_end"].tolist() == [
+        pd.Timestamp("2026-03-20T13:00:00Z")]
+
+    triton = formats_dir / "serving_metrics" / "triton_2.24_metrics_after_traffic_P100.prom"
+    if not triton.is_file():
+        pytest.skip(f"{triton} is not public: only the team's checkout has it")
+    at.text_input(key="scrape_time").set_value("2026-03-20T13:00:00Z")
+    at = upload(at, (triton.name, triton.read_bytes()))
+    assert "--started-at" in texts(at, "error")[0]
+    assert "mlcost ingest FILE --at TIME --started-at TIME" in " ".join(texts(at, "info"))
+
+
 def test_a_scrape_time_that_is_not_a_time_is_refused_before_loading(warehouse, formats_dir):
     scrape = formats_dir / "nvidia_gpu" / "dcgm_exporter_scrape_L4_kops.prom"
     at = open_page("Data")
@@ -504,3 +528,26 @@ def test_a_chart_over_max_points_says_what_it_leaves_out(warehouse, tmp_path):
     assert sum(points(t["x"]) for t in figure["data"]) == charts.MAX_POINTS
     assert f"The table shows the 1,000 newest of {runs:,} runs" in " ".join(captions)
     assert len(run_table(at)) == 1000
+
+
+def test_a_serving_trend_of_one_day_ticks_days_not_milliseconds():
+    """One UTC day of windows: the axis spans the days around it, ticked per day (it zoomed to
+    milliseconds around midnight)."""
+    from app import charts
+
+    day = pd.Timestamp("2026-11-23", tz="UTC")
+    over_time = pd.DataFrame({"service": ["llm"], "day": [day], "cost_per_1k_usd": [0.0745], "versions": ["v1"]})
+    figure = charts.serving_trend(over_time, "cost_per_1k_usd", "USD per 1k successful requests")
+    axis = figure.layout.xaxis
+    assert (pd.Timestamp(axis.range[0]), pd.Timestamp(axis.range[1])) == (day - pd.Timedelta(days=1),
+                                                                        day + pd.Timedelta(days=1))
+    assert axis.dtick == 86_400_000
+
+
+def test_an_idle_heatmap_of_one_day_draws_a_day_wide_cell():
+    from app import charts
+
+    by_day = pd.DataFrame({"gpu": ["n1 GPU 0"], "host": ["n1"], "gpu_index": [0],
+                           "day": [pd.Timestamp("2026-11-23")], "idle_h": [0.5], "observed_h": [2.0]})
+    figure = charts.idle_heatmap(by_day)
+    assert list(figure.data[0].x) == ["2026-11-23"] and figure.layout.xaxis.type == "category"

@@ -41,12 +41,152 @@ def windows() -> list[dict]:
     return wh.query("SELECT * FROM serving_windows ORDER BY window_start, service").to_dict("records")
 
 
-@pytest.mark.parametrize("name", [VLLM, TRITON])
-def test_a_single_real_scrape_is_refused_because_it_has_no_window(warehouse, formats_dir, name):
-    summary = loader.ingest_file(corpus.require(formats_dir, name))
-    assert (summary.status, summary.kind, summary.rows_loaded) == ("failed", "serving-metrics", 0)
-    assert "a single scrape has no window" in summary.error and "mlcost import prometheus" in summary.error
+def series_values(text: str, name: str) -> list[tuple[str, float]]:
+    """(labels text, value) of every sample of `name` in a scrape, read with a regex, not the parser."""
+    return [(found[1] or "", float(found[2])) for found in
+            re.finditer(rf"^{re.escape(name)}(?:\{{([^}}]*)\}})? (\S+)$", text, re.MULTILINE)]
+
+
+def test_a_real_vllm_scrape_is_one_window_from_its_counters_creation_to_at(warehouse, formats_dir, capsys):
+    """The real vLLM scrape has no sample timestamps: refused without --at, naming it; with --at,
+    one window from the earliest `_created` of the counters read to --at."""
+    path = corpus.require(formats_dir, VLLM)
+    text = path.read_text()
+    assert cli.main(["ingest", "--json", str(path)]) == 1
+    (refused,) = json.loads(capsys.readouterr().out)
+    assert refused["status"] == "failed" and "pass --at TIME" in refused["error"] and "--started-at" not in refused["error"]
     assert wh.query("SELECT count(*) AS n FROM loads")["n"][0] == 0
+
+    created = min(value for name in ("vllm:request_success_created", "vllm:prompt_tokens_created",
+                                     "vllm:generation_tokens_created")
+                  for _, value in series_values(text, name))
+    requests = sum(value for _, value in series_values(text, "vllm:request_success_total"))
+    prompt = sum(value for _, value in series_values(text, "vllm:prompt_tokens_total"))
+    at = datetime.fromtimestamp(created, timezone.utc) + timedelta(minutes=30)
+    assert cli.main(["ingest", "--json", "--at", at.isoformat(), str(path)]) == 0
+    (summary,) = json.loads(capsys.readouterr().out)
+    assert (summary["status"], summary["rows_loaded"], summary["requests_total"]) == ("loaded", 1, requests)
+    assert "from the server's start" in summary["warnings"][0]
+    (row,) = windows()
+    assert (row["service"], row["requests_total"], row["prompt_tokens"]) == (MODEL, requests, prompt)
+    assert row["window_start"].timestamp() == pytest.approx(created, abs=1e-6)
+    assert row["window_end"] == at and row["window_s"] == pytest.approx(at.timestamp() - created, abs=1e-6)
+    assert pd.isna(row["energy_kwh"])
+    # Loaded again with another --at: the options are the ledger's, so the new reading replaces the old.
+    later = at + timedelta(hours=1)
+    again = loader.ingest_file(path, at=later)
+    assert again.status == "loaded" and again.replaced
+    assert [r["window_end"] for r in windows()] == [later]
+    assert loader.ingest_file(path, at=later).status == "already_loaded"
+
+
+def triton_counts(text: str) -> dict[tuple[str, str], dict[str, float]]:
+    """model, version -> success, failure and compute µs, read from the scrape's text."""
+    counts: dict[tuple[str, str], dict[str, float]] = {}
+    for name, key in (("nv_inference_request_success", "success"), ("nv_inference_request_failure", "failure"),
+                      ("nv_inference_compute_infer_duration_us", "compute_us")):
+        for labels, value in series_values(text, name):
+            found = re.fullmatch(r'model="([^"]+)",version="([^"]+)"', labels)
+            counts.setdefault((found[1], found[2]), {})[key] = value
+    return counts
+
+
+def test_the_real_triton_scrape_needs_both_ends_and_its_zero_energy_counter_stays_unknown(
+        warehouse, formats_dir, capsys):
+    """Triton 2.24 says neither when it started nor when it was scraped; its P100 reports an energy
+    counter of 0 after traffic (Pascal has none): the windows load, their energy unknown, not 0."""
+    path = corpus.require(formats_dir, TRITON)
+    text = path.read_text()
+    assert cli.main(["ingest", "--json", str(path)]) == 1
+    (refused,) = json.loads(capsys.readouterr().out)
+    assert "pass --at TIME" in refused["error"] and "and --started-at TIME" in refused["error"]
+    assert cli.main(["ingest", "--json", "--at", "2026-03-20T13:00:00Z", str(path)]) == 1
+    (refused,) = json.loads(capsys.readouterr().out)
+    assert "pass --started-at TIME" in refused["error"] and "--at" not in refused["error"]
+
+    counts = triton_counts(text)
+    (energy_j,) = [value for _, value in series_values(text, "nv_energy_consumption")]
+    assert cli.main(["ingest", "--json", "--at", "2026-03-20T13:00:00Z", "--started-at", "2026-03-20T12:00:00Z",
+                     str(path)]) == 0
+    (summary,) = json.loads(capsys.readouterr().out)
+    rows = {(r["service"], r["model_version"]): r for r in windows()}
+    assert set(rows) == set(counts)
+    for key, row in rows.items():
+        assert (row["requests_success"], row["requests_error"], row["requests_total"]) == (
+            counts[key]["success"], counts[key]["failure"], counts[key]["success"] + counts[key]["failure"])
+        assert row["window_start"] == T0.replace(year=2026, month=3, day=20, hour=12)
+        assert row["window_s"] == 3600.0
+    assert energy_j == 0  # what the file says; the load must not turn it into 0 kWh
+    assert all(pd.isna(r["energy_kwh"]) for r in rows.values())
+    assert any("nv_energy_consumption did not rise" in w for w in summary["warnings"])
+
+
+def with_values(text: str, values: dict[str, float]) -> str:
+    """The scrape with the samples whose name (and label fragment, after `|`) match set to a value."""
+    out = []
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            series, _ = line.rsplit(" ", 1)
+            for fragment, new in values.items():
+                name, _, label = fragment.partition("|")
+                if series.split("{", 1)[0] == name and label in series:
+                    line = f"{series} {new!r}"
+        out.append(line)
+    return "\n".join(out)
+
+
+def test_triton_energy_counter_from_the_servers_start_is_shared_by_compute_time(warehouse, formats_dir, tmp_path):
+    """A single scrape whose GPU counted energy: the window's energy is the counter from --started-at,
+    shared among the models by their compute time, each share computed here from the text."""
+    path = tmp_path / "triton_energy.prom"
+    path.write_text(with_values(corpus.require(formats_dir, TRITON).read_text(), {"nv_energy_consumption": 90_000.0}))
+    text = path.read_text()
+    counts = triton_counts(text)
+    energy_j = sum(value for _, value in series_values(text, "nv_energy_consumption"))
+    compute_total = sum(c["compute_us"] for c in counts.values())
+    summary = loader.ingest_file(path, at=datetime(2026, 3, 20, 13, tzinfo=timezone.utc),
+                                 started_at=datetime(2026, 3, 20, 12, tzinfo=timezone.utc))
+    assert (summary.status, summary.rows_loaded) == ("loaded", len(counts))
+    rows = {(r["service"], r["model_version"]): r for r in windows()}
+    for key, row in rows.items():
+        assert row["energy_kwh"] == pytest.approx(energy_j / 3.6e6 * counts[key]["compute_us"] / compute_total)
+        assert row["energy_source"] == "gpu_counter" and list(row["gpu_uuids"]) == [
+            labels.split('"')[1] for labels, _ in series_values(text, "nv_energy_consumption")]
+    assert summary.totals["energy_kwh_total"] == pytest.approx(energy_j / 3.6e6)
+
+
+def test_a_sequence_of_scrapes_without_timestamps_needs_its_spacing(warehouse, formats_dir, tmp_path, capsys):
+    """`curl` appended twice, a comment and a blank line between: refused without --scrape-interval
+    (saying how), then one window per model between the scrapes, with the energy and counter deltas."""
+    real = corpus.require(formats_dir, TRITON).read_text()
+    first = with_values(real, {"nv_energy_consumption": 1_000.0})
+    second = with_values(real, {"nv_energy_consumption": 4_600.5, "nv_inference_request_success|add_sub": 45.0,
+                                "nv_inference_request_failure|add_sub": 2.0,
+                                "nv_inference_compute_infer_duration_us|add_sub": 149_477.0,
+                                "nv_inference_compute_infer_duration_us|particlenet_PT": 7_547_242.0})
+    path = tmp_path / "appended.prom"
+    path.write_text(first + "\n\n# scraped again\n" + second + "\n")
+    assert cli.main(["ingest", "--json", "--at", "2026-03-20T13:00:00Z", str(path)]) == 1
+    (refused,) = json.loads(capsys.readouterr().out)
+    assert refused["error"].endswith("2 scrapes one after another without sample timestamps: pass "
+                                     "--scrape-interval SECONDS (the time between them)")
+
+    assert cli.main(["ingest", "--json", "--scrape-interval", "5m", "--at", "2026-03-20T13:00:00Z", str(path)]) == 0
+    capsys.readouterr()
+    before, after = triton_counts(first), triton_counts(second)
+    energy_j = (sum(v for _, v in series_values(second, "nv_energy_consumption"))
+                - sum(v for _, v in series_values(first, "nv_energy_consumption")))
+    compute = {key: after[key]["compute_us"] - before[key]["compute_us"] for key in after}
+    rows = {(r["service"], r["model_version"]): r for r in windows()}
+    assert set(rows) == set(after)
+    for key, row in rows.items():
+        success = after[key]["success"] - before[key]["success"]
+        failure = after[key]["failure"] - before[key]["failure"]
+        assert (row["requests_success"], row["requests_error"], row["requests_total"]) == (
+            success, failure, success + failure)
+        assert row["window_start"] == datetime(2026, 3, 20, 12, 55, tzinfo=timezone.utc)
+        assert row["window_s"] == 300.0
+        assert row["energy_kwh"] == pytest.approx(energy_j / 3.6e6 * compute[key] / sum(compute.values()))
 
 
 def latency_buckets(cumulative: dict[str, float]) -> dict[str, float]:
@@ -127,12 +267,6 @@ def test_triton_scrapes_per_model_and_version_and_loading_again_changes_nothing(
     assert summary.status == "already_loaded" and len(windows()) == len({(m, v) for m, v, _ in counts})
 
 
-def test_cli_json_summary_of_a_single_scrape_says_why(warehouse, formats_dir, capsys):
-    assert cli.main(["ingest", "--json", str(corpus.require(formats_dir, TRITON))]) == 1
-    (summary,) = json.loads(capsys.readouterr().out)
-    assert summary["status"] == "failed" and "a single scrape has no window" in summary["error"]
-
-
 def test_pulled_series_with_a_broken_point_reject_it_and_its_windows_not_the_rest():
     """The HTTP importer's path: a NaN counter value is rejected, never read as 0; the window then
     spans the two steps around it, so no request is lost or counted twice."""
@@ -162,3 +296,38 @@ def test_torchserve_scrapes_count_every_request_as_served_and_errors_unknown(war
     assert (row["service"], row["model_version"], row["host"], row["requests_total"], row["requests_success"]) == (
         "bert", "2.0", "ts-0", 60, 60)
     assert pd.isna(row["requests_error"])
+
+
+def test_scrapes_where_no_model_is_seen_twice_are_refused_not_loaded_empty(warehouse, tmp_path):
+    """Two timed scrapes, a different model in each: no window can be made, and the file says so."""
+    path = tmp_path / "two_models.prom"
+    path.write_text(f'nv_inference_request_success{{model="a",version="1"}} 5 {T0_MS}\n'
+                    f'nv_inference_request_success{{model="b",version="1"}} 7 {T0_MS + 60_000}\n')
+    summary = loader.ingest_file(path)
+    assert summary.status == "failed" and "no model was scraped twice" in summary.error
+    assert wh.query("SELECT count(*) AS n FROM loads")["n"][0] == 0
+
+
+def test_pulled_triton_series_share_the_gpu_energy_and_a_flat_counter_is_a_warning(warehouse):
+    """The HTTP importer's path: Triton's energy counter rising 7,200 J over a window goes to its two
+    models by compute time (3:1); a counter that stays flat leaves the window's energy unknown and
+    the import's summary says why."""
+    from ingest.contract import ParseContext
+    from ingest.importers import ledger, prometheus
+
+    def series(name, labels, values):
+        return {"metric": {"__name__": name, "instance": "triton:8002", **labels},
+                "values": [[1_763_632_800 + 60 * i, str(v)] for i, v in enumerate(values)]}
+
+    pulled = [series("nv_inference_request_success", {"model": "a", "version": "1"}, [0, 30, 60]),
+              series("nv_inference_request_success", {"model": "b", "version": "1"}, [0, 10, 20]),
+              series("nv_inference_compute_infer_duration_us", {"model": "a", "version": "1"}, [0, 300, 600]),
+              series("nv_inference_compute_infer_duration_us", {"model": "b", "version": "1"}, [0, 100, 200]),
+              series("nv_energy_consumption", {"gpu_uuid": "GPU-x"}, [1_000, 8_200, 8_200])]
+    parsed = prometheus.serving_windows(pulled, ParseContext("test", timezone.utc))
+    energy = {(r["service"], r["window_start"].timestamp()): r["energy_kwh"] for r in parsed.tables["serving_windows"]}
+    assert energy[("a", 1_763_632_800)] == pytest.approx(7_200 * 0.75 / 3.6e6)
+    assert energy[("b", 1_763_632_800)] == pytest.approx(7_200 * 0.25 / 3.6e6)
+    assert energy[("a", 1_763_632_860)] is None and energy[("b", 1_763_632_860)] is None
+    summary = ledger.load_import("prometheus test", prometheus.KIND, parsed, b"pulled", {})
+    assert summary.status == "loaded" and "nv_energy_consumption did not rise" in summary.warnings[0]

@@ -18,7 +18,8 @@ SPOOL_CHUNK_BYTES = 1 << 20
 
 st.title("Data")
 st.write("Upload training-run summaries (JSONL or `run_meta.json`), CodeCarbon `emissions.csv` "
-         "or serving-window files (JSONL or CSV), GPU traces (`mlcost collect` or nvidia-smi CSV, DCGM "
+         "or serving-window files (JSONL or CSV), inference servers' `/metrics` scrapes (vLLM, Triton, "
+         "TorchServe `.prom`), GPU traces (`mlcost collect` or nvidia-smi CSV, DCGM "
          "`.prom` scrapes), cloud bills (FOCUS, AWS CUR, GCP and Azure exports, CSV or "
          "Parquet), plain or `.gz`; the kind is detected from the content. "
          "The same checks run as for `mlcost ingest`: good lines load, "
@@ -82,8 +83,12 @@ def load(files: list, kind: str, zone, at) -> None:
             md(report.split("\n", 1)[0]))
         if "\n" in report:
             st.code(report.split("\n", 1)[1], language=None)
-        if summary.status == "failed" and summary.kind == "dcgm" and at is None:  # the scrape has no times
+        if summary.status == "failed" and summary.kind in ("dcgm", "serving-metrics") and at is None \
+                and "--at" in (summary.error or ""):  # the scrape has no times
             st.info("Enter when the scrape was taken under **Scrape time (UTC)** and load the file again.")
+        if summary.status == "failed" and "--started-at" in (summary.error or ""):  # no field for it here
+            st.info("This scrape does not say when its server started: load it with `mlcost ingest FILE --at TIME "
+                    "--started-at TIME` (README: Serving metrics from Prometheus).")
     bar.progress(1.0, text=f"Read {len(files):,} file(s): {rows_read:,} rows, {total_bytes / 1e6:,.1f} MB "
                            f"in {time.monotonic() - started:,.1f} s")
     cache.forget()
@@ -102,8 +107,9 @@ else:
         zone_name = middle.text_input("Time zone of times written without an offset", value="UTC",
                                       help="An IANA name such as Europe/Paris; CodeCarbon writes local times.")
         scrape_time = right.text_input("Scrape time (UTC)", placeholder="2025-11-20T10:00:00Z", key="scrape_time",
-                                       help="Only for a DCGM exporter scrape without sample timestamps: when it "
-                                            "was taken (`--at` of `mlcost ingest`). ISO-8601 or epoch seconds.")
+                                       help="Only for a scrape without sample timestamps (DCGM exporter, vLLM, "
+                                            "Triton): when it was taken (`--at` of `mlcost ingest`). ISO-8601 or "
+                                            "epoch seconds.")
         submitted = st.form_submit_button("Load files", type="primary")
 
     zone = values.zone(zone_name)

@@ -5,7 +5,10 @@ between two consecutive scrapes of one model (service, model version, host): its
 tokens are the counters' increases over that span (a counter that went down was reset by a
 restart and counts from 0 again, as Prometheus' `increase()` reads it), and its latency
 percentiles come from the increase of the latency histogram's buckets, interpolated inside a
-bucket as `histogram_quantile()` does. A single scrape has no window and is refused whole.
+bucket as `histogram_quantile()` does. A single scrape is one window from when the server started
+(its counters' zero: --started-at, else the earliest `_created` of its request counters, else
+`process_start_time_seconds`) to when it was scraped (its sample timestamps, else --at); where
+either end is unknown the file is refused naming the option to pass.
 
 Read from vLLM: `vllm:request_success_total` (every finished request, by `finished_reason`;
 `abort` and `error` count as errors), `vllm:prompt_tokens_total`, `vllm:generation_tokens_total`
@@ -17,11 +20,20 @@ requests_error stays NULL). The service is the `model_name` (or `model`) label, 
 `Hostname` or `instance` label.
 
 A file holds many scrapes when its samples carry timestamps (Prometheus text allows a time in
-milliseconds after the value); `parse` reads such a file, `windows` is what the Prometheus HTTP
-importer (ingest/importers/prometheus.py) calls with the samples it pulled.
+milliseconds after the value), or when scrapes follow one another without them (`curl` appended
+every minute): a series seen again starts the next scrape, and --scrape-interval with --at (the
+last scrape's time) place them in time. `parse` reads such a file, `windows` is what the Prometheus
+HTTP importer (ingest/importers/prometheus.py) calls with the samples it pulled.
+
+Triton's `nv_energy_consumption` (joules since the server started, per `gpu_uuid`) gives the
+windows of the same host their energy: the increase of the GPUs' counters over the window, shared
+among the host's models in proportion to their `nv_inference_compute_infer_duration_us` increase
+(equally when none computed). A counter that did not rise is a GPU without one (Pascal and older
+report 0): those windows' energy stays unknown, and the summary says so.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import defaultdict
 from dataclasses import dataclass
@@ -42,11 +54,19 @@ COUNTERS = {
     "nv_inference_request_success": "success",
     "nv_inference_request_failure": "error",
     "ts_inference_requests_total": "requests",
+    "nv_inference_compute_infer_duration_us": "compute_us",  # shares out the GPUs' energy
 }
 REQUEST_ROLES = {"finished", "success", "error", "requests"}
+COUNT_ROLES = {"finished", "success", "error", "requests", "prompt_tokens", "output_tokens"}  # whole numbers
 # Latency histogram bucket series -> milliseconds per unit of its `le`.
 HISTOGRAMS = {"vllm:e2e_request_latency_seconds_bucket": 1000.0}
-METRICS = (*COUNTERS, *HISTOGRAMS)
+GPU_ENERGY = "nv_energy_consumption"  # Triton: joules since the server started, per gpu_uuid
+METRICS = (*COUNTERS, *HISTOGRAMS, GPU_ENERGY)  # the series windows are made of (the importer pulls these)
+# When a counter began: prometheus_client's `_created` series (epoch seconds) of the counters read.
+CREATED = {(name[:-len("_total")] if name.endswith("_total") else name) + "_created": name
+           for name, role in COUNTERS.items() if role in COUNT_ROLES}
+PROCESS_START = "process_start_time_seconds"
+JOULES_PER_KWH = 3.6e6
 VLLM_ERROR_REASONS = {"abort", "error"}
 MODEL_LABELS = ("model_name", "model", "ModelName")  # TorchServe 0.8+ may use CamelCase
 VERSION_LABELS = ("model_version", "version", "ModelVersion")
@@ -54,10 +74,11 @@ HOST_LABELS = ("pod", "Hostname", "hostname", "instance")
 UNVERSIONED = "unversioned"
 QUANTILES = {"latency_ms_p50": 0.5, "latency_ms_p95": 0.95, "latency_ms_p99": 0.99}
 WHOLE_TOLERANCE = 1e-6  # counters arrive as floats ("10.000000")
-SINGLE_SCRAPE = ("a single scrape has no window: an inference server's counters are totals since it "
-                 "started, so requests per window need two or more scrapes of the same model. Save "
-                 "scrapes with sample timestamps (README: Serving metrics from Prometheus) or pull "
-                 "them with `mlcost import prometheus`")
+# A single scrape's window needs both ends; each missing one names its option.
+NO_START = ("--started-at TIME (when the server started: its counters are totals since then, and the scrape "
+            "has no `_created` series or process_start_time_seconds to say when)")
+NO_END = ("--at TIME (when it was scraped: its samples carry no timestamps, and the file's modification time "
+          "is not used, since copies and uploads change it)")
 
 
 @dataclass(frozen=True)
@@ -78,30 +99,100 @@ def sniff(name: str, head: str) -> bool:
 
 
 def parse(lines: Lines, ctx: ParseContext, prices: config.Prices | None = None) -> Parsed:
-    """Windows between the file's scrapes; raises BadValue for a file that is a single scrape."""
-    samples, rejects = [], []
+    """Windows between the file's scrapes (one scrape: from the server's start); raises BadValue
+    for a file whose scrapes cannot be placed in time, naming the option to pass."""
+    samples, starts, rejects = [], [], []
     for number, line in lines:
         text = line.strip()
-        if not text or text.startswith("#") or text.split("{", 1)[0].split(" ", 1)[0] not in METRICS:
+        name = text.split("{", 1)[0].split(" ", 1)[0]
+        if not text or text.startswith("#") or name not in METRICS and name not in CREATED and name != PROCESS_START:
             continue
         try:
-            samples.append(read_line(text, number))
+            sample = read_line(text, number)
         except BadValue as error:
             rejects.append(Reject(number, str(error), line))
-    timed = [s for s in samples if s.at_s is not None]
-    if not timed:
-        if samples:
-            raise BadValue(SINGLE_SCRAPE)
-        raise BadValue("no vLLM, Triton or TorchServe request counters found (" + ", ".join(COUNTERS) + ")")
-    for sample in samples:
-        if sample.at_s is None:
-            rejects.append(Reject(sample.line, "no sample timestamp, while other samples of the file have "
-                                               "one: it cannot be placed among the scrapes", sample.raw))
-    parsed = windows(timed, ctx, prices)
+            continue
+        (samples if name in METRICS else starts).append(sample)
+    if not any(COUNTERS.get(s.name) in REQUEST_ROLES for s in samples):
+        raise BadValue("no vLLM, Triton or TorchServe request counters found ("
+                       + ", ".join(n for n, role in COUNTERS.items() if role in REQUEST_ROLES) + ")")
+    notes: list[str] = []
+    if all(s.at_s is None for s in samples):
+        samples = _place_scrapes(samples, starts, ctx, notes)
+    else:
+        for sample in samples:
+            if sample.at_s is None:
+                rejects.append(Reject(sample.line, "no sample timestamp, while other samples of the file have "
+                                                   "one: it cannot be placed among the scrapes", sample.raw))
+        samples = [s for s in samples if s.at_s is not None]
+    if len({s.at_s for s in samples if COUNTERS.get(s.name) in REQUEST_ROLES}) == 1:
+        samples = samples + _baselines(samples, starts, ctx, notes)
+    parsed = windows(samples, ctx, prices)
     if not parsed.tables["serving_windows"] and not parsed.rejects:
-        raise BadValue(SINGLE_SCRAPE)
+        raise BadValue("no model was scraped twice: each model's counters are totals since its server started, "
+                       "so a window needs two scrapes of the same model (or one scrape of the whole file)")
     parsed.rejects = sorted(rejects + parsed.rejects, key=lambda r: r.line)
+    parsed.warnings = notes + parsed.warnings
     return parsed
+
+
+def _place_scrapes(samples: list[Sample], starts: list[Sample], ctx: ParseContext, notes: list[str]) -> list[Sample]:
+    """The samples of a file without timestamps, each given its scrape's time: the last scrape at
+    --at, each earlier one --scrape-interval before the next. A series seen again starts a scrape."""
+    scrape, seen, numbered = 0, set(), []
+    for sample in samples:
+        key = (sample.name, sample.labels)
+        if key in seen:
+            scrape, seen = scrape + 1, set()
+        seen.add(key)
+        numbered.append((scrape, sample))
+    count = scrape + 1
+    if count == 1:
+        if ctx.at is None:
+            raise BadValue(f"one scrape: pass {NO_END}" + ("" if _start(starts, ctx) else f" and {NO_START}"))
+        return [dataclasses.replace(s, at_s=ctx.at.timestamp()) for _, s in numbered]
+    if ctx.scrape_interval_s is None or ctx.at is None:
+        missing = " and ".join(option for option, value in (("--scrape-interval SECONDS (the time between them)",
+                                                             ctx.scrape_interval_s),
+                                                            ("--at TIME (when the last one was taken)", ctx.at))
+                               if value is None)
+        raise BadValue(f"{count} scrapes one after another without sample timestamps: pass {missing}")
+    last_s = ctx.at.timestamp()
+    notes.append(f"{count} scrapes without timestamps, {ctx.scrape_interval_s:g} s apart (--scrape-interval), "
+                 f"the last taken --at {_iso(last_s)}")
+    return [dataclasses.replace(s, at_s=last_s - (count - 1 - n) * ctx.scrape_interval_s) for n, s in numbered]
+
+
+def _baselines(samples: list[Sample], starts: list[Sample], ctx: ParseContext, notes: list[str]) -> list[Sample]:
+    """A zero sample of every series at the server's start, so that a single scrape makes one window:
+    the start is --started-at, else the earliest `_created` of a counter read, else the process's start."""
+    end_s = min(s.at_s for s in samples)
+    found = _start(starts, ctx)
+    if found is None:
+        raise BadValue(f"one scrape: pass {NO_START}")
+    start_s, source = found
+    if start_s >= end_s:
+        raise BadValue(f"the server's start {_iso(start_s)} (from {source}) is not before the scrape at "
+                       f"{_iso(end_s)}: check --at / --started-at")
+    notes.append(f"one scrape: its window runs from the server's start {_iso(start_s)} (from {source}) "
+                 f"to the scrape at {_iso(end_s)}" + (" (--at)" if ctx.at is not None and end_s == ctx.at.timestamp()
+                                                      else ""))
+    return [dataclasses.replace(s, at_s=start_s, value=0.0) for s in samples]
+
+
+def _start(starts: list[Sample], ctx: ParseContext) -> tuple[float, str] | None:
+    """When the server's counters were zero (epoch s) and where that came from, if known."""
+    if ctx.started_at is not None:
+        return ctx.started_at.timestamp(), "--started-at"
+    created = [s for s in starts if s.name in CREATED]
+    processes = [s for s in starts if s.name == PROCESS_START]
+    if created:
+        first = min(created, key=lambda s: s.value)
+        return first.value, f"{first.name}, the earliest counter creation, line {first.line}"
+    if processes:
+        first = min(processes, key=lambda s: s.value)
+        return first.value, f"{PROCESS_START}, line {first.line}"
+    return None
 
 
 def totals(parsed: Parsed) -> dict:
@@ -134,8 +225,14 @@ def windows(samples: list[Sample], ctx: ParseContext, prices: config.Prices | No
     parsed = Parsed()
     # group -> series (name, labels) -> time -> sample
     groups: dict[tuple[str, str, str | None], dict[tuple, dict[float, Sample]]] = defaultdict(lambda: defaultdict(dict))
+    # host -> GPU uuid -> time -> energy counter sample (J)
+    energy: dict[str | None, dict[str, dict[float, Sample]]] = defaultdict(lambda: defaultdict(dict))
     for sample in samples:
         labels = dict(sample.labels)
+        if sample.name == GPU_ENERGY:
+            host = ctx.host or next((labels[k] for k in HOST_LABELS if labels.get(k)), None)
+            energy[host][labels.get("gpu_uuid") or _labels(sample.labels)][sample.at_s] = sample
+            continue
         service = next((labels[k] for k in MODEL_LABELS if labels.get(k)), None)
         if service is None:
             parsed.rejects.append(Reject(sample.line, f"{sample.name} has no model_name or model label", sample.raw))
@@ -149,6 +246,7 @@ def windows(samples: list[Sample], ctx: ParseContext, prices: config.Prices | No
             continue
         series[sample.at_s] = sample
     latest: dict[str, dict] = {}
+    spans: dict[str, tuple[float, float, float | None]] = {}  # window key -> start, end (epoch s), compute µs
     for (service, version, host), series in groups.items():
         for record, line, raw in _group_windows(service, version, host, series, parsed):
             try:
@@ -159,9 +257,47 @@ def windows(samples: list[Sample], ctx: ParseContext, prices: config.Prices | No
             row["source_kind"] = source_kind
             latest.pop(row["window_key"], None)
             latest[row["window_key"]] = row
+            spans[row["window_key"]] = (record["window_start"], record["window_end"], record.get("compute_us"))
             parsed.accepted += 1
     parsed.tables["serving_windows"] = sorted(latest.values(), key=lambda r: (r["window_start"], r["window_key"]))
+    if energy:
+        _attach_gpu_energy(parsed.tables["serving_windows"], spans, energy, parsed.warnings)
     return parsed
+
+
+def _attach_gpu_energy(rows: list[dict], spans: dict[str, tuple[float, float, float | None]],
+                       energy: dict[str | None, dict[str, dict[float, Sample]]], warnings: list[str]) -> None:
+    """Give the windows of each host and span the increase (kWh) of that host's GPU energy counters,
+    shared among its models by compute time (equally when none computed); energy_source `gpu_counter`."""
+    together: dict[tuple, list[dict]] = defaultdict(list)
+    for row in rows:
+        start_s, end_s, _ = spans[row["window_key"]]
+        together[(row["host"], start_s, end_s)].append(row)
+    flat = []
+    for (host, start_s, end_s), members in together.items():
+        gpus = energy.get(host)
+        if not gpus or any(start_s not in points or end_s not in points for points in gpus.values()):
+            continue
+        joules = 0.0
+        for points in gpus.values():
+            before, after = points[start_s].value, points[end_s].value
+            joules += after - before if after >= before else after  # a drop is a restart: from 0
+        if joules <= 0:
+            flat.append((host, start_s, end_s))
+            continue
+        computed = [spans[row["window_key"]][2] for row in members]
+        total_us = sum(c or 0 for c in computed)
+        shares = ([(c or 0) / total_us for c in computed] if total_us > 0 and None not in computed
+                  else [1 / len(members)] * len(members))
+        for row, share in zip(members, shares):
+            row["energy_kwh"], row["energy_source"] = joules * share / JOULES_PER_KWH, "gpu_counter"
+            row["gpu_uuids"] = row["gpu_uuids"] or sorted(gpus)
+            row["gpu_count"] = row["gpu_count"] or len(gpus)
+    if flat:
+        host, start_s, end_s = flat[0]
+        warnings.append(f"{GPU_ENERGY} did not rise over {len(flat)} span(s) (first: host {host or 'unnamed'}, "
+                        f"{_iso(start_s)} to {_iso(end_s)}): GPUs without an energy counter (Pascal and older) "
+                        "report 0, so those windows' energy is unknown, not 0")
 
 
 def _group_windows(service: str, version: str, host: str | None, series: dict[tuple, dict[float, Sample]],
@@ -210,7 +346,7 @@ def _group_windows(service: str, version: str, host: str | None, series: dict[tu
                                                       f"{version}: {missing}", anchor.raw))
             continue
         try:
-            counts = {role: _whole(sums[role], role) for role in seen}
+            counts = {role: _whole(sums[role], role) for role in seen if role in COUNT_ROLES}
         except BadValue as error:
             parsed.rejects.append(Reject(anchor.line, str(error), anchor.raw))
             continue
@@ -224,6 +360,7 @@ def _group_windows(service: str, version: str, host: str | None, series: dict[tu
             "host": host, "requests_total": total, "requests_success": success, "requests_error": error,
             "throughput_rps": total / (end - start),
             "prompt_tokens": counts.get("prompt_tokens"), "output_tokens": counts.get("output_tokens"),
+            "compute_us": sums["compute_us"] if "compute_us" in seen else None,
         }
         for column, q in QUANTILES.items():
             record[column] = _quantile(q, buckets, next(iter(HISTOGRAMS.values())))

@@ -31,7 +31,7 @@ FIELD_KEYS = {  # run-summary field -> keys looked up in tags, then params
     "instance_type": ("instance_type",), "gpu_type": ("gpu_type",), "gpu_count": ("gpu_count", "num_gpus"),
     "examples": ("examples",), "target_metric": ("target_metric",), "goal": ("mlcost.goal", "goal"),
     # which GPUs: joins the run to its host's GPU traces (measured energy, idle time)
-    "gpu_uuids": ("gpu_uuids",), "gpu_indices": ("gpu_indices", "cuda_visible_devices"),
+    "gpu_uuids": ("gpu_uuids",), "gpu_indices": ("gpu_indices", "CUDA_VISIBLE_DEVICES", "cuda_visible_devices"),
 }
 VAL_METRIC_TAG = "mlcost.val_metric"
 VAL_PATTERN = re.compile(r"^(val|valid|validation|eval|test)([_/.\-]|$)", re.IGNORECASE)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import shutil
 import sys
 import time
@@ -23,7 +24,13 @@ def register(commands) -> None:
     ingest.add_argument("--json", action="store_true", help="print a JSON array with one summary per file")
     ingest.add_argument("--tz", default="UTC", help="time zone of timestamps written without an offset (default UTC)")
     ingest.add_argument("--host", help="GPU traces: the host the samples come from (overrides the file's host column or label)")
-    ingest.add_argument("--at", help="DCGM scrapes without sample timestamps: when the scrape was taken (ISO-8601)")
+    ingest.add_argument("--at", help="scrapes without sample timestamps (DCGM, inference servers): when the scrape "
+                                     "(of a sequence, the last one) was taken (ISO-8601)")
+    ingest.add_argument("--started-at", help="an inference server's single scrape: when the server started, i.e. its "
+                                             "counters' zero (ISO-8601; else read from _created or process_start_time_seconds)")
+    ingest.add_argument("--scrape-interval", metavar="SECONDS", type=_seconds,
+                        help="a file of inference-server scrapes one after another without timestamps: the time between "
+                             "them (e.g. 60, 60s, 5m), the last taken --at")
     ingest.set_defaults(run=run_ingest)
 
     collect = commands.add_parser("collect", help="sample every NVIDIA GPU through NVML into rotating trace files")
@@ -45,6 +52,7 @@ def run_ingest(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     try:
         at = values.timestamp(args.at, "--at", tz)
+        started_at = values.timestamp(args.started_at, "--started-at", tz)
     except BadValue as error:
         say(str(error))
         return EXIT_USAGE
@@ -56,13 +64,22 @@ def run_ingest(args: argparse.Namespace) -> int:
     with _Progress(files, enabled=_show_progress(args)) as progress:
         for path in files:
             progress.start(path)
-            summary = loader.ingest_file(path, args.kind, tz, host=args.host, at=at, on_progress=progress.update)
+            summary = loader.ingest_file(path, args.kind, tz, host=args.host, at=at, on_progress=progress.update,
+                                         started_at=started_at, scrape_interval_s=args.scrape_interval)
             summaries.append(summary)
             if not args.json:
                 progress.write("\n".join(summary_lines(summary)))
     if args.json:
         print(json.dumps([s.to_json() for s in summaries], indent=2))
     return 0 if summaries and all(s.ok for s in summaries) else EXIT_PROBLEMS
+
+
+def _seconds(text: str) -> float:
+    """Seconds from '60', '60s', '5m' or '1h'; argparse shows the error of anything else."""
+    found = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*", text)
+    if not found or float(found[1]) <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a length of time such as 60, 60s, 5m or 1h")
+    return float(found[1]) * {"": 1, "s": 1, "m": 60, "h": 3600}[found[2]]
 
 
 def run_collect(args: argparse.Namespace) -> int:
