@@ -115,7 +115,7 @@ TRACED_SACCT = """JobID|JobName|User|Account|Partition|AllocTRES|Start|End|Elaps
 """
 
 
-def test_job_energy_from_its_nodes_traces(warehouse, tmp_path, monkeypatch):
+def test_job_energy_from_its_nodes_traces(warehouse, tmp_path, monkeypatch, capsys):
     """sacct names nodes, not GPUs: a job takes its share (GPUs per node / the node's traced GPUs)
     of each traced GPU of its nodes over its window, for energy and, unpriced otherwise, its cost."""
     from tests.trace_files import energy_kwh, write_trace
@@ -162,3 +162,17 @@ def test_job_energy_from_its_nodes_traces(warehouse, tmp_path, monkeypatch):
     assert energy.loc["slurm-2002", "gpu_energy_kwh"] == pytest.approx(
         0.25 * energy_kwh([traces["gpu-node03"]], t1130, t12), rel=1e-9)
     assert "slurm-2004" not in energy.index and "slurm-2003" not in energy.index
+
+    # The bill for gpu-node03's hour: the job's billed share is its GPU-seconds there (1/4 of 4 GPUs
+    # for 30 min = 1,800 of the node's 14,400), kept apart from the run's own estimate.
+    bill = tmp_path / "bill.csv"
+    bill.write_text("BilledCost,EffectiveCost,BillingCurrency,ChargePeriodStart,ChargePeriodEnd,ChargeCategory,"
+                    "ProviderName,ServiceName,ResourceId,ResourceName,x_LineItemId\n"
+                    "8.00,8.00,USD,2025-11-20 11:00:00,2025-11-20 12:00:00,Usage,OnPrem,Compute,n3,gpu-node03,li-1\n")
+    assert loader.ingest_file(bill).status == "loaded"
+    assert cli.main(["allocation", "--json", "--from", "2025-11-20"]) == 0
+    usd = json.loads(capsys.readouterr().out)["currencies"]["USD"]
+    assert Decimal(usd["buckets"]["training"]) == Decimal("8.00") * 1800 / 14400
+    assert Decimal(usd["by_key"]["cv"]) == Decimal("8.00") * 1800 / 14400
+    assert sum(Decimal(v) for v in usd["buckets"].values()) == Decimal("8.00")
+    assert runs()["slurm-2002"]["cost_usd"] == Decimal("4.1") * Decimal("0.5")  # the estimate stays the estimate
