@@ -294,6 +294,13 @@ def test_cost_and_energy_from_the_traces_of_the_runs_host(warehouse, tmp_path, c
     assert energy.loc["whole", "gpu_energy_kwh"] == pytest.approx(energy_kwh([trace], t2, t35), rel=1e-9)
     assert energy.loc["whole", "gpus_traced"] == 4
 
+    # A run arriving after its traces is priced as it loads; the summary says how many were so.
+    mlflow_run(store, "2", "late", 3, T0_MS + 3 * HOUR_MS, T0_MS + 4 * HOUR_MS, tags={"host": "gpu-node-7", "gpu_count": "4"})
+    assert cli.main(["import", "mlflow", str(store), "--json"]) == 0
+    (late,) = json.loads(capsys.readouterr().out)
+    assert (late["runs"], late["runs_cost_from_traces"]) == (1, 1)
+    assert Decimal(late["cost_from_traces_usd_total"]) == Decimal("4.1") * 4 and late["cost_usd_total"] is None
+
     # The traces go: so do the estimates; the run is back to no cost, flagged.
     load_id = int(wh.query("SELECT load_id FROM loads WHERE kind = 'gpu-collector'")["load_id"][0])
     assert cli.main(["unload", str(load_id)]) == 0
