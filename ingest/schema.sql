@@ -243,6 +243,8 @@ CREATE OR REPLACE VIEW run_gpus AS
 WITH traced AS (SELECT DISTINCT host, gpu_index, gpu_uuid FROM gpu_minutes),
 host_gpus AS (SELECT host, gpu_index, count(*) OVER (PARTITION BY host) AS gpus
               FROM (SELECT DISTINCT host, gpu_index FROM traced)),
+host_spans AS (SELECT host, min(minute) AS first_minute, max(minute) + INTERVAL 1 MINUTE AS traced_until
+               FROM gpu_minutes GROUP BY host),
 named AS (
     SELECT DISTINCT r.run_id, g.host, g.gpu_index
     FROM runs r JOIN traced g
@@ -250,8 +252,8 @@ named AS (
       OR (r.host = g.host AND list_contains(r.gpu_indices, g.gpu_index)
           AND (g.gpu_uuid IS NULL OR len(coalesce(r.gpu_uuids, [])) = 0))
 ), unnamed AS (
-    SELECT run_id, gpu_count, unnest(hosts) AS host, len(hosts) AS host_count
-    FROM (SELECT run_id, gpu_count,
+    SELECT run_id, gpu_count, started_at, ended_at, unnest(hosts) AS host, len(hosts) AS host_count
+    FROM (SELECT run_id, gpu_count, started_at, ended_at,
                  list_distinct(CASE WHEN source_kind = 'slurm' THEN string_split(tags['nodes'], ',')
                                     ELSE [host] END) AS hosts
           FROM runs
@@ -264,8 +266,8 @@ SELECT run_id, host, gpu_index, 1.0 AS weight FROM named
 UNION ALL
 SELECT u.run_id, g.host, g.gpu_index,
        CASE WHEN u.gpu_count IS NULL THEN 1.0 ELSE least(1.0, u.gpu_count / u.host_count / g.gpus) END
-FROM unnamed u JOIN host_gpus g USING (host)
-WHERE u.host IS NOT NULL;
+FROM unnamed u JOIN host_gpus g USING (host) JOIN host_spans h USING (host)
+WHERE u.started_at < h.traced_until AND u.ended_at > h.first_minute;  -- hosts traced while it ran
 
 -- The two views below, materialized after every load of runs or GPU samples (and `mlcost
 -- rollup`) by warehouse.refresh_run_energy: pages read them many times per view, a load writes
