@@ -235,7 +235,8 @@ CREATE TABLE IF NOT EXISTS gpu_rollup_settings (
 -- Each run's GPUs among the traced ones, with the share of each it held (`weight`): by uuid where
 -- both sides know it, else by host and index, each GPU whole (weight 1). A run imported from a
 -- tracker or Slurm that names its hosts but not its GPUs (Slurm's NodeList, expanded into the tag
--- `nodes`; a tracker's `host`) holds a share of every traced GPU of each host: its GPUs per host
+-- `nodes`; a tracker's `host`) holds a share of every traced GPU of each host traced while it ran
+-- (hosts traced only at other times would add minutes with nothing in them): its GPUs per host
 -- (gpu_count / hosts) over the host's traced GPUs, at most 1; the whole host when it gives no GPU
 -- count. An estimate: which GPUs it had is unknown, so it takes its share of each (a file run
 -- that names no GPUs matches none).
