@@ -332,7 +332,8 @@ SELECT s.run_id,
        sum(s.energy_s * s.part)                                    AS gpu_energy_s,
        100.0 * sum(s.energy_s * s.part)
              / nullif(r.duration_s * coalesce(nullif(len(r.gpu_uuids), 0), nullif(len(r.gpu_indices), 0),
-                                              r.gpu_count), 0)     AS gpu_energy_coverage_pct,
+                                              r.gpu_count, count(DISTINCT (s.host, s.gpu_index))), 0)
+                                                                   AS gpu_energy_coverage_pct,
        CASE WHEN r.examples > 0 THEN sum(s.energy_kwh * s.share) * 1e6 / r.examples END
                                                                    AS gpu_energy_wh_per_1k_examples
 FROM shares s JOIN runs r USING (run_id)

@@ -297,6 +297,9 @@ def test_cost_and_energy_from_the_traces_of_the_runs_host(warehouse, tmp_path, c
     assert energy.loc["paid", "gpu_energy_kwh"] == pytest.approx(0.25 * energy_kwh([trace], t0, t1), rel=1e-9)
     assert energy.loc["whole", "gpu_energy_kwh"] == pytest.approx(energy_kwh([trace], t2, t35), rel=1e-9)
     assert energy.loc["whole", "gpus_traced"] == 4
+    coverage = wh.query("SELECT run_id, gpu_energy_coverage_pct FROM run_energy").set_index("run_id")
+    assert coverage.loc["whole", "gpu_energy_coverage_pct"] == pytest.approx(100.0)  # every GPU-second traced
+    assert coverage.loc["half", "gpu_energy_coverage_pct"] == pytest.approx(100.0)
 
     # A run arriving after its traces is priced as it loads; the summary says how many were so.
     mlflow_run(store, "2", "late", 3, T0_MS + 3 * HOUR_MS, T0_MS + 4 * HOUR_MS, tags={"host": "gpu-node-7", "gpu_count": "4"})
