@@ -232,15 +232,43 @@ CREATE TABLE IF NOT EXISTS gpu_rollup_settings (
     computed_at        TIMESTAMPTZ NOT NULL
 );
 
--- Each run's GPUs among the traced ones: by uuid where both sides know it, else by host and
--- index (a run that names no GPUs matches none).
+-- Each run's GPUs among the traced ones, with the share of each it held (`weight`): by uuid where
+-- both sides know it, else by host and index, each GPU whole (weight 1). A run imported from a
+-- tracker or Slurm that names its hosts but not its GPUs (Slurm's NodeList, expanded into the tag
+-- `nodes`; a tracker's `host`) holds a share of every traced GPU of each host traced while it ran
+-- (hosts traced only at other times would add minutes with nothing in them): its GPUs per host
+-- (gpu_count / hosts) over the host's traced GPUs, at most 1; the whole host when it gives no GPU
+-- count. An estimate: which GPUs it had is unknown, so it takes its share of each (a file run
+-- that names no GPUs matches none).
 CREATE OR REPLACE VIEW run_gpus AS
-WITH traced AS (SELECT DISTINCT host, gpu_index, gpu_uuid FROM gpu_minutes)
-SELECT DISTINCT r.run_id, g.host, g.gpu_index
-FROM runs r JOIN traced g
-  ON (g.gpu_uuid IS NOT NULL AND list_contains(r.gpu_uuids, g.gpu_uuid))
-  OR (r.host = g.host AND list_contains(r.gpu_indices, g.gpu_index)
-      AND (g.gpu_uuid IS NULL OR len(coalesce(r.gpu_uuids, [])) = 0));
+WITH traced AS (SELECT DISTINCT host, gpu_index, gpu_uuid FROM gpu_minutes),
+host_gpus AS (SELECT host, gpu_index, count(*) OVER (PARTITION BY host) AS gpus
+              FROM (SELECT DISTINCT host, gpu_index FROM traced)),
+host_spans AS (SELECT host, min(minute) AS first_minute, max(minute) + INTERVAL 1 MINUTE AS traced_until
+               FROM gpu_minutes GROUP BY host),
+named AS (
+    SELECT DISTINCT r.run_id, g.host, g.gpu_index
+    FROM runs r JOIN traced g
+      ON (g.gpu_uuid IS NOT NULL AND list_contains(r.gpu_uuids, g.gpu_uuid))
+      OR (r.host = g.host AND list_contains(r.gpu_indices, g.gpu_index)
+          AND (g.gpu_uuid IS NULL OR len(coalesce(r.gpu_uuids, [])) = 0))
+), unnamed AS (
+    SELECT run_id, gpu_count, started_at, ended_at, unnest(hosts) AS host, len(hosts) AS host_count
+    FROM (SELECT run_id, gpu_count, started_at, ended_at,
+                 list_distinct(CASE WHEN source_kind = 'slurm' THEN string_split(tags['nodes'], ',')
+                                    ELSE [host] END) AS hosts
+          FROM runs
+          WHERE source_kind IN ('mlflow', 'wandb', 'slurm')
+            AND len(coalesce(gpu_uuids, [])) = 0 AND len(coalesce(gpu_indices, [])) = 0
+            AND (gpu_count IS NULL OR gpu_count > 0) AND (source_kind <> 'slurm' OR gpu_count > 0))
+    WHERE len(hosts) > 0
+)
+SELECT run_id, host, gpu_index, 1.0 AS weight FROM named
+UNION ALL
+SELECT u.run_id, g.host, g.gpu_index,
+       CASE WHEN u.gpu_count IS NULL THEN 1.0 ELSE least(1.0, u.gpu_count / u.host_count / g.gpus) END
+FROM unnamed u JOIN host_gpus g USING (host) JOIN host_spans h USING (host)
+WHERE u.started_at < h.traced_until AND u.ended_at > h.first_minute;  -- hosts traced while it ran
 
 -- The two views below, materialized after every load of runs or GPU samples (and `mlcost
 -- rollup`) by warehouse.refresh_run_energy: pages read them many times per view, a load writes
@@ -272,17 +300,18 @@ CREATE TABLE IF NOT EXISTS gpu_minutes_allocated (
 );
 
 -- Every minute each run held each of its traced GPUs; run_s = seconds of that minute inside
--- [started_at, ended_at). Computed here, stored in run_gpu_time by warehouse.refresh_run_energy.
+-- [started_at, ended_at) x the share of the GPU it held (run_gpus.weight). Computed here, stored
+-- in run_gpu_time by warehouse.refresh_run_energy.
 CREATE OR REPLACE VIEW run_gpu_minutes_live AS
 WITH spans AS (
-    SELECT g.run_id, g.host, g.gpu_index, r.started_at, r.ended_at,
+    SELECT g.run_id, g.host, g.gpu_index, g.weight, r.started_at, r.ended_at,
            unnest(generate_series(date_trunc('minute', r.started_at),
                                   r.ended_at - INTERVAL 1 MICROSECOND, INTERVAL 1 MINUTE)) AS minute
     FROM run_gpus g JOIN runs r USING (run_id)
     WHERE r.ended_at > r.started_at
 )
 SELECT run_id, host, gpu_index, minute,
-       epoch(least(ended_at, minute + INTERVAL 1 MINUTE) - greatest(started_at, minute)) AS run_s
+       epoch(least(ended_at, minute + INTERVAL 1 MINUTE) - greatest(started_at, minute)) * weight AS run_s
 FROM spans;
 
 -- Measured GPU energy per run: each traced minute's energy in proportion to the run's share
@@ -303,7 +332,8 @@ SELECT s.run_id,
        sum(s.energy_s * s.part)                                    AS gpu_energy_s,
        100.0 * sum(s.energy_s * s.part)
              / nullif(r.duration_s * coalesce(nullif(len(r.gpu_uuids), 0), nullif(len(r.gpu_indices), 0),
-                                              r.gpu_count), 0)     AS gpu_energy_coverage_pct,
+                                              r.gpu_count, count(DISTINCT (s.host, s.gpu_index))), 0)
+                                                                   AS gpu_energy_coverage_pct,
        CASE WHEN r.examples > 0 THEN sum(s.energy_kwh * s.share) * 1e6 / r.examples END
                                                                    AS gpu_energy_wh_per_1k_examples
 FROM shares s JOIN runs r USING (run_id)
@@ -529,15 +559,15 @@ WITH lines AS MATERIALIZED (
 ), node_span AS (
     SELECT min(line_start) AS span_start, max(line_end) AS span_end FROM node_lines
 ), run_spans AS (   -- as view run_gpu_minutes, for the runs on billed nodes within the lines' span only
-    SELECT g.run_id, g.host, g.gpu_index, r.started_at, r.ended_at,
+    SELECT g.run_id, g.host, g.gpu_index, g.weight, r.started_at, r.ended_at,
            unnest(generate_series(date_trunc('minute', greatest(r.started_at, s.span_start)),
                                   least(r.ended_at, s.span_end) - INTERVAL 1 MICROSECOND, INTERVAL 1 MINUTE)) AS minute
     FROM run_gpus g JOIN runs r USING (run_id), node_span s
     WHERE g.host IN (SELECT host FROM node_lines)
       AND r.ended_at > r.started_at AND r.ended_at > s.span_start AND r.started_at < s.span_end
-), run_minutes AS MATERIALIZED (   -- each run's seconds in each GPU-minute of a billed node
+), run_minutes AS MATERIALIZED (   -- each run's seconds in each GPU-minute of a billed node (x its share)
     SELECT run_id, host, gpu_index, minute,
-           epoch(least(ended_at, minute + INTERVAL 1 MINUTE) - greatest(started_at, minute)) AS run_s
+           epoch(least(ended_at, minute + INTERVAL 1 MINUTE) - greatest(started_at, minute)) * weight AS run_s
     FROM run_spans
 ), held AS MATERIALIZED (   -- all runs' seconds in a GPU-minute (over 60 when runs share the GPU)
     SELECT host, gpu_index, minute, sum(run_s) AS held_s FROM run_minutes GROUP BY ALL

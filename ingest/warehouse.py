@@ -503,6 +503,9 @@ def refresh_run_energy(con: duckdb.DuckDBPyConnection, tables: Iterable[str] | N
     con.execute("INSERT INTO gpu_minutes_allocated SELECT host, gpu_index, minute, sum(run_s) FROM run_gpu_time "
                 "GROUP BY ALL")
     con.execute("INSERT INTO run_gpu_energy SELECT * FROM run_energy_live")
+    from ingest import run_trace_costs
+
+    run_trace_costs.refresh(con)  # imported runs without a cost: priced from their traced GPU-hours
 
 
 @contextmanager

@@ -104,3 +104,75 @@ def test_without_sacct_or_options_it_says_what_to_do(warehouse, tmp_path, monkey
     path = tmp_path / "not_sacct.txt"
     path.write_text("JobID|AllocTRES\n12|x\n")
     assert cli.main(["import", "slurm", "--file", str(path)]) == 1
+
+
+TRACED_SACCT = """JobID|JobName|User|Account|Partition|AllocTRES|Start|End|Elapsed|State|NodeList
+2001|ddp|alice|nlp|gpu|cpu=64,gres/gpu=4,mem=512G,node=2|2025-11-20T11:00:00|2025-11-20T12:00:00|01:00:00|COMPLETED|gpu-node[01-02]
+2001.0|torchrun|||||2025-11-20T11:00:00|2025-11-20T12:00:00|01:00:00|COMPLETED|gpu-node[01-02]
+2002|solo|bob|cv|scavenger|cpu=8,gres/gpu=1,node=1|2025-11-20T11:30:00|2025-11-20T12:00:00|00:30:00|COMPLETED|gpu-node03
+2003|odd|carol|nlp|gpu|cpu=8,gres/gpu=1,node=1|2025-11-20T11:00:00|2025-11-20T11:10:00|00:10:00|COMPLETED|gpu-node[04-
+2004|cpu|dave|data|gpu|cpu=8,node=1|2025-11-20T11:00:00|2025-11-20T12:00:00|01:00:00|COMPLETED|gpu-node03
+"""
+
+
+def test_job_energy_from_its_nodes_traces(warehouse, tmp_path, monkeypatch, capsys):
+    """sacct names nodes, not GPUs: a job takes its share (GPUs per node / the node's traced GPUs)
+    of each traced GPU of its nodes over its window, for energy and, unpriced otherwise, its cost."""
+    from tests.trace_files import energy_kwh, write_trace
+
+    from ingest.importers import slurm
+
+    settings = tmp_path / "mlcost.toml"
+    settings.write_text('[slurm.partition_gpu_usd_per_hour]\n"gpu" = 2.5\n\n'
+                        '[prices.gpu_usd_per_hour]\n"A100-SXM4-80GB" = 4.1\n')
+    monkeypatch.setenv("MLCOST_CONFIG", str(settings))
+    assert slurm.expand_nodes(["gpu-node[01-03,07]", "cpu1"]) == (
+        ["cpu1", "gpu-node01", "gpu-node02", "gpu-node03", "gpu-node07"], None)
+    assert slurm.expand_nodes(["gpu-node[04-"]) == ([], "gpu-node[04-")
+
+    start, end = datetime(2025, 11, 20, 10, 50, tzinfo=timezone.utc), datetime(2025, 11, 20, 12, 10, tzinfo=timezone.utc)
+    traces = {host: write_trace(tmp_path / f"{host}.csv", host, 4, "NVIDIA A100-SXM4-80GB", start, end, base_w=150 + 10 * n)
+              for n, host in enumerate(["gpu-node01", "gpu-node02", "gpu-node03"])}
+    for path in traces.values():
+        assert loader.ingest_file(path).status == "loaded"
+    path = tmp_path / "sacct.txt"
+    path.write_text(TRACED_SACCT)
+    summary = loader.ingest_file(path)  # the jobs after the traces
+    assert (summary.kind, summary.rows_loaded, summary.rows_rejected) == ("slurm", 4, 0)
+
+    got = runs()
+    ddp, solo, odd, cpu = got["slurm-2001"], got["slurm-2002"], got["slurm-2003"], got["slurm-2004"]
+    assert dict(ddp["tags"])["nodes"] == "gpu-node01,gpu-node02" and ddp["host"] is None
+    assert solo["host"] == "gpu-node03"
+    # the partition's rate stays the cost where there is one: 4 GPUs x 1 h x 2.5
+    assert (ddp["cost_source"], ddp["cost_usd"]) == ("partition_rate", Decimal("10.0"))
+    # no rate for "scavenger", an untyped GPU: 1 of node03's 4 GPUs for 0.5 h from the traces
+    assert (solo["cost_source"], solo["cost_usd"]) == ("gpu_traces_catalog", Decimal("4.1") * Decimal("0.5"))
+    assert any("not a Slurm host list" in f for f in odd["flags"]) and "nodes" not in dict(odd["tags"])
+    assert cpu["cost_usd"] is None
+
+    energy = wh.query("SELECT run_id, gpu_energy_kwh, gpus_traced, gpu_energy_coverage_pct FROM run_energy"
+                      ).set_index("run_id")
+    t11, t1130, t12 = (datetime(2025, 11, 20, h, m, tzinfo=timezone.utc) for h, m in ((11, 0), (11, 30), (12, 0)))
+    # 2 GPUs per node of each node's 4: half of every GPU of both nodes over 11:00-12:00
+    expected = 0.5 * energy_kwh([traces["gpu-node01"], traces["gpu-node02"]], t11, t12)
+    assert energy.loc["slurm-2001", "gpu_energy_kwh"] == pytest.approx(expected, rel=1e-9)
+    assert energy.loc["slurm-2001", "gpus_traced"] == 8
+    assert energy.loc["slurm-2001", "gpu_energy_coverage_pct"] == pytest.approx(100.0)
+    assert energy.loc["slurm-2002", "gpu_energy_kwh"] == pytest.approx(
+        0.25 * energy_kwh([traces["gpu-node03"]], t1130, t12), rel=1e-9)
+    assert "slurm-2004" not in energy.index and "slurm-2003" not in energy.index
+
+    # The bill for gpu-node03's hour: the job's billed share is its GPU-seconds there (1/4 of 4 GPUs
+    # for 30 min = 1,800 of the node's 14,400), kept apart from the run's own estimate.
+    bill = tmp_path / "bill.csv"
+    bill.write_text("BilledCost,EffectiveCost,BillingCurrency,ChargePeriodStart,ChargePeriodEnd,ChargeCategory,"
+                    "ProviderName,ServiceName,ResourceId,ResourceName,x_LineItemId\n"
+                    "8.00,8.00,USD,2025-11-20 11:00:00,2025-11-20 12:00:00,Usage,OnPrem,Compute,n3,gpu-node03,li-1\n")
+    assert loader.ingest_file(bill).status == "loaded"
+    assert cli.main(["allocation", "--json", "--from", "2025-11-20"]) == 0
+    usd = json.loads(capsys.readouterr().out)["currencies"]["USD"]
+    assert Decimal(usd["buckets"]["training"]) == Decimal("8.00") * 1800 / 14400
+    assert Decimal(usd["by_key"]["cv"]) == Decimal("8.00") * 1800 / 14400
+    assert sum(Decimal(v) for v in usd["buckets"].values()) == Decimal("8.00")
+    assert runs()["slurm-2002"]["cost_usd"] == Decimal("4.1") * Decimal("0.5")  # the estimate stays the estimate

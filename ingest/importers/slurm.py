@@ -9,6 +9,11 @@ model from a typed `gres/gpu:a100=4`); GPU-hours are GPUs x elapsed. The cost is
 partition's rate ([slurm.partition_gpu_usd_per_hour]), else x the catalog's GPU-hour price of the
 typed model, labelled `partition_rate` or `catalog`; a job still running has no cost yet. Times
 without an offset (sacct prints the cluster's local time) are read in --tz.
+
+NodeList (`gpu-node[01-03,07]`) is expanded with python-hostlist into the tag `nodes`, which joins
+the job to its nodes' GPU traces (schema.sql run_gpus): sacct names no GPU indices, so a job takes
+its share of each traced GPU of its nodes over its window (an estimate), for its GPU energy and,
+when neither a rate nor the catalog priced it, its cost (ingest/run_trace_costs.py).
 """
 from __future__ import annotations
 
@@ -19,6 +24,8 @@ import subprocess
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
+
+import hostlist
 
 from ingest import config, values
 from ingest.contract import BadValue, Lines, ParseContext, Parsed, Reject
@@ -175,7 +182,8 @@ def _run(job: _Job, ctx: ParseContext, settings: config.Config) -> tuple[dict, l
     if rate is not None and not running and job.gpus:
         cost = (rate * Decimal(repr(job.gpu_hours))).quantize(MICRO_USD)
     nodes = sorted(set(job.nodes))
-    single_host = nodes[0] if len(nodes) == 1 and not re.search(r"[\[,]", nodes[0]) else None
+    hosts, unreadable = expand_nodes(nodes)
+    single_host = hosts[0] if len(hosts) == 1 else None
     record = {
         "run_id": job.run_id, "status": status, "owner": fields.get("User") or None,
         "team": fields.get("Account") or None, "project": fields.get("JobName") or None,
@@ -184,10 +192,16 @@ def _run(job: _Job, ctx: ParseContext, settings: config.Config) -> tuple[dict, l
         "estimated_cost_usd": cost,
         "tags": {"partition": partition or "", "account": fields.get("Account", ""), "nodelist": ",".join(nodes),
                  "gpu_hours": repr(round(job.gpu_hours, 6)), "slurm_job_id": job.run_id.removeprefix("slurm-"),
+                 # the nodes' GPU traces count for one window only: a folded array's tasks each had their own
+                 **({"nodes": ",".join(hosts)} if hosts and job.tasks == 1 else {}),
                  **({"array_tasks": str(job.tasks)} if job.tasks > 1 else {})},
     }
     run, evals = build_run(record, job.line, ctx, KIND)
     flags = list(run["flags"] or [])
+    if unreadable:
+        flags.append(f"NodeList {unreadable!r} is not a Slurm host list: its nodes' GPU traces are not joined")
+    if job.tasks > 1 and job.gpus:
+        flags.append("array tasks ran in windows and on nodes of their own: no GPU energy from node traces")
     if cost is not None:
         run["cost_source"] = source
         if job.tasks > 1:
@@ -198,6 +212,20 @@ def _run(job: _Job, ctx: ParseContext, settings: config.Config) -> tuple[dict, l
                                     " and no catalog price for its GPU model"))
     run["flags"] = flags or None
     return run, evals
+
+
+def expand_nodes(node_lists: list[str]) -> tuple[list[str], str | None]:
+    """The host names of Slurm host lists (`gpu-node[01-03,07]` -> gpu-node01, gpu-node02, …),
+    sorted and distinct, and the first list that could not be read (None when all could)."""
+    hosts: set[str] = set()
+    for text in node_lists:
+        if text.strip().lower() in ("", "none", "none assigned", "(null)"):
+            continue
+        try:
+            hosts.update(h for h in hostlist.expand_hostlist(text.strip()) if h)
+        except hostlist.BadHostlist:
+            return sorted(hosts), text
+    return sorted(hosts), None
 
 
 def _time(text: str | None, name: str, ctx: ParseContext) -> datetime | None:

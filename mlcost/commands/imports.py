@@ -7,6 +7,7 @@ import os
 import re
 import sys
 from datetime import datetime, timedelta, timezone
+from decimal import Decimal
 
 from ingest import values
 from ingest.contract import BadValue, ParseContext, numbered
@@ -180,6 +181,7 @@ def run_slurm(args: argparse.Namespace) -> int:
     parsed = slurm.parse(numbered(output.split("\n")), ParseContext("sacct", tz))
     span = f"{since.isoformat()} to {(until or now).isoformat()}"
     summary = ledger.load_import(f"slurm sacct {span}", slurm.KIND, parsed, output.encode(), slurm.totals(parsed))
+    add_trace_estimates(summary, parsed)
     return report([summary], args.json)
 
 
@@ -210,7 +212,23 @@ def import_runs(source: str, kind: str, args: argparse.Namespace, fetch, error_t
     summary = ledger.load_import(source, kind, parsed, content, totals)
     if fetched.watermark_ms is not None:
         ledger.set_watermark(source, kind, str(fetched.watermark_ms))
+    add_trace_estimates(summary, parsed)
     return report([summary], args.json)
+
+
+def add_trace_estimates(summary: FileSummary, parsed) -> None:
+    """Add to a loaded runs summary how many of its runs the warehouse priced from their hosts'
+    GPU traces on loading them (`runs_cost_from_traces`, `cost_from_traces_usd_total`): estimates,
+    apart from the costs the source gave."""
+    from ingest import run_trace_costs
+
+    if summary.status != "loaded":
+        return
+    count, cost_usd = run_trace_costs.priced_runs([run["run_id"] for run in parsed.tables.get("runs", [])])
+    summary.totals.update(runs_cost_from_traces=count, cost_from_traces_usd_total=str(cost_usd))
+    if count:
+        say(f"{summary.path}: {count} runs priced from their hosts' GPU traces x the catalog "
+            f"(estimates, cost_source gpu_traces_catalog): USD {cost_usd.quantize(Decimal('0.01'))}")
 
 
 def _chunk_progress(query: str, done: int, chunks: int) -> None:
