@@ -41,6 +41,13 @@ def parse(lines: Lines, ctx: ParseContext) -> Parsed:
 totals = run_totals
 
 
+def stage(src, con, ctx: ParseContext):
+    """Stage the file's runs, eval points and rejects (ingest/runs_columnar.py)."""
+    from ingest import runs_columnar
+
+    return runs_columnar.stage(src, con, ctx)
+
+
 def _whole_document(numbered: list[tuple[int, str]]) -> list[tuple[int, object]] | None:
     """The records of a file that is one JSON value (an object or array), else None."""
     try:
