@@ -145,6 +145,16 @@ def _stage_array(src: Source, con, ctx: ParseContext, prices, head: tuple[int, s
     return accepted
 
 
+def _cost(price: str, price_text: str) -> str:
+    """SQL for price x hours in USD as run_record does it (Decimal(repr(hours)), rounded half to even
+    to 12 then 6 places); NULL where that cannot be exact here (more than 28 digits, tiny or huge)."""
+    digits = "length(regexp_replace(regexp_replace(regexp_replace(@, 'e.*$', ''), '[.-]', '', 'g'), '^0+|0+$', '', 'g'))"
+    return (f"CASE WHEN {price} IS NOT NULL AND hours IS NOT NULL AND (hours = 0 OR hours >= 1e-4) AND hours < 1e5 "
+            f"AND CAST({price} AS DOUBLE) * hours < 1e10 "
+            f"AND {digits.replace('@', price_text)} + {digits.replace('@', 'hours_text')} <= 28 "
+            f"THEN round_even(round_even(CAST({price} AS DECIMAL(15, 6)) * TRY_CAST(hours_text AS DECIMAL(26, 21)), 12), 6) END")
+
+
 def _sql_ok_and_rows(ctx: ParseContext, batch: str) -> str:
     """The query that types a batch's records and says which SQL settles (`ok`)."""
     at = {name: index + 1 for index, name in enumerate(PATHS)}
@@ -256,15 +266,8 @@ def _sql_ok_and_rows(ctx: ParseContext, batch: str) -> str:
                    CAST(hours AS VARCHAR) AS hours_text
             FROM span
         ), costed AS (
-            SELECT *,
-                   CASE WHEN m_price_per_hour_usd IS NOT NULL AND hours IS NOT NULL
-                             AND CAST(m_price_per_hour_usd AS DOUBLE) * hours < 1e10 AND hours < 1e5
-                        THEN round_even(round_even(m_price_per_hour_usd * TRY_CAST(hours_text AS DECIMAL(26, 21)), 12), 6) END AS expected
+            SELECT *, {_cost('m_price_per_hour_usd', v['price_per_hour_usd'])} AS expected
             FROM timed
-            WHERE (m_price_per_hour_usd IS NULL OR hours IS NULL
-                   OR (hours = 0 OR hours >= 1e-4) AND CAST(m_price_per_hour_usd AS DOUBLE) * hours < 1e10 AND hours < 1e5
-                      AND length(regexp_replace({v['price_per_hour_usd']}, '^[0.]+|[.]', '', 'g'))
-                          + length(regexp_replace(regexp_replace(hours_text, 'e.*$', ''), '^[0.]+|[.]', '', 'g')) <= 28)
         )
         SELECT line, ord,
                {v['run_id']} AS run_id,
@@ -273,7 +276,8 @@ def _sql_ok_and_rows(ctx: ParseContext, batch: str) -> str:
                CAST(coalesce(c_gpu_count, CASE WHEN len(uuids) > 0 THEN len(uuids) WHEN len(indices) > 0 THEN len(indices) END) AS INTEGER) AS gpu_count,
                uuids AS gpu_uuids, CAST(indices AS INTEGER[]) AS gpu_indices,
                make_timestamp(start_us)::TIMESTAMPTZ AS started_at, make_timestamp(end_us)::TIMESTAMPTZ AS ended_at,
-               hours * 3600 AS duration_s,
+               hours * 3600 AS duration_s, hours, hours_text,
+               m_estimated_cost_usd IS NULL AND m_price_per_hour_usd IS NULL AND hours IS NOT NULL AS priced_from_catalog,
                CAST(m_price_per_hour_usd AS DECIMAL(38, 12)) AS price_per_hour_usd,
                CAST(coalesce(m_estimated_cost_usd, expected) AS DECIMAL(38, 12)) AS cost_usd,
                CASE WHEN m_estimated_cost_usd IS NOT NULL THEN 'given' WHEN expected IS NOT NULL THEN 'derived' END AS cost_source,
@@ -290,9 +294,9 @@ def _sql_ok_and_rows(ctx: ParseContext, batch: str) -> str:
                n_target_metric AS target_metric, n_energy_kwh AS energy_kwh, n_emissions_kg AS emissions_kg,
                CASE WHEN tag_entries IS NOT NULL THEN map_from_entries(list_sort(list_transform(tag_entries, lambda e: {{
                    'key': e.key,
-                   'value': CASE json_type(e.value) WHEN 'VARCHAR' THEN json_extract_string(e.value, '$')
+                   'value': CASE WHEN e.value IS NULL THEN '' ELSE CASE json_type(e.value) WHEN 'VARCHAR' THEN json_extract_string(e.value, '$')
                                                     WHEN 'BOOLEAN' THEN CASE WHEN CAST(e.value AS VARCHAR) = 'true' THEN 'True' ELSE 'False' END
-                                                    WHEN 'NULL' THEN '' ELSE CAST(e.value AS VARCHAR) END}}))) END AS tags,
+                                                    WHEN 'NULL' THEN '' ELSE CAST(e.value AS VARCHAR) END END}}))) END AS tags,
                points,
                -- what SQL leaves to Python: a flag to write, a start to find, a price from the catalog
                start_us IS NOT NULL AND (m_price_per_hour_usd IS NULL OR hours IS NULL OR expected IS NOT NULL)
@@ -303,7 +307,6 @@ def _sql_ok_and_rows(ctx: ParseContext, batch: str) -> str:
                             AND abs(n_duration_hours - hours) > greatest({run_record.DURATION_TOLERANCE} * hours, 0.01))
                    AND NOT (m_estimated_cost_usd IS NOT NULL AND expected IS NOT NULL
                             AND abs(m_estimated_cost_usd - expected) > 0.01 AND abs(m_estimated_cost_usd - expected) * 100 > expected)
-                   AND NOT (m_estimated_cost_usd IS NULL AND m_price_per_hour_usd IS NULL AND hours IS NOT NULL)
                    AND (c_examples IS NOT NULL OR n_throughput_examples_per_sec IS NULL OR hours IS NULL
                         OR n_throughput_examples_per_sec * hours * 3600 < 9e18) AS settled
         FROM costed"""
@@ -337,6 +340,7 @@ def _stage_batch(con, src: Source, ctx: ParseContext, prices, batch: str, raw_of
     con.execute("""
         UPDATE typed SET settled = false
         WHERE settled AND ord IN (SELECT ord FROM points WHERE NOT ok)""")
+    _price_from_catalog(con, prices)
     columns = [name for name, *_ in con.execute("DESCRIBE runs").fetchall()]
     select = ", ".join("'runs' AS source_kind" if c == "source_kind" else "line AS source_line" if c == "source_line"
                        else "NULL AS load_id" if c == "load_id" else "NULL AS flags" if c == "flags" else c for c in columns)
@@ -349,6 +353,46 @@ def _stage_batch(con, src: Source, ctx: ParseContext, prices, batch: str, raw_of
         log.debug("%s: %d records read in Python", src.name, len(suspects))
         accepted += _stage_in_python(con, src, ctx, prices, suspects, raw_of_line)
     return accepted
+
+
+def _price_from_catalog(con, prices: config.Prices) -> None:
+    """Price the settled runs without a cost or a price from the catalog (run_record.catalog_price):
+    each distinct instance and GPU type looked up once in Python, the costs in SQL."""
+    names = con.execute("SELECT DISTINCT instance_type, gpu_type FROM typed WHERE settled AND priced_from_catalog").fetchall()
+    if not names:
+        return
+    money = pa.decimal128(38, 12)
+    for table, lookup, index in (("catalog_instance", prices.instance, 0), ("catalog_gpu", prices.gpu, 1)):
+        found = {name: lookup(name) for name in {row[index] for row in names} if name is not None}
+        found = {name: price for name, price in found.items() if price is not None}
+        arrow = pa.table({"name": pa.array(list(found), pa.string()),
+                          "price": pa.array([price.quantize(values.MONEY_PLACES) for price in found.values()], money),
+                          "exact": pa.array([price == price.quantize(values.MONEY_PLACES) for price in found.values()], pa.bool_())})
+        con.register(table, arrow)
+    try:
+        con.execute(f"""
+            CREATE OR REPLACE TEMP TABLE catalog_cost AS
+            WITH priced AS (
+                SELECT t.ord, hours, hours_text, coalesce(i.exact, true) AND coalesce(g.exact, true) AS exact,
+                       CASE WHEN (coalesce(len(t.gpu_uuids), 0) > 0 OR coalesce(len(t.gpu_indices), 0) > 0)
+                                 AND g.price IS NOT NULL AND coalesce(t.gpu_count, 0) <> 0 THEN g.price * t.gpu_count
+                            WHEN i.price IS NOT NULL THEN i.price
+                            WHEN g.price IS NOT NULL AND coalesce(t.gpu_count, 0) <> 0 THEN g.price * t.gpu_count END AS price
+                FROM typed t LEFT JOIN catalog_instance i ON i.name = t.instance_type
+                             LEFT JOIN catalog_gpu g ON g.name = t.gpu_type
+                WHERE t.settled AND t.priced_from_catalog
+            ), exact AS (
+                SELECT *, CASE WHEN exact AND price = round(price, 6) AND price < 1e9 THEN price END AS price_6, CAST(price AS VARCHAR) AS price_text
+                FROM priced
+            )
+            SELECT ord, price, {_cost('price_6', 'price_text')} AS cost FROM exact""")
+    finally:
+        con.unregister("catalog_instance")
+        con.unregister("catalog_gpu")
+    con.execute("UPDATE typed SET price_per_hour_usd = c.price, cost_usd = c.cost, cost_source = 'catalog' "
+                "FROM catalog_cost c WHERE typed.ord = c.ord AND c.cost IS NOT NULL")
+    con.execute("UPDATE typed SET settled = false FROM catalog_cost c WHERE typed.ord = c.ord "
+                "AND c.price IS NOT NULL AND c.cost IS NULL")  # not exact here: Python prices it
 
 
 def _stage_in_python(con, src: Source, ctx: ParseContext, prices, suspects, raw_of_line: str | None) -> int:

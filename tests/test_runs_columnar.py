@@ -161,7 +161,8 @@ def test_naive_times_in_another_zone_stage_the_same(tmp_path):
 def test_random_records_stage_the_same(tmp_path):
     rng = random.Random(42)
     lines = [json.dumps(random_record(rng, n)) for n in range(3000)]
-    assert_same(write(tmp_path / "random.jsonl", lines))
+    new = assert_same(write(tmp_path / "random.jsonl", lines))
+    assert len(new["runs"]) > 1500 and len(new["rejects"]) > 100
 
 
 def test_plain_records_are_settled_in_sql(tmp_path, caplog):
@@ -222,17 +223,47 @@ FIELD_VALUES = {
 }
 
 
+# Values SQL settles itself, so that most random records take the SQL path and are compared.
+GOOD_VALUES = {
+    "start_time": ["2025-05-05T16:00:00Z", "2025-05-05T16:00:00.123456+05:30", "2025-05-05 16:00", 1746460800,
+                   1746460800.123456, 1746460800.5],
+    "end_time": ["2025-05-05T18:30:00Z", 1746469800.5, "2025-05-06T00:00:00-07:00", 1746460800.0000001],
+    "duration_hours": [2.5, 0.1234567891234, 3.0, 0.0],
+    "price_per_hour_usd": [1.212, 4, 0.000001, 123456789.123456, 2.45, 32.7726, 0],
+    "estimated_cost_usd": [3.03, 10, 0.123456],
+    "throughput_examples_per_sec": [812.5, 0, 1e9, 3.3],
+    "examples": [0, 5000],
+    "gpu_count": [0, 4],
+    "gpu_uuids": [[], ["GPU-a"], ["GPU-a", "", None]],
+    "gpu_indices": [[], [0, 1], [5, None]],
+    "status": ["completed", "SUCCESS", "crashed", "Running"],
+    "goal": ["max", "Minimize", "LOWER"],
+    "val_metric_name": ["eval_loss", "WER", "answer_accuracy", "Loss", "ndcg@10"],
+    "val_metric": [0.5, -2, 1e13],
+    "instance_type": ["g4dn.xlarge", "G4DN.XLARGE", "local"],
+    "gpu_type": ["NVIDIA L4", "A100", "l4"],
+    "host": ["node-1"],
+    "energy_kwh": [1.5, 0, 0.001],
+    "tags": [{}, {"a": "b"}, {"n": 1, "t": True, "z": None, "neg": -4}],
+    "eval_history": [[], [{"elapsed_s": 1, "value": 1}], [{"step": 3, "value": 2.5, "elapsed_s": None}, {"value": -1}]],
+}
+
+
 def random_record(rng: random.Random, n: int) -> dict:
-    """A record whose fields are each absent or one of FIELD_VALUES (good, odd or bad)."""
+    """A record whose fields are each absent or, mostly, a value SQL settles (GOOD_VALUES) and
+    now and then any of FIELD_VALUES (good, odd or bad)."""
     record = {}
     for name, choices in FIELD_VALUES.items():
         if rng.random() < 0.5:
-            value = rng.choice(choices)
-            if name == "run_id" and value is not None and rng.random() < 0.7:
-                value = f"run-{n % 2500}"  # mostly distinct, some repeated
+            good = GOOD_VALUES.get(name)
+            value = rng.choice(good if good and rng.random() < 0.97 else choices)
             record[name] = value
+    if rng.random() < 0.95:
+        record["run_id"] = f"run-{n % 2500}"  # mostly distinct, some repeated
     if "start_time" not in record and rng.random() < 0.8:
         record["start_time"] = "2025-05-05T16:00:00Z"
+    if "end_time" in record and "duration_hours" in record and rng.random() < 0.9:
+        del record["duration_hours"]  # both disagree (a flag, read in Python) unless the times match
     return record
 
 
