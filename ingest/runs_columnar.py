@@ -39,6 +39,7 @@ ABSENT = "(@t IS NULL OR @t = 'NULL' OR (@t = 'VARCHAR' AND @v = ''))"  # missin
 STATUS = {**{s: s for s in run_record.STATUSES}, **run_record.STATUS_SYNONYMS}
 EARLIEST, LATEST = "TIMESTAMPTZ '1990-01-01 00:00:00+00'", "TIMESTAMPTZ '2100-01-01 00:00:00+00'"
 US_PER_HOUR = 3_600_000_000
+VECTOR_ROWS = 2048  # DuckDB's vector size
 # Runs are staged with `ord` (the line, or the element of a JSON array) so a run_id seen twice
 # keeps its later record and only that record's eval points.
 STAGED_RUNS, STAGED_EVALS = "runs_by_record", "run_evals_by_record"
@@ -64,7 +65,8 @@ def stage(src: Source, con, ctx: ParseContext) -> Staged:
         return Staged(parsed.accepted, totals(con))
     else:
         for batch in staging.line_batches(src):
-            con.register("batch", batch)
+            # in DuckDB-sized chunks: one Arrow chunk would be scanned by one thread
+            con.register("batch", pa.Table.from_batches(batch.to_batches(max_chunksize=VECTOR_ROWS)))
             try:
                 accepted += _stage_batch(con, src, ctx, prices, "batch")
             finally:
@@ -89,10 +91,12 @@ def totals(con) -> dict:
 
 def _first_line(src: Source) -> tuple[int, str] | None:
     """The first non-blank line (number, text)."""
+    import pyarrow.compute as pc
+
     for batch in staging.line_batches(src):
-        for number, raw in zip(batch["line"].to_pylist(), batch["raw"].to_pylist()):
-            if raw.strip():
-                return number, raw
+        filled = batch.filter(pc.invert(pc.match_substring_regex(batch["raw"], r"^\s*$")))
+        if filled.num_rows:
+            return filled["line"][0].as_py(), filled["raw"][0].as_py()
     return None
 
 
@@ -200,21 +204,24 @@ def _sql_ok_and_rows(ctx: ParseContext, batch: str) -> str:
                 f"+ CAST(round_even(({seconds} - trunc({seconds})) * 1e6, 0) AS BIGINT) END")
 
     return f"""
-        WITH objects AS (
-            SELECT line, ord, CASE WHEN json_valid(raw) THEN json_type(raw) = 'OBJECT'
-                                   AND NOT regexp_matches(raw, '{LONG_NUMBER}') ELSE false END AS object, raw
+        WITH parsed AS (  -- each line's JSON read twice: its keys, and the values of PATHS
+            SELECT line, ord, raw, TRY(json_keys(raw)) AS keys, TRY(json_extract(raw, {['$.' + p for p in PATHS]!r})) AS j
             FROM {batch} WHERE trim(raw) <> ''
-        ), read AS (
-            SELECT line, ord, object,
-                   CASE WHEN object THEN json_keys(raw) END AS keys,
-                   CASE WHEN object THEN json_extract_string(raw, {['$.' + p for p in PATHS]!r}) END AS v,
-                   CASE WHEN object THEN json_type(raw, {['$.' + p for p in PATHS]!r}) END AS t,
-                   CASE WHEN object THEN json_extract(raw, '$.tags') END AS tags_json,
-                   CASE WHEN object THEN json_extract_string(raw, '$.gpu_uuids[*]') END AS uuid_list,
-                   CASE WHEN object THEN json_type(raw, '$.gpu_uuids[*]') END AS uuid_types,
-                   CASE WHEN object THEN json_extract_string(raw, '$.gpu_indices[*]') END AS index_list,
-                   CASE WHEN object THEN json_type(raw, '$.gpu_indices[*]') END AS index_types,
-                   CASE WHEN object THEN json_extract(raw, '$.eval_history[*]') END AS points
+        ), objects AS (
+            SELECT line, ord, keys, j,
+                   coalesce(keys IS NOT NULL AND j IS NOT NULL AND regexp_matches(raw, '^[ \t\r\n]*[{{]')
+                            AND NOT regexp_matches(raw, '{LONG_NUMBER}'), false) AS object
+            FROM parsed
+        ), read AS (  -- a value's own JSON text is short: typing it again costs little
+            SELECT line, ord, object, keys,
+                   CASE WHEN object THEN list_transform(j, lambda x: json_extract_string(x, '$')) END AS v,
+                   CASE WHEN object THEN list_transform(j, lambda x: json_type(x)) END AS t,
+                   CASE WHEN object THEN j[{PATHS.index('tags') + 1}] END AS tags_json,
+                   CASE WHEN object THEN json_extract_string(j[{PATHS.index('gpu_uuids') + 1}], '$[*]') END AS uuid_list,
+                   CASE WHEN object THEN json_type(j[{PATHS.index('gpu_uuids') + 1}], '$[*]') END AS uuid_types,
+                   CASE WHEN object THEN json_extract_string(j[{PATHS.index('gpu_indices') + 1}], '$[*]') END AS index_list,
+                   CASE WHEN object THEN json_type(j[{PATHS.index('gpu_indices') + 1}], '$[*]') END AS index_types,
+                   CASE WHEN object THEN json_extract(j[{PATHS.index('eval_history') + 1}], '$[*]') END AS points
             FROM objects
         ), fields AS (
             SELECT *,
@@ -401,6 +408,8 @@ def _stage_in_python(con, src: Source, ctx: ParseContext, prices, suspects, raw_
 
     runs, evals, rejects = [], [], []
     for line, ord_, raw in suspects:
+        if not raw.strip():  # blank as Python reads blanks (a no-break space, say): skipped, as before
+            continue
         shown = raw if raw_of_line is None else raw_of_line  # runs_json.parse shows an element's line
         [(_, record)] = runs_json._json_lines([(line, raw)])
         if isinstance(record, runs_json.Reject):

@@ -108,6 +108,7 @@ EVERY_KIND = [
     '["not", "an", "object"]',
     "",
     "   ",
+    "\u00a0\t",
     '{"run_id": "nan", "start_time": "2025-05-05T16:00:00Z", "val_metric": NaN}',
     json.dumps({**BARE, "run_id": "backwards", "end_time": "2025-05-05T15:00:00Z"}),
     json.dumps({"run_id": "no-start", "end_time": "2025-05-05T18:30:00Z"}),
