@@ -10,8 +10,11 @@ CSV serving files are read line by line (streamed).
 """
 from __future__ import annotations
 
+import logging
 from datetime import timezone
 from decimal import Decimal
+
+import pyarrow as pa
 
 from ingest import staging, values
 from ingest.contract import ParseContext
@@ -51,6 +54,7 @@ FIELDS = (
     ("host", ("host",), "text"),
 )
 INTEGER_MAX = 2**31 - 1
+log = logging.getLogger(__name__)
 
 
 def stage(src: Source, con, ctx: ParseContext) -> Staged:
@@ -166,14 +170,16 @@ def _stage_batch(con, src: Source, ctx: ParseContext, prices) -> int:
                        AND requests_total IS NOT NULL AND requests_success IS NOT NULL
                        AND {counts_ok} AND {numbers_ok} AND {percents_ok}
                        AND requests_success + coalesce(requests_error, 0) <= requests_total
-                       AND cost_usd IS NOT NULL, false) AS ok
+                       AND (cost_usd IS NOT NULL OR cost_usd_text IS NULL), false) AS ok
             FROM typed
         )
         SELECT line, ok, start_at, window_end, seconds, service, model_version, requests_total, requests_success,
                requests_error, {", ".join(c for c, _, sort in FIELDS if sort in ("number", "percent") and c != "window_s")},
-               cost_usd, instance_type, gpu_type, coalesce(gpu_count, CASE WHEN len(uuids) > 0 THEN len(uuids) END) AS gpu_count,
+               cost_usd, CASE WHEN cost_usd IS NOT NULL THEN 'given' END AS cost_source,
+               CAST(NULL AS DECIMAL(38, 12)) AS price_per_hour_usd, instance_type, gpu_type, coalesce(gpu_count, CASE WHEN len(uuids) > 0 THEN len(uuids) END) AS gpu_count,
                replicas, host, CASE WHEN len(uuids) > 0 THEN uuids END AS gpu_uuids
         FROM checked""")
+    _price_from_catalog(con, prices)
     accepted = con.execute("""
         INSERT INTO serving_windows BY NAME
         SELECT concat_ws('|', service, model_version, coalesce(host, ''),
@@ -182,12 +188,13 @@ def _stage_batch(con, src: Source, ctx: ParseContext, prices) -> int:
                                  ELSE '' END || '+00:00') AS window_key,
                start_at AS window_start, window_end, seconds AS window_s, service, model_version,
                requests_total, requests_success, requests_error, latency_ms_p50, latency_ms_p95, latency_ms_p99,
-               throughput_rps, avg_gpu_util_pct, avg_cpu_util_pct, cost_usd, 'given' AS cost_source,
+               throughput_rps, avg_gpu_util_pct, avg_cpu_util_pct, cost_usd, cost_source, price_per_hour_usd,
                energy_kwh, CASE WHEN energy_kwh IS NOT NULL THEN 'given' END AS energy_source, instance_type, gpu_type,
                gpu_count, replicas, host, gpu_uuids, 'serving' AS source_kind, line AS source_line
         FROM typed WHERE ok""").fetchall()[0][0]
     suspects = con.execute("SELECT line, raw FROM typed JOIN batch USING (line) WHERE NOT ok ORDER BY line").fetchall()
     if suspects:  # the exact reason, or a quirk the SQL does not read: Python, line by line
+        log.debug("%s: %d lines read in Python", src.name, len(suspects))
         parsed = serving.parse_json_lines(suspects, ctx, prices)
         staging.insert_parsed(con, parsed, src.name)
         accepted += parsed.accepted
@@ -198,3 +205,59 @@ def serving_tolerance() -> float:
     from ingest import serving
 
     return serving.LENGTH_TOLERANCE_S
+
+
+def _price_from_catalog(con, prices) -> None:
+    """Price the plain windows without a cost from the catalog as serving.build_window does:
+    (instance price x replicas, else GPU price x GPUs), to 12 places, x Decimal(repr(seconds)) / 3600
+    rounded half to even to 12 places, in whole HUGEINT arithmetic. Each distinct instance and GPU
+    type is looked up once in Python; a window this cannot price exactly goes to Python."""
+    names = con.execute("SELECT DISTINCT instance_type, gpu_type FROM typed WHERE ok AND cost_usd IS NULL").fetchall()
+    if not names:
+        return
+    for table, lookup, index in (("catalog_instance", prices.instance, 0), ("catalog_gpu", prices.gpu, 1)):
+        found = {name: lookup(name) for name in {row[index] for row in names} if name is not None}
+        found = {name: price for name, price in found.items() if price is not None}
+        con.register(table, pa.table({
+            "name": pa.array(list(found), pa.string()),
+            "price": pa.array([price.quantize(values.MONEY_PLACES) for price in found.values()], pa.decimal128(38, 12)),
+            "exact": pa.array([price == price.quantize(values.MONEY_PLACES) for price in found.values()], pa.bool_())}))
+    try:
+        con.execute(f"""
+            CREATE OR REPLACE TEMP TABLE catalog_cost AS
+            WITH priced AS (
+                SELECT t.line, t.seconds, coalesce(i.exact, true) AND coalesce(g.exact, true) AS exact,
+                       CASE WHEN i.price IS NOT NULL AND t.replicas IS NOT NULL THEN i.price * t.replicas
+                            WHEN g.price IS NOT NULL AND t.gpu_count IS NOT NULL THEN g.price * t.gpu_count END AS price,
+                       CAST(t.seconds AS VARCHAR) AS seconds_text
+                FROM typed t LEFT JOIN catalog_instance i ON i.name = t.instance_type
+                             LEFT JOIN catalog_gpu g ON g.name = t.gpu_type
+                WHERE t.ok AND t.cost_usd IS NULL
+            ), whole AS (  -- price in 1e-12 USD and seconds as digits x 10^-places, from repr(seconds)
+                SELECT *, exact AND price < {values.MONEY_LIMIT} AND places <= 20
+                          AND CAST(price AS DOUBLE) * seconds * pow(10, 12 + places) < 1e36 AS fits
+                FROM (SELECT line, price, exact, seconds, seconds_text,
+                             CASE WHEN contains(seconds_text, 'e') OR strpos(seconds_text, '.') = 0 THEN 99
+                                  ELSE length(seconds_text) - strpos(seconds_text, '.') END AS places
+                      FROM priced WHERE price IS NOT NULL)
+            ), divided AS (
+                SELECT line, price, fits,
+                       CASE WHEN fits THEN CAST(replace(CAST(price AS VARCHAR), '.', '') AS HUGEINT)
+                                           * CAST(replace(seconds_text, '.', '') AS HUGEINT) END AS numerator,
+                       CASE WHEN fits THEN CAST(3600 AS HUGEINT) * CAST(pow(10, places) AS HUGEINT) END AS denominator
+                FROM whole
+            ), rounded AS (
+                SELECT line, price, fits, numerator // denominator AS q, numerator % denominator AS r, denominator
+                FROM divided
+            )
+            SELECT line, price, CASE WHEN fits THEN CAST(q + CASE WHEN 2 * r > denominator OR (2 * r = denominator AND q % 2 = 1)
+                                                                THEN 1 ELSE 0 END AS DECIMAL(38, 0))
+                                                   * CAST('0.000000000001' AS DECIMAL(13, 12)) END AS cost
+            FROM rounded""")
+    finally:
+        con.unregister("catalog_instance")
+        con.unregister("catalog_gpu")
+    con.execute("UPDATE typed SET price_per_hour_usd = c.price, cost_usd = c.cost, cost_source = 'derived' "
+                f"FROM catalog_cost c WHERE typed.line = c.line AND c.cost IS NOT NULL AND c.cost < {values.MONEY_LIMIT}")
+    con.execute("UPDATE typed SET ok = false FROM catalog_cost c WHERE typed.line = c.line "
+                f"AND (c.cost IS NULL OR c.cost >= {values.MONEY_LIMIT})")  # not exact here: Python prices it
