@@ -54,6 +54,7 @@ FIELDS = (
     ("host", ("host",), "text"),
 )
 INTEGER_MAX = 2**31 - 1
+VECTOR_ROWS = 2048  # DuckDB's vector size
 log = logging.getLogger(__name__)
 
 
@@ -69,7 +70,8 @@ def stage(src: Source, con, ctx: ParseContext) -> Staged:
     prices = serving.config.load().prices
     accepted = 0
     for batch in staging.line_batches(src):
-        con.register("batch", batch)
+        # in DuckDB-sized chunks: one Arrow chunk would be scanned by one thread
+        con.register("batch", pa.Table.from_batches(batch.to_batches(max_chunksize=VECTOR_ROWS)))
         try:
             accepted += _stage_batch(con, src, ctx, prices)
         finally:
@@ -98,12 +100,14 @@ def _stage_batch(con, src: Source, ctx: ParseContext, prices) -> int:
     """Stage one batch of lines; returns the windows it accepted."""
     from ingest import serving
 
-    paths = [f"$.{name}" for _, spellings, _ in FIELDS for name in spellings] + ["$.gpu_uuids"]
+    names = [name for _, spellings, _ in FIELDS for name in spellings] + ["gpu_uuids"]
+    paths = [f"$.{name}" for name in names]
+    structure = "{" + ", ".join(f'"{name}": "JSON"' for name in names) + "}"
     position = {path: index + 1 for index, path in enumerate(paths)}
     value, kind, plain = {}, {}, []
     for column, spellings, sort in FIELDS:
         # The first spelling whose value is not absent (missing, null or blank text), as serving._get.
-        cases = [(f"v[{position['$.' + name]}]", f"t[{position['$.' + name]}]") for name in spellings]
+        cases = [(f"v_{position['$.' + name]}", f"t_{position['$.' + name]}") for name in spellings]
         present = [f"({t} IS NOT NULL AND {t} <> 'NULL' AND NOT ({t} = 'VARCHAR' AND trim({v}) = ''))"
                    for v, t in cases]
         value[column] = "CASE " + " ".join(f"WHEN {p} THEN {v}" for p, (v, _) in zip(present, cases)) + " END"
@@ -112,7 +116,7 @@ def _stage_batch(con, src: Source, ctx: ParseContext, prices) -> int:
                    "number": "('UBIGINT', 'BIGINT', 'DOUBLE')", "percent": "('UBIGINT', 'BIGINT', 'DOUBLE')",
                    "money": "('UBIGINT', 'BIGINT', 'DOUBLE')"}[sort]
         plain.append(f"coalesce({column}_type IN {allowed}, true)")
-    uuids_type = f"t[{position['$.gpu_uuids']}]"
+    uuids_type = f"t_{position['$.gpu_uuids']}"
     naive_ok = ctx.tz is timezone.utc
     time_ok = " OR ".join([f"regexp_full_match(@, '{ISO_WITH_OFFSET}')"]
                           + ([f"regexp_full_match(@, '{ISO_NAIVE}')"] if naive_ok else []))
@@ -123,25 +127,29 @@ def _stage_batch(con, src: Source, ctx: ParseContext, prices) -> int:
     texts = ", ".join(f"coalesce({c}, '')" for c, _, sort in FIELDS if sort == "text")
     con.execute(f"""
         CREATE OR REPLACE TEMP TABLE typed AS
-        WITH objects AS (  -- each line's JSON read once for the values and once for their types
-            SELECT line, raw, CASE WHEN json_valid(raw) THEN json_type(raw) = 'OBJECT'
-                                                             AND NOT regexp_matches(raw, '{LONG_NUMBER}') ELSE false END
-                   AS object
+        WITH parsed AS (  -- each line's JSON read twice: its keys, and the JSON text of each field's value
+            SELECT line, raw, TRY(json_keys(raw)) AS keys, TRY(json_transform(raw, '{structure}')) AS j
             FROM batch WHERE trim(raw) <> ''
-        ), read AS (
-            SELECT line, object,
-                   CASE WHEN object THEN json_extract_string(raw, {paths!r}) END AS v,
-                   CASE WHEN object THEN json_type(raw, {paths!r}) END AS t,
-                   CASE WHEN object THEN json_extract_string(raw, '$.gpu_uuids[*]') END AS uuid_list,
-                   CASE WHEN object THEN json_type(raw, '$.gpu_uuids[*]') END AS uuid_types
+        ), objects AS (  -- an object without a repeated key (Python keeps a repeat's last value, SQL its first)
+            SELECT line, raw, j, coalesce(keys IS NOT NULL AND j IS NOT NULL AND regexp_matches(raw, '^[ \t\r\n]*[{{]')
+                                          AND len(keys) = list_unique(keys), false) AS object
+            FROM parsed
+        ), read AS (  -- each value typed by its JSON text's first character (null and missing alike are NULL)
+            SELECT line, raw, object,
+                   {", ".join(f"{_json_type(f'j.{name}')} AS t_{index + 1}" for index, name in enumerate(names))},
+                   CASE WHEN object THEN json_extract_string(j.gpu_uuids, '$[*]') END AS uuid_list,
+                   CASE WHEN object THEN json_type(j.gpu_uuids, '$[*]') END AS uuid_types, j
             FROM objects
+        ), valued AS (
+            SELECT *, {", ".join(f"{_json_value(f'CAST(j.{name} AS VARCHAR)', f't_{index + 1}')} AS v_{index + 1}" for index, name in enumerate(names))}
+            FROM read
         ), fields AS (
-            SELECT line, object,
+            SELECT line, raw, object,
                    {", ".join(f"{value[c]} AS {c}_text, {kind[c]} AS {c}_type" for c, _, _ in FIELDS)},
                    CASE WHEN {uuids_type} = 'ARRAY' THEN uuid_list END AS uuid_list,
                    coalesce({uuids_type}, 'NULL') IN ('NULL', 'ARRAY')
                        AND coalesce(list_bool_and(list_transform(uuid_types, lambda x: x = 'VARCHAR')), true) AS uuids_plain
-            FROM read
+            FROM valued
         ), typed AS (
             SELECT *,
                    CASE WHEN {time_ok.replace('@', 'window_start_text')} THEN TRY_CAST(window_start_text AS TIMESTAMPTZ) END AS start_at,
@@ -170,7 +178,9 @@ def _stage_batch(con, src: Source, ctx: ParseContext, prices) -> int:
                        AND requests_total IS NOT NULL AND requests_success IS NOT NULL
                        AND {counts_ok} AND {numbers_ok} AND {percents_ok}
                        AND requests_success + coalesce(requests_error, 0) <= requests_total
-                       AND (cost_usd IS NOT NULL OR cost_usd_text IS NULL), false) AS ok
+                       AND (cost_usd IS NOT NULL OR cost_usd_text IS NULL)
+                       -- from 1,000 USD a double's last digit is past 12 decimals: a longer number is Python's
+                       AND (cost_usd IS NULL OR cost_usd < 1000 OR NOT regexp_matches(raw, '{LONG_NUMBER}')), false) AS ok
             FROM typed
         )
         SELECT line, ok, start_at, window_end, seconds, service, model_version, requests_total, requests_success,
@@ -199,6 +209,19 @@ def _stage_batch(con, src: Source, ctx: ParseContext, prices) -> int:
         staging.insert_parsed(con, parsed, src.name)
         accepted += parsed.accepted
     return accepted
+
+
+def _json_type(text: str) -> str:
+    """SQL naming the JSON type of a value's JSON text (json_type's names; NULL for null or missing)."""
+    return (f"CASE left({text}, 1) WHEN '\"' THEN 'VARCHAR' WHEN 't' THEN 'BOOLEAN' WHEN 'f' THEN 'BOOLEAN' "
+            f"WHEN '{{' THEN 'OBJECT' WHEN '[' THEN 'ARRAY' WHEN 'n' THEN 'NULL' "
+            f"ELSE CASE WHEN {text} IS NULL THEN NULL WHEN regexp_matches({text}, '[.eE]') THEN 'DOUBLE' ELSE 'BIGINT' END END")
+
+
+def _json_value(text: str, kind: str) -> str:
+    """SQL for a value's text as json_extract_string gives it (a string without escapes sliced, not parsed)."""
+    return (f"CASE WHEN {kind} = 'VARCHAR' THEN CASE WHEN contains({text}, '\\') THEN json_extract_string({text}, '$') "
+            f"ELSE {text}[2:-2] END ELSE {text} END")
 
 
 def serving_tolerance() -> float:
