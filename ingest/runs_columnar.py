@@ -4,10 +4,13 @@ A record loads straight from SQL when it is plain: a JSON object without repeate
 times are ISO-8601 text with an offset (or naive, read in UTC) or epoch seconds, counts JSON
 integers, other figures JSON numbers, text fields strings without surrounding blanks, money
 given with at most 6 decimals, a run_id of its own, tags of text, integers or booleans,
-eval points of `value`/`elapsed_s`/`step`, and nothing to flag. Every other record (not JSON,
-an auto run_id, a cost to price from the catalog, a flag to write, a bad value) goes through
-run_record.build_run, which names the exact reason or reads the quirk; so a file loads the
-same as line by line (runs_json.parse), in bounded memory.
+eval points of `value`/`elapsed_s`/`step`, and nothing to flag. A run without a cost or a price
+is priced from the catalog (each distinct instance and GPU type looked up once). Every other
+record (not JSON, an auto run_id, a flag to write, an eval point with a `time`, a bad value)
+goes through run_record.build_run, which names the exact reason or reads the quirk; so a file
+loads the same as line by line (runs_json.parse), in bounded memory. A JSON array is read by
+DuckDB's array reader (streamed), its elements numbered with the array's first line as before;
+one object over many lines (run_meta.json) is one record and goes to runs_json.parse whole.
 """
 from __future__ import annotations
 

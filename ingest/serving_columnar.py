@@ -2,9 +2,10 @@
 
 A record loads straight from SQL when it is plain: a JSON object whose times are ISO-8601 text
 with an offset (or naive, read in UTC), counts JSON integers, other figures JSON numbers, text
-fields strings without surrounding blanks, `cost_usd` given with at most 6 decimals, and every
-rule of serving.build_window holds. Every other line (not JSON, a number given as text, a cost
-to derive from the catalog, a bad value) goes through serving.build_window, which names the
+fields strings without surrounding blanks, no key repeated, `cost_usd` given with at most 6
+decimals or derived from the catalog (each distinct instance and GPU type looked up once, the
+cost in exact integer SQL), and every rule of serving.build_window holds. Every other line (not
+JSON, a number given as text, a bad value) goes through serving.build_window, which names the
 exact reason or reads the quirk; so a file loads the same as line by line, in bounded memory.
 CSV serving files are read line by line (streamed).
 """
