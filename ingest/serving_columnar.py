@@ -135,14 +135,16 @@ def _stage_batch(con, src: Source, ctx: ParseContext, prices) -> int:
             SELECT line, raw, j, coalesce(keys IS NOT NULL AND j IS NOT NULL AND regexp_matches(raw, '^[ \t\r\n]*[{{]')
                                           AND len(keys) = list_unique(keys), false) AS object
             FROM parsed
-        ), read AS (  -- each value typed by its JSON text's first character (null and missing alike are NULL)
-            SELECT line, raw, object,
-                   {", ".join(f"{_json_type(f'j.{name}')} AS t_{index + 1}" for index, name in enumerate(names))},
+        ), texts AS (  -- each field's JSON text once (NULL for null or missing)
+            SELECT line, raw, object, {", ".join(f"CAST(j.{name} AS VARCHAR) AS x_{index + 1}" for index, name in enumerate(names))},
                    CASE WHEN object THEN json_extract_string(j.gpu_uuids, '$[*]') END AS uuid_list,
-                   CASE WHEN object THEN json_type(j.gpu_uuids, '$[*]') END AS uuid_types, j
+                   CASE WHEN object THEN json_type(j.gpu_uuids, '$[*]') END AS uuid_types
             FROM objects
+        ), read AS (  -- each value typed by its JSON text's first character
+            SELECT *, {", ".join(f"{_json_type(f'x_{index + 1}')} AS t_{index + 1}" for index in range(len(names)))}
+            FROM texts
         ), valued AS (
-            SELECT *, {", ".join(f"{_json_value(f'CAST(j.{name} AS VARCHAR)', f't_{index + 1}')} AS v_{index + 1}" for index, name in enumerate(names))}
+            SELECT *, {", ".join(f"{_json_value(f'x_{index + 1}', f't_{index + 1}')} AS v_{index + 1}" for index in range(len(names)))}
             FROM read
         ), fields AS (
             SELECT line, raw, object,
