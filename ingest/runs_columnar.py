@@ -134,6 +134,7 @@ def _stage_array(src: Source, con, ctx: ParseContext, prices, head: tuple[int, s
     from ingest import runs_json
 
     first, first_text = head
+    con.execute("SET preserve_insertion_order = true")  # `ord` is the element's place: a later one wins
     try:
         con.execute("CREATE OR REPLACE TEMP TABLE elements AS SELECT row_number() OVER () AS ord, CAST(json AS VARCHAR) AS raw "
                     "FROM read_json_objects(?, format = 'array', compression = ?)",
@@ -142,6 +143,8 @@ def _stage_array(src: Source, con, ctx: ParseContext, prices, head: tuple[int, s
         parsed = runs_json.parse(staging.lines(src), ctx)
         staging.insert_parsed(con, parsed, src.name)
         return parsed.accepted
+    finally:
+        con.execute("SET preserve_insertion_order = false")
     accepted, size = 0, staging.INSERT_BATCH_ROWS
     count = staging.count(con, "elements")
     for start in range(0, count, size):

@@ -287,3 +287,12 @@ def test_duration_hours_reach_the_same_microsecond(tmp_path, hours):
     lines = [json.dumps({"run_id": "a", "start_time": "2025-05-05T16:00:00Z", "duration_hours": hours}),
              json.dumps({"run_id": "b", "end_time": "2025-05-05T16:00:00Z", "duration_hours": hours})]
     assert_same(write(tmp_path / "runs.jsonl", lines))
+
+
+def test_a_long_array_with_repeated_runs_keeps_each_runs_last_element(tmp_path):
+    rng = random.Random(11)
+    records = [{**plain_record(rng, n % 1500), "val_metric": n} for n in range(6000)]  # each run_id 4 times
+    path = tmp_path / "runs.json.gz"
+    path.write_bytes(gzip.compress(json.dumps(records, indent=1).encode()))
+    new = assert_same(path)
+    assert len(new["runs"]) == 1500
