@@ -84,6 +84,9 @@ def build_run(record: dict, line: int, ctx: ParseContext, source_kind: str,
     examples_source = "given" if examples is not None else None
     if examples is None and throughput is not None and duration_h is not None:
         examples, examples_source = round(throughput * duration_h * 3600), "derived"
+        if examples > values.BIGINT_MAX:  # a throughput in the wrong unit; a BIGINT cannot hold it
+            raise BadValue(f"throughput_examples_per_sec {throughput:g} x {duration_h:g} h is more examples "
+                           f"than the warehouse holds (at most {values.BIGINT_MAX:,})")
 
 
     metric_name = values.text(record.get("val_metric_name"), "val_metric_name") or "val_metric"

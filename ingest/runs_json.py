@@ -1,4 +1,8 @@
-"""Training-run summaries as JSON: JSONL (one run per line) or one object/array (run_meta.json)."""
+"""Training-run summaries as JSON: JSONL (one run per line) or one object/array (run_meta.json).
+
+A load stages through runs_columnar (SQL, a batch of lines at a time); parse() is the record by
+record reading it falls back to for the records SQL leaves, and the reference it is tested against.
+"""
 from __future__ import annotations
 
 import json
@@ -39,6 +43,13 @@ def parse(lines: Lines, ctx: ParseContext) -> Parsed:
 
 
 totals = run_totals
+
+
+def stage(src, con, ctx: ParseContext):
+    """Stage the file's runs, eval points and rejects (ingest/runs_columnar.py)."""
+    from ingest import runs_columnar
+
+    return runs_columnar.stage(src, con, ctx)
 
 
 def _whole_document(numbered: list[tuple[int, str]]) -> list[tuple[int, object]] | None:

@@ -2,16 +2,20 @@
 
 A record loads straight from SQL when it is plain: a JSON object whose times are ISO-8601 text
 with an offset (or naive, read in UTC), counts JSON integers, other figures JSON numbers, text
-fields strings without surrounding blanks, `cost_usd` given with at most 6 decimals, and every
-rule of serving.build_window holds. Every other line (not JSON, a number given as text, a cost
-to derive from the catalog, a bad value) goes through serving.build_window, which names the
+fields strings without surrounding blanks, no key repeated, `cost_usd` given with at most 6
+decimals or derived from the catalog (each distinct instance and GPU type looked up once, the
+cost in exact integer SQL), and every rule of serving.build_window holds. Every other line (not
+JSON, a number given as text, a bad value) goes through serving.build_window, which names the
 exact reason or reads the quirk; so a file loads the same as line by line, in bounded memory.
 CSV serving files are read line by line (streamed).
 """
 from __future__ import annotations
 
+import logging
 from datetime import timezone
 from decimal import Decimal
+
+import pyarrow as pa
 
 from ingest import staging, values
 from ingest.contract import ParseContext
@@ -51,6 +55,8 @@ FIELDS = (
     ("host", ("host",), "text"),
 )
 INTEGER_MAX = 2**31 - 1
+VECTOR_ROWS = 2048  # DuckDB's vector size
+log = logging.getLogger(__name__)
 
 
 def stage(src: Source, con, ctx: ParseContext) -> Staged:
@@ -65,7 +71,8 @@ def stage(src: Source, con, ctx: ParseContext) -> Staged:
     prices = serving.config.load().prices
     accepted = 0
     for batch in staging.line_batches(src):
-        con.register("batch", batch)
+        # in DuckDB-sized chunks: one Arrow chunk would be scanned by one thread
+        con.register("batch", pa.Table.from_batches(batch.to_batches(max_chunksize=VECTOR_ROWS)))
         try:
             accepted += _stage_batch(con, src, ctx, prices)
         finally:
@@ -94,12 +101,14 @@ def _stage_batch(con, src: Source, ctx: ParseContext, prices) -> int:
     """Stage one batch of lines; returns the windows it accepted."""
     from ingest import serving
 
-    paths = [f"$.{name}" for _, spellings, _ in FIELDS for name in spellings] + ["$.gpu_uuids"]
+    names = [name for _, spellings, _ in FIELDS for name in spellings] + ["gpu_uuids"]
+    paths = [f"$.{name}" for name in names]
+    structure = "{" + ", ".join(f'"{name}": "JSON"' for name in names) + "}"
     position = {path: index + 1 for index, path in enumerate(paths)}
     value, kind, plain = {}, {}, []
     for column, spellings, sort in FIELDS:
         # The first spelling whose value is not absent (missing, null or blank text), as serving._get.
-        cases = [(f"v[{position['$.' + name]}]", f"t[{position['$.' + name]}]") for name in spellings]
+        cases = [(f"v_{position['$.' + name]}", f"t_{position['$.' + name]}") for name in spellings]
         present = [f"({t} IS NOT NULL AND {t} <> 'NULL' AND NOT ({t} = 'VARCHAR' AND trim({v}) = ''))"
                    for v, t in cases]
         value[column] = "CASE " + " ".join(f"WHEN {p} THEN {v}" for p, (v, _) in zip(present, cases)) + " END"
@@ -108,7 +117,7 @@ def _stage_batch(con, src: Source, ctx: ParseContext, prices) -> int:
                    "number": "('UBIGINT', 'BIGINT', 'DOUBLE')", "percent": "('UBIGINT', 'BIGINT', 'DOUBLE')",
                    "money": "('UBIGINT', 'BIGINT', 'DOUBLE')"}[sort]
         plain.append(f"coalesce({column}_type IN {allowed}, true)")
-    uuids_type = f"t[{position['$.gpu_uuids']}]"
+    uuids_type = f"t_{position['$.gpu_uuids']}"
     naive_ok = ctx.tz is timezone.utc
     time_ok = " OR ".join([f"regexp_full_match(@, '{ISO_WITH_OFFSET}')"]
                           + ([f"regexp_full_match(@, '{ISO_NAIVE}')"] if naive_ok else []))
@@ -119,25 +128,31 @@ def _stage_batch(con, src: Source, ctx: ParseContext, prices) -> int:
     texts = ", ".join(f"coalesce({c}, '')" for c, _, sort in FIELDS if sort == "text")
     con.execute(f"""
         CREATE OR REPLACE TEMP TABLE typed AS
-        WITH objects AS (  -- each line's JSON read once for the values and once for their types
-            SELECT line, raw, CASE WHEN json_valid(raw) THEN json_type(raw) = 'OBJECT'
-                                                             AND NOT regexp_matches(raw, '{LONG_NUMBER}') ELSE false END
-                   AS object
+        WITH parsed AS (  -- each line's JSON read twice: its keys, and the JSON text of each field's value
+            SELECT line, raw, TRY(json_keys(raw)) AS keys, TRY(json_transform(raw, '{structure}')) AS j
             FROM batch WHERE trim(raw) <> ''
-        ), read AS (
-            SELECT line, object,
-                   CASE WHEN object THEN json_extract_string(raw, {paths!r}) END AS v,
-                   CASE WHEN object THEN json_type(raw, {paths!r}) END AS t,
-                   CASE WHEN object THEN json_extract_string(raw, '$.gpu_uuids[*]') END AS uuid_list,
-                   CASE WHEN object THEN json_type(raw, '$.gpu_uuids[*]') END AS uuid_types
+        ), objects AS (  -- an object without a repeated key (Python keeps a repeat's last value, SQL its first)
+            SELECT line, raw, j, coalesce(keys IS NOT NULL AND j IS NOT NULL AND regexp_matches(raw, '^[ \t\r\n]*[{{]')
+                                          AND len(keys) = list_unique(keys), false) AS object
+            FROM parsed
+        ), texts AS (  -- each field's JSON text once (NULL for null or missing)
+            SELECT line, raw, object, {", ".join(f"CAST(j.{name} AS VARCHAR) AS x_{index + 1}" for index, name in enumerate(names))},
+                   CASE WHEN object THEN json_extract_string(j.gpu_uuids, '$[*]') END AS uuid_list,
+                   CASE WHEN object THEN json_type(j.gpu_uuids, '$[*]') END AS uuid_types
             FROM objects
+        ), read AS (  -- each value typed by its JSON text's first character
+            SELECT *, {", ".join(f"{_json_type(f'x_{index + 1}')} AS t_{index + 1}" for index in range(len(names)))}
+            FROM texts
+        ), valued AS (
+            SELECT *, {", ".join(f"{_json_value(f'x_{index + 1}', f't_{index + 1}')} AS v_{index + 1}" for index in range(len(names)))}
+            FROM read
         ), fields AS (
-            SELECT line, object,
+            SELECT line, raw, object,
                    {", ".join(f"{value[c]} AS {c}_text, {kind[c]} AS {c}_type" for c, _, _ in FIELDS)},
                    CASE WHEN {uuids_type} = 'ARRAY' THEN uuid_list END AS uuid_list,
                    coalesce({uuids_type}, 'NULL') IN ('NULL', 'ARRAY')
                        AND coalesce(list_bool_and(list_transform(uuid_types, lambda x: x = 'VARCHAR')), true) AS uuids_plain
-            FROM read
+            FROM valued
         ), typed AS (
             SELECT *,
                    CASE WHEN {time_ok.replace('@', 'window_start_text')} THEN TRY_CAST(window_start_text AS TIMESTAMPTZ) END AS start_at,
@@ -166,14 +181,18 @@ def _stage_batch(con, src: Source, ctx: ParseContext, prices) -> int:
                        AND requests_total IS NOT NULL AND requests_success IS NOT NULL
                        AND {counts_ok} AND {numbers_ok} AND {percents_ok}
                        AND requests_success + coalesce(requests_error, 0) <= requests_total
-                       AND cost_usd IS NOT NULL, false) AS ok
+                       AND (cost_usd IS NOT NULL OR cost_usd_text IS NULL)
+                       -- from 1,000 USD a double's last digit is past 12 decimals: a longer number is Python's
+                       AND (cost_usd IS NULL OR cost_usd < 1000 OR NOT regexp_matches(raw, '{LONG_NUMBER}')), false) AS ok
             FROM typed
         )
         SELECT line, ok, start_at, window_end, seconds, service, model_version, requests_total, requests_success,
                requests_error, {", ".join(c for c, _, sort in FIELDS if sort in ("number", "percent") and c != "window_s")},
-               cost_usd, instance_type, gpu_type, coalesce(gpu_count, CASE WHEN len(uuids) > 0 THEN len(uuids) END) AS gpu_count,
+               cost_usd, CASE WHEN cost_usd IS NOT NULL THEN 'given' END AS cost_source,
+               CAST(NULL AS DECIMAL(38, 12)) AS price_per_hour_usd, instance_type, gpu_type, coalesce(gpu_count, CASE WHEN len(uuids) > 0 THEN len(uuids) END) AS gpu_count,
                replicas, host, CASE WHEN len(uuids) > 0 THEN uuids END AS gpu_uuids
         FROM checked""")
+    _price_from_catalog(con, prices)
     accepted = con.execute("""
         INSERT INTO serving_windows BY NAME
         SELECT concat_ws('|', service, model_version, coalesce(host, ''),
@@ -182,19 +201,89 @@ def _stage_batch(con, src: Source, ctx: ParseContext, prices) -> int:
                                  ELSE '' END || '+00:00') AS window_key,
                start_at AS window_start, window_end, seconds AS window_s, service, model_version,
                requests_total, requests_success, requests_error, latency_ms_p50, latency_ms_p95, latency_ms_p99,
-               throughput_rps, avg_gpu_util_pct, avg_cpu_util_pct, cost_usd, 'given' AS cost_source,
+               throughput_rps, avg_gpu_util_pct, avg_cpu_util_pct, cost_usd, cost_source, price_per_hour_usd,
                energy_kwh, CASE WHEN energy_kwh IS NOT NULL THEN 'given' END AS energy_source, instance_type, gpu_type,
                gpu_count, replicas, host, gpu_uuids, 'serving' AS source_kind, line AS source_line
         FROM typed WHERE ok""").fetchall()[0][0]
     suspects = con.execute("SELECT line, raw FROM typed JOIN batch USING (line) WHERE NOT ok ORDER BY line").fetchall()
     if suspects:  # the exact reason, or a quirk the SQL does not read: Python, line by line
+        log.debug("%s: %d lines read in Python", src.name, len(suspects))
         parsed = serving.parse_json_lines(suspects, ctx, prices)
         staging.insert_parsed(con, parsed, src.name)
         accepted += parsed.accepted
     return accepted
 
 
+def _json_type(text: str) -> str:
+    """SQL naming the JSON type of a value's JSON text (json_type's names; NULL for null or missing)."""
+    return (f"CASE left({text}, 1) WHEN '\"' THEN 'VARCHAR' WHEN 't' THEN 'BOOLEAN' WHEN 'f' THEN 'BOOLEAN' "
+            f"WHEN '{{' THEN 'OBJECT' WHEN '[' THEN 'ARRAY' WHEN 'n' THEN 'NULL' "
+            f"ELSE CASE WHEN {text} IS NULL THEN NULL WHEN regexp_matches({text}, '[.eE]') THEN 'DOUBLE' ELSE 'BIGINT' END END")
+
+
+def _json_value(text: str, kind: str) -> str:
+    """SQL for a value's text as json_extract_string gives it (a string without escapes sliced, not parsed)."""
+    return (f"CASE WHEN {kind} = 'VARCHAR' THEN CASE WHEN contains({text}, '\\') THEN json_extract_string({text}, '$') "
+            f"ELSE {text}[2:-2] END ELSE {text} END")
+
+
 def serving_tolerance() -> float:
     from ingest import serving
 
     return serving.LENGTH_TOLERANCE_S
+
+
+def _price_from_catalog(con, prices) -> None:
+    """Price the plain windows without a cost from the catalog as serving.build_window does:
+    (instance price x replicas, else GPU price x GPUs), to 12 places, x Decimal(repr(seconds)) / 3600
+    rounded half to even to 12 places, in whole HUGEINT arithmetic. Each distinct instance and GPU
+    type is looked up once in Python; a window this cannot price exactly goes to Python."""
+    names = con.execute("SELECT DISTINCT instance_type, gpu_type FROM typed WHERE ok AND cost_usd IS NULL").fetchall()
+    if not names:
+        return
+    for table, lookup, index in (("catalog_instance", prices.instance, 0), ("catalog_gpu", prices.gpu, 1)):
+        found = {name: lookup(name) for name in {row[index] for row in names} if name is not None}
+        found = {name: price for name, price in found.items() if price is not None}
+        con.register(table, pa.table({
+            "name": pa.array(list(found), pa.string()),
+            "price": pa.array([price.quantize(values.MONEY_PLACES) for price in found.values()], pa.decimal128(38, 12)),
+            "exact": pa.array([price == price.quantize(values.MONEY_PLACES) for price in found.values()], pa.bool_())}))
+    try:
+        con.execute(f"""
+            CREATE OR REPLACE TEMP TABLE catalog_cost AS
+            WITH priced AS (
+                SELECT t.line, t.seconds, coalesce(i.exact, true) AND coalesce(g.exact, true) AS exact,
+                       CASE WHEN i.price IS NOT NULL AND t.replicas IS NOT NULL THEN i.price * t.replicas
+                            WHEN g.price IS NOT NULL AND t.gpu_count IS NOT NULL THEN g.price * t.gpu_count END AS price,
+                       CAST(t.seconds AS VARCHAR) AS seconds_text
+                FROM typed t LEFT JOIN catalog_instance i ON i.name = t.instance_type
+                             LEFT JOIN catalog_gpu g ON g.name = t.gpu_type
+                WHERE t.ok AND t.cost_usd IS NULL
+            ), whole AS (  -- price in 1e-12 USD and seconds as digits x 10^-places, from repr(seconds)
+                SELECT *, exact AND price < {values.MONEY_LIMIT} AND places <= 20
+                          AND CAST(price AS DOUBLE) * seconds * pow(10, 12 + places) < 1e36 AS fits
+                FROM (SELECT line, price, exact, seconds, seconds_text,
+                             CASE WHEN contains(seconds_text, 'e') OR strpos(seconds_text, '.') = 0 THEN 99
+                                  ELSE length(seconds_text) - strpos(seconds_text, '.') END AS places
+                      FROM priced WHERE price IS NOT NULL)
+            ), divided AS (
+                SELECT line, price, fits,
+                       CASE WHEN fits THEN CAST(replace(CAST(price AS VARCHAR), '.', '') AS HUGEINT)
+                                           * CAST(replace(seconds_text, '.', '') AS HUGEINT) END AS numerator,
+                       CASE WHEN fits THEN CAST(3600 AS HUGEINT) * CAST(pow(10, places) AS HUGEINT) END AS denominator
+                FROM whole
+            ), rounded AS (
+                SELECT line, price, fits, numerator // denominator AS q, numerator % denominator AS r, denominator
+                FROM divided
+            )
+            SELECT line, price, CASE WHEN fits THEN CAST(q + CASE WHEN 2 * r > denominator OR (2 * r = denominator AND q % 2 = 1)
+                                                                THEN 1 ELSE 0 END AS DECIMAL(38, 0))
+                                                   * CAST('0.000000000001' AS DECIMAL(13, 12)) END AS cost
+            FROM rounded""")
+    finally:
+        con.unregister("catalog_instance")
+        con.unregister("catalog_gpu")
+    con.execute("UPDATE typed SET price_per_hour_usd = c.price, cost_usd = c.cost, cost_source = 'derived' "
+                f"FROM catalog_cost c WHERE typed.line = c.line AND c.cost IS NOT NULL AND c.cost < {values.MONEY_LIMIT}")
+    con.execute("UPDATE typed SET ok = false FROM catalog_cost c WHERE typed.line = c.line "
+                f"AND (c.cost IS NULL OR c.cost >= {values.MONEY_LIMIT})")  # not exact here: Python prices it
