@@ -785,30 +785,80 @@ def estimate_days() -> pd.DataFrame:
     """)
 
 
-def budget_daily_billed(budget, tags: tuple[str, str], start, end) -> pd.DataFrame:
-    """Per UTC day in [start, end): the scope's billed cost in the budget's currency (`spend`,
-    Decimal, credits and taxes included) and its lines in other currencies (not counted)."""
-    return _budget_query(f"""
-        SELECT day, coalesce(sum(CAST(billed_cost AS DECIMAL(38, 10))) FILTER (WHERE billing_currency = $currency), 0) AS spend,
-               count(*) FILTER (WHERE billing_currency <> $currency) AS other_currency_lines
-        FROM billing_costs
-        WHERE day >= $start AND day < $end AND coalesce({BUDGET_SCOPE_BILLED}, false)
-        GROUP BY day ORDER BY day
-    """, budget, tags, start, end)
+# The budgets one query reads, one row each (budget_no = its place in the list handed in): the
+# scope's fields and the [start_day, end_day) it reads. BUDGET_ROW_* fragments test a row against w.
+BUDGET_ROWS = """
+WITH wanted AS (
+    SELECT unnest($budget_no::INTEGER[]) AS budget_no, unnest($scope::VARCHAR[]) AS scope,
+           unnest($value::VARCHAR[]) AS value, unnest($tag_key::VARCHAR[]) AS tag_key,
+           unnest($tag_value::VARCHAR[]) AS tag_value, unnest($currency::VARCHAR[]) AS currency,
+           unnest($start_day::DATE[]) AS start_day, unnest($end_day::DATE[]) AS end_day
+)
+"""
+BUDGET_ROW_BILLED = """
+    CASE w.scope WHEN 'all' THEN true
+                 WHEN 'project' THEN c.tags[$project_tag] = w.value
+                 WHEN 'team' THEN c.tags[$team_tag] = w.value
+                 WHEN 'tag' THEN c.tags[w.tag_key] = w.tag_value
+                 WHEN 'provider' THEN lower(c.provider) = lower(w.value) END
+"""
+BUDGET_ROW_RUNS = """
+    CASE w.scope WHEN 'all' THEN true
+                 WHEN 'project' THEN e.project = w.value
+                 WHEN 'team' THEN e.team = w.value
+                 WHEN 'tag' THEN e.tags[w.tag_key] = w.tag_value
+                 ELSE false END
+"""
 
 
-def budget_daily_estimated(budget, start, end) -> pd.DataFrame:
-    """Per UTC day in [start, end): the scope's estimated cost in USD (`spend`, Decimal): runs
-    by start day, plus serving windows for a budget on everything (windows carry no project)."""
-    return _budget_query(f"""
-        SELECT day, sum(CAST(cost_usd AS DECIMAL(38, 10))) AS spend, 0 AS other_currency_lines FROM (
-            SELECT (started_at AT TIME ZONE 'UTC')::DATE AS day, cost_usd FROM runs
-            WHERE cost_usd IS NOT NULL AND coalesce({BUDGET_SCOPE_RUNS}, false)
+def _budget_rows(spans: list[tuple], tags: tuple[str, str] = ("", "")) -> dict:
+    """The parameters of BUDGET_ROWS for `spans` ((budget, start, end) each) and `tags`
+    ((project tag, team tag))."""
+    return {"budget_no": list(range(len(spans))), "scope": [b.scope for b, _, _ in spans],
+            "value": [b.scope_value or "" for b, _, _ in spans], "tag_key": [b.tag_key or "" for b, _, _ in spans],
+            "tag_value": [b.tag_value or "" for b, _, _ in spans], "currency": [b.currency for b, _, _ in spans],
+            "start_day": [start for _, start, _ in spans], "end_day": [end for _, _, end in spans],
+            "project_tag": tags[0], "team_tag": tags[1]}
+
+
+def budget_daily_billed(spans: list[tuple], tags: tuple[str, str]) -> pd.DataFrame:
+    """Per budget of `spans` ((budget, start, end) each; `budget_no` = its place there) and UTC
+    day in [start, end): the scope's billed cost in the budget's currency (`spend`, Decimal,
+    credits and taxes included) and its lines in other currencies (not counted). One query for
+    all: a page showing every budget reads the bill once."""
+    if not spans:
+        return pd.DataFrame(columns=["budget_no", "day", "spend", "other_currency_lines"])
+    return warehouse.query_exact(BUDGET_ROWS + f"""
+        SELECT w.budget_no, c.day,
+               coalesce(sum(CAST(c.billed_cost AS DECIMAL(38, 10))) FILTER (WHERE c.billing_currency = w.currency), 0)
+                   AS spend,
+               count(*) FILTER (WHERE c.billing_currency <> w.currency) AS other_currency_lines
+        FROM wanted w JOIN billing_costs c ON c.day >= w.start_day AND c.day < w.end_day
+        WHERE coalesce({BUDGET_ROW_BILLED}, false)
+        GROUP BY w.budget_no, c.day ORDER BY w.budget_no, c.day
+    """, _budget_rows(spans, tags))
+
+
+def budget_daily_estimated(spans: list[tuple]) -> pd.DataFrame:
+    """Per budget of `spans` ((budget, start, end) each; `budget_no` = its place there) and UTC
+    day in [start, end): the scope's estimated cost in USD (`spend`, Decimal): runs by start
+    day, plus serving windows for a budget on everything (windows carry no project)."""
+    if not spans:
+        return pd.DataFrame(columns=["budget_no", "day", "spend", "other_currency_lines"])
+    params = _budget_rows(spans)
+    del params["project_tag"], params["team_tag"]
+    return warehouse.query_exact(BUDGET_ROWS + f"""
+        , estimates AS (
+            SELECT (started_at AT TIME ZONE 'UTC')::DATE AS day, cost_usd, project, team, tags, false AS serving
+            FROM runs WHERE cost_usd IS NOT NULL
             UNION ALL
-            SELECT day, cost_usd FROM serving_costs WHERE cost_usd IS NOT NULL AND $scope = 'all'
-        ) WHERE day >= $start AND day < $end
-        GROUP BY day ORDER BY day
-    """, budget, ("", ""), start, end)
+            SELECT day, cost_usd, NULL, NULL, NULL, true FROM serving_costs WHERE cost_usd IS NOT NULL
+        )
+        SELECT w.budget_no, e.day, sum(CAST(e.cost_usd AS DECIMAL(38, 10))) AS spend, 0 AS other_currency_lines
+        FROM wanted w JOIN estimates e ON e.day >= w.start_day AND e.day < w.end_day
+        WHERE CASE WHEN e.serving THEN w.scope = 'all' ELSE coalesce({BUDGET_ROW_RUNS}, false) END
+        GROUP BY w.budget_no, e.day ORDER BY w.budget_no, e.day
+    """, params)
 
 
 def budget_top_runs(budget, start, end, limit: int = 5) -> pd.DataFrame:

@@ -193,6 +193,12 @@ class Context:
             self._results[key] = query(*args)
         return self._results[key]
 
+    def remember(self, key: tuple, build: Callable[[], object]) -> object:
+        """build() once per `key` (for what depends on more than a query's arguments)."""
+        if key not in self._results:
+            self._results[key] = build()
+        return self._results[key]
+
     def both(self, query: Callable, *args: object) -> tuple:
         """query(current month, *args), query(previous month, *args)."""
         return self.fetch(query, self.current_range, *args), self.fetch(query, self.previous_range, *args)
@@ -489,7 +495,8 @@ def budget_burns(ctx: Context, month: date) -> list:
     """Each configured budget's burn (app/budgets.py) counted to the end of `month` (or to the
     last day with data): what the Budgets page shows with the day after the month as its as-of."""
     as_of = month_filters(month).end + timedelta(days=1)
-    return [budgets.burn(budget, ctx.settings, as_of) for budget in ctx.settings.budgets]
+    return ctx.remember(("budget_burns", as_of),
+                        lambda: budgets.burns(ctx.settings.budgets, ctx.settings, as_of))
 
 
 def _budget_outcome(burn) -> str:
