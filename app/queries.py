@@ -130,6 +130,36 @@ def metric_names(filters: Filters) -> pd.DataFrame:
     """, filters.params())
 
 
+# Pareto standing per metric and project (training_runs() states the rule): the runs of $metric,
+# or of every metric when $all_metrics.
+STANDING = """
+    , scored AS (
+        SELECT run_id, project, val_metric_name, cost_usd,
+               CASE WHEN metric_goal = 'min' THEN -val_metric ELSE val_metric END AS score
+        FROM filtered_runs
+        WHERE (val_metric_name = $metric OR $all_metrics) AND val_metric IS NOT NULL AND cost_usd IS NOT NULL
+          AND coalesce(status, 'completed') = 'completed'
+    ), ranked AS (
+        SELECT *, max(score) OVER (
+                   PARTITION BY val_metric_name, project ORDER BY cost_usd, score DESC, run_id
+                   ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS best_cheaper_score
+        FROM scored
+    ), standing AS (
+        SELECT run_id, project, val_metric_name, coalesce(project, chr(0)) AS project_key, cost_usd, score,
+               best_cheaper_score IS NULL OR score > best_cheaper_score AS on_frontier
+        FROM ranked
+    ), dominance AS (
+        -- A project's frontier gains score with every step up in cost, so the cheapest
+        -- frontier run scoring at least as well as a dominated run is the one with the
+        -- lowest such score (an as-of join), and it costs no more than the dominated run.
+        SELECT d.run_id, f.run_id AS dominated_by
+        FROM (SELECT * FROM standing WHERE NOT on_frontier) d
+        ASOF LEFT JOIN (SELECT * FROM standing WHERE on_frontier) f
+          ON d.val_metric_name = f.val_metric_name AND d.project_key = f.project_key AND f.score >= d.score
+    )
+"""
+
+
 def training_runs(filters: Filters, metric: str | None, target: float | None) -> pd.DataFrame:
     """Every run in the filter with its derived figures, Pareto standing and cost-to-target.
 
@@ -142,31 +172,8 @@ def training_runs(filters: Filters, metric: str | None, target: float | None) ->
     history first reached the target: `target` for runs of `metric`, else the run's own
     target_metric.
     """
-    return warehouse.query(FILTERED_RUNS + """
-        , scored AS (
-            SELECT run_id, project, cost_usd,
-                   CASE WHEN metric_goal = 'min' THEN -val_metric ELSE val_metric END AS score
-            FROM filtered_runs
-            WHERE val_metric_name = $metric AND val_metric IS NOT NULL AND cost_usd IS NOT NULL
-              AND coalesce(status, 'completed') = 'completed'
-        ), ranked AS (
-            SELECT *, max(score) OVER (
-                       PARTITION BY project ORDER BY cost_usd, score DESC, run_id
-                       ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS best_cheaper_score
-            FROM scored
-        ), standing AS (
-            SELECT run_id, project, coalesce(project, chr(0)) AS project_key, cost_usd, score,
-                   best_cheaper_score IS NULL OR score > best_cheaper_score AS on_frontier
-            FROM ranked
-        ), dominance AS (
-            -- A project's frontier gains score with every step up in cost, so the cheapest
-            -- frontier run scoring at least as well as a dominated run is the one with the
-            -- lowest such score (an as-of join), and it costs no more than the dominated run.
-            SELECT d.run_id, f.run_id AS dominated_by
-            FROM (SELECT * FROM standing WHERE NOT on_frontier) d
-            ASOF LEFT JOIN (SELECT * FROM standing WHERE on_frontier) f
-              ON d.project_key = f.project_key AND f.score >= d.score
-        ), targeted AS (
+    return warehouse.query(FILTERED_RUNS + STANDING + """
+        , targeted AS (
             SELECT *, coalesce(CASE WHEN val_metric_name = $metric THEN $target END, target_metric)
                       AS goal_value
             FROM filtered_runs
@@ -195,7 +202,21 @@ def training_runs(filters: Filters, metric: str | None, target: float | None) ->
         LEFT JOIN dominance dm USING (run_id)
         LEFT JOIN reached t USING (run_id)
         ORDER BY r.started_at DESC, r.run_id
-    """, {**filters.params(), "metric": metric, "target": target})
+    """, {**filters.params(), "metric": metric, "target": target, "all_metrics": False})
+
+
+def pareto_standing(filters: Filters) -> pd.DataFrame:
+    """Every ranked run of the filter, whatever its metric: run_id, project, val_metric_name,
+    on_frontier, dominated_by and cost_usd, as training_runs() ranks them for that metric (one
+    query for every metric instead of one per metric); commonest metric first, newest run first."""
+    return warehouse.query(FILTERED_RUNS + STANDING + """
+        , counts AS (SELECT val_metric_name, count(*) AS runs FROM filtered_runs
+                     WHERE val_metric IS NOT NULL GROUP BY 1)
+        SELECT s.run_id, s.project, s.val_metric_name, s.on_frontier, d.dominated_by, s.cost_usd
+        FROM standing s LEFT JOIN dominance d USING (run_id) JOIN counts c USING (val_metric_name)
+        JOIN filtered_runs r USING (run_id)
+        ORDER BY c.runs DESC, s.val_metric_name, r.started_at DESC, s.run_id
+    """, {**filters.params(), "metric": None, "all_metrics": True})
 
 
 def loads() -> pd.DataFrame:

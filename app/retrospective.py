@@ -418,14 +418,10 @@ def _projects(ctx: Context) -> Section | None:
 def run_standing(ctx: Context) -> pd.DataFrame:
     """Every ranked run of the month (Training runs page, the month as date range, each metric):
     run_id, on_frontier, dominated_by, cost_usd and the dominating run's cost."""
-    frames = []
-    for metric in ctx.fetch(queries.metric_names, ctx.current_range)["val_metric_name"]:
-        runs = ctx.fetch(queries.training_runs, ctx.current_range, metric, None)
-        frames.append(runs[runs["val_metric_name"] == metric].dropna(subset=["on_frontier"]))
-    if not frames:
+    ranked = ctx.fetch(queries.pareto_standing, ctx.current_range)
+    if ranked.empty:
         return pd.DataFrame(columns=["run_id", "project", "val_metric_name", "on_frontier", "dominated_by",
                                      "cost_usd", "dominating_cost_usd"])
-    ranked = pd.concat(frames)[["run_id", "project", "val_metric_name", "on_frontier", "dominated_by", "cost_usd"]]
     cost_of = ranked.set_index("run_id")["cost_usd"]
     return ranked.assign(dominating_cost_usd=ranked["dominated_by"].map(cost_of))
 
