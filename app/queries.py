@@ -687,6 +687,11 @@ GPU_LINES = """
 , gpu_lines AS (
     SELECT * FROM lines
     WHERE billing_currency = $currency AND charge_category = 'usage'
+      -- what gpu_line_rule needs to say yes, tested first: its word rule builds a regular
+      -- expression per line, so only lines holding one of the words as text reach it
+      AND (list_contains($families::VARCHAR[], instance_family)
+           OR lower(coalesce(service_name, '')) LIKE 'virtual machines%'
+           OR len(list_filter($words::VARCHAR[], lambda w: contains(lower(coalesce(charge_description, '')), w))) > 0)
       AND gpu_line_rule(instance_family, service_name, charge_description,
                         $families::VARCHAR[], $words::VARCHAR[]) IS NOT NULL
 )
