@@ -211,6 +211,8 @@ class Context:
                      if self.settings.prices.gpu(name) is not None)
 
     def energy_factors(self) -> tuple:
+        """The [energy] factors; every overview_totals fetch passes them (counts and costs do not
+        depend on them), so one query serves the energy, spend, projects and coverage sections."""
         return self.settings.energy.query_factors()
 
     def reconciliation_args(self) -> tuple[str, float]:
@@ -267,7 +269,7 @@ def _spend(ctx: Context) -> Section:
         section.figures.append(Figure(
             f"Charges for the month ({currency})", currency, money(charged[0]), money(charged[1]),
             "Billing (this month as date range)"))
-    training = [money(_first(t, "cost_usd")) for t in ctx.both(queries.overview_totals)]
+    training = [money(_first(t, "cost_usd")) for t in ctx.both(queries.overview_totals, *ctx.energy_factors())]
     serving = [money(_first(t, "cost_usd")) for t in ctx.both(queries.serving_totals)]
     section.figures += [
         Figure("Estimated training cost (USD)", "USD", training[0], training[1], "Overview"),
@@ -404,7 +406,7 @@ def _projects(ctx: Context) -> Section | None:
     if now.empty and before.empty:
         return None
     section = Section("projects", "Training: runs and spend per project")
-    totals = ctx.both(queries.overview_totals)
+    totals = ctx.both(queries.overview_totals, *ctx.energy_factors())
     section.figures.append(Figure("Training runs", "runs", *[_first(t, "runs") for t in totals], "Overview"))
     merged = (now[["project", "runs", "cost_usd"]]
               .merge(before[["project", "runs", "cost_usd"]], on="project", how="outer", suffixes=("", "_previous"))
@@ -461,7 +463,7 @@ def _coverage(ctx: Context) -> Section:
     if not holes.empty:
         notes.append(f"{len(holes)} GPU trace coverage holes ({holes['gap_h'].sum():,.1f} GPU-hours without samples; "
                      "Idle GPUs page): that time counts as neither idle nor busy.")
-    overview = ctx.fetch(queries.overview_totals, ctx.current_range)
+    overview = ctx.fetch(queries.overview_totals, ctx.current_range, *ctx.energy_factors())
     runs, priced = int(_first(overview, "runs") or 0), int(_first(overview, "runs_with_cost") or 0)
     if runs > priced:
         notes.append(f"{runs - priced} of {runs} runs have no cost (no price or estimated_cost_usd).")
