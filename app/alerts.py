@@ -71,22 +71,40 @@ class CheckResult:
 def evaluate(settings: Config, as_of: date) -> list[Alert]:
     """Every alert whose condition holds as of `as_of` (data up to the day before)."""
     alerts: list[Alert] = []
-    for budget in settings.budgets:
-        alerts.extend(budget_alerts(budgets.burn(budget, settings, as_of), settings))
+    burns = budgets.burns(settings.budgets, settings, as_of)
+    crossed = [burn for burn in burns if _crossed(burn, settings)]
+    drivers = _top_drivers(crossed, settings)
+    for burn in burns:
+        alerts.extend(budget_alerts(burn, settings, drivers.get(id(burn))))
     alerts.extend(regression_alerts(settings, as_of))
     alerts.extend(idle_alerts(settings, as_of))
     return alerts
 
 
-def budget_alerts(burn: budgets.Burn, settings: Config) -> list[Alert]:
-    """Threshold and spike alerts of one budget's period."""
+def _crossed(burn: budgets.Burn, settings: Config) -> bool:
+    """Whether any threshold or the spike rule of the budget holds."""
+    budget = burn.budget
+    return (any(burn.used_pct >= pct for pct in budget.actual_thresholds_pct) or burn_spike(burn, settings) is not None
+            or any(burn.days_left > 0 and burn.forecast_pct >= pct for pct in budget.forecast_thresholds_pct))
+
+
+def _top_drivers(burns: list[budgets.Burn], settings: Config) -> dict[int, pd.DataFrame]:
+    """The costliest allocation items (budget_drivers) of each billed burn's days so far, by
+    id(burn): one allocation of the month for all budgets, not one per budget."""
+    billed = [burn for burn in burns if burn.source == "billed" and burn.through is not None]
+    found = budget_drivers.drivers_of([(burn.budget, burn.period_start, burn.through + timedelta(days=1))
+                                       for burn in billed], allocation.Rules.of(settings), TOP_RUNS)
+    return {id(burn): drivers.items for burn, drivers in zip(billed, found)}
+
+
+def budget_alerts(burn: budgets.Burn, settings: Config, top_items: pd.DataFrame | None = None) -> list[Alert]:
+    """Threshold and spike alerts of one budget's period (`top_items`: its budget_drivers items
+    when already read for it)."""
     budget, out = burn.budget, []
     spike = burn_spike(burn, settings)
-    crossed = (any(burn.used_pct >= pct for pct in budget.actual_thresholds_pct) or spike is not None
-               or any(burn.days_left > 0 and burn.forecast_pct >= pct for pct in budget.forecast_thresholds_pct))
-    if not crossed:
+    if not _crossed(burn, settings):
         return out
-    summary = _budget_summary(burn, settings)  # queries for the top drivers: only when an alert will carry it
+    summary = _budget_summary(burn, settings, top_items)  # queries for the top drivers: only when an alert will carry it
     for pct in budget.actual_thresholds_pct:
         if burn.used_pct >= pct:
             out.append(_budget_alert(burn, "budget_actual", pct,
@@ -288,7 +306,7 @@ def test_message(channel: str | None, settings: Config, send=slack.send) -> slac
     return outcome
 
 
-def _budget_summary(burn: budgets.Burn, settings: Config) -> str:
+def _budget_summary(burn: budgets.Burn, settings: Config, top_items: pd.DataFrame | None = None) -> str:
     """'Project vision spent $4,210.00 in the last 7 days (budget $10,000.00/month, 82 % used,
     forecast $12,900.00). Top 3 drivers (effective cost): ...' with the figures of this burn:
     the allocation's costliest pieces when billed, else the costliest runs (estimated)."""
@@ -306,8 +324,8 @@ def _budget_summary(burn: budgets.Burn, settings: Config) -> str:
     if burn.breach_day is not None and burn.breach_in_period and burn.days_to_breach:
         text += f" At this rate it runs out on {burn.breach_day:%Y-%m-%d}."
     if burn.source == "billed":  # what the allocation of the bill puts the period's spend on
-        items = budget_drivers.drivers(budget, allocation.Rules.of(settings), burn.period_start,
-                                       burn.through + timedelta(days=1), TOP_RUNS).items
+        items = top_items if top_items is not None else budget_drivers.drivers(
+            budget, allocation.Rules.of(settings), burn.period_start, burn.through + timedelta(days=1), TOP_RUNS).items
         items = items[~items["item"].str.startswith("everything else")]
         if not items.empty:
             text += f" Top {len(items)} drivers (effective cost): " + ", ".join(

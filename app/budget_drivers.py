@@ -19,25 +19,37 @@ from ingest.config import Budget
 
 TOP_ITEMS = 10
 
-# A piece in the budget's scope; p is a bill_allocation row, b its bill line.
-SCOPE = """
-    CASE $scope WHEN 'all' THEN true
-                WHEN 'project' THEN p.tags[$project_tag] = $value
-                WHEN 'team' THEN p.tags[$team_tag] = $value
-                WHEN 'tag' THEN p.tags[$tag_key] = $tag_value
-                WHEN 'provider' THEN lower(b.provider) = lower($value)
-                WHEN 'bucket' THEN p.bucket = $value
-                WHEN 'model' THEN p.model_version = $value
-                WHEN 'service' THEN p.service = $value END
+# The budgets read at once, one row each (budget_no = its place in the list handed in), and the
+# [from_day, to_day) of the month each reads; a piece is in a budget's scope when SCOPE holds
+# (p is a bill_allocation row, b its bill line, w the budget).
+WANTED = """
+, wanted AS (
+    SELECT unnest($budget_no::INTEGER[]) AS budget_no, unnest($scope::VARCHAR[]) AS scope,
+           unnest($value::VARCHAR[]) AS value, unnest($tag_key::VARCHAR[]) AS tag_key,
+           unnest($tag_value::VARCHAR[]) AS tag_value, unnest($currency::VARCHAR[]) AS budget_currency,
+           unnest($from_day::DATE[]) AS from_day, unnest($to_day::DATE[]) AS to_day
+)
 """
 
-SCOPED = allocation.PIECES + f"""
+SCOPE = """
+    CASE w.scope WHEN 'all' THEN true
+                 WHEN 'project' THEN p.tags[$project_tag] = w.value
+                 WHEN 'team' THEN p.tags[$team_tag] = w.value
+                 WHEN 'tag' THEN p.tags[w.tag_key] = w.tag_value
+                 WHEN 'provider' THEN lower(b.provider) = lower(w.value)
+                 WHEN 'bucket' THEN p.bucket = w.value
+                 WHEN 'model' THEN p.model_version = w.value
+                 WHEN 'service' THEN p.service = w.value END
+"""
+
+SCOPED = allocation.PIECES + WANTED + f"""
 , scoped AS (
-    SELECT p.*, (p.charge_period_start AT TIME ZONE 'UTC')::DATE AS day, r.project AS run_project
+    SELECT w.budget_no, w.budget_currency, p.*, (p.charge_period_start AT TIME ZONE 'UTC')::DATE AS day,
+           r.project AS run_project
     FROM pieces p JOIN billing_lines b USING (line_key) LEFT JOIN runs r ON r.run_id = p.run_id
-    WHERE coalesce({SCOPE}, false)
-      AND (p.charge_period_start AT TIME ZONE 'UTC')::DATE >= $from_day
-      AND (p.charge_period_start AT TIME ZONE 'UTC')::DATE < $to_day
+    JOIN wanted w ON coalesce({SCOPE}, false)
+     AND (p.charge_period_start AT TIME ZONE 'UTC')::DATE >= w.from_day
+     AND (p.charge_period_start AT TIME ZONE 'UTC')::DATE < w.to_day
 )
 """
 
@@ -63,15 +75,25 @@ def _months(start: date, end: date) -> list[tuple[date, date]]:
     return spans
 
 
-def _per_month(sql: str, budget: Budget, rules: allocation.Rules, start: date, end: date) -> pd.DataFrame:
-    """`sql` over each month's allocation, restricted to the pieces of [start, end) in the scope."""
+def _per_month(sql: str, spans: list[tuple[Budget, date, date]], rules: allocation.Rules) -> pd.DataFrame:
+    """`sql` over each month's allocation (computed once for every budget of `spans`: (budget,
+    start, end) each), restricted to the pieces of each budget's [start, end) in its scope;
+    `budget_no` is the budget's place in `spans`."""
     frames = []
-    for month_start, month_end in _months(start, end):
+    first = min((start for _, start, _ in spans), default=None)
+    last = max((end for _, _, end in spans), default=None)
+    for month_start, month_end in _months(first, last) if spans else ():
+        wanted = [(no, budget, max(start, month_start), min(end, month_end))
+                  for no, (budget, start, end) in enumerate(spans) if start < month_end and end > month_start]
+        if not wanted:
+            continue
         frames.append(allocation._query(
             SCOPED + sql, month_start, month_end, rules,
-            scope=budget.scope, value=budget.scope_value or "", tag_key=budget.tag_key or "",
-            tag_value=budget.tag_value or "", project_tag=rules.project_tag, team_tag=rules.team_tag,
-            currency=budget.currency, from_day=max(start, month_start), to_day=min(end, month_end)))
+            budget_no=[no for no, *_ in wanted], scope=[b.scope for _, b, _, _ in wanted],
+            value=[b.scope_value or "" for _, b, _, _ in wanted], tag_key=[b.tag_key or "" for _, b, _, _ in wanted],
+            tag_value=[b.tag_value or "" for _, b, _, _ in wanted], currency=[b.currency for _, b, _, _ in wanted],
+            from_day=[day for *_, day, _ in wanted], to_day=[day for *_, day in wanted],
+            project_tag=rules.project_tag, team_tag=rules.team_tag))
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
@@ -79,11 +101,13 @@ def daily(budget: Budget, rules: allocation.Rules, start: date, end: date) -> pd
     """Per UTC day in [start, end) with pieces in the scope: `spend` (the allocation's effective
     cost in the budget's currency, Decimal) and `other_currency_lines` (lines not counted)."""
     found = _per_month("""
-        SELECT day, coalesce(sum(effective_cost) FILTER (WHERE billing_currency = $currency), 0) AS spend,
-               count(DISTINCT line_key) FILTER (WHERE billing_currency <> $currency) AS other_currency_lines
-        FROM scoped GROUP BY day ORDER BY day
-    """, budget, rules, start, end)
-    return found if not found.empty else pd.DataFrame(columns=["day", "spend", "other_currency_lines"])
+        SELECT budget_no, day,
+               coalesce(sum(effective_cost) FILTER (WHERE billing_currency = budget_currency), 0) AS spend,
+               count(DISTINCT line_key) FILTER (WHERE billing_currency <> budget_currency) AS other_currency_lines
+        FROM scoped GROUP BY budget_no, day ORDER BY budget_no, day
+    """, [(budget, start, end)], rules)
+    return (found.drop(columns="budget_no") if not found.empty
+            else pd.DataFrame(columns=["day", "spend", "other_currency_lines"]))
 
 
 @dataclass(frozen=True)
@@ -99,14 +123,25 @@ class Drivers:
 def drivers(budget: Budget, rules: allocation.Rules, start: date, end: date, top: int = TOP_ITEMS) -> Drivers:
     """The scope's pieces of [start, end) by bucket, by what they went to and by project
     (the run's own project, else the line's project tag, else '(no project)')."""
+    return drivers_of([(budget, start, end)], rules, top)[0]
+
+
+def drivers_of(spans: list[tuple[Budget, date, date]], rules: allocation.Rules, top: int = TOP_ITEMS) -> list[Drivers]:
+    """drivers() of each (budget, start, end) of `spans`, in order, from one allocation of each
+    month for all of them (the allocation is the costly part: alerts need every budget's)."""
     found = _per_month(f"""
-        SELECT bucket, {ITEM} AS item, rule, coalesce(run_project, tags[$project_tag], '(no project)') AS project,
-               sum(effective_cost) AS cost
-        FROM scoped WHERE billing_currency = $currency
+        SELECT budget_no, bucket, {ITEM} AS item, rule,
+               coalesce(run_project, tags[$project_tag], '(no project)') AS project, sum(effective_cost) AS cost
+        FROM scoped WHERE billing_currency = budget_currency
         GROUP BY ALL
-    """, budget, rules, start, end)
-    if found.empty:
-        found = pd.DataFrame(columns=["bucket", "item", "rule", "project", "cost"])
+    """, spans, rules)
+    columns = ["bucket", "item", "rule", "project", "cost"]
+    groups = dict(tuple(found.groupby("budget_no", sort=False))) if not found.empty else {}
+    return [_drivers(groups[no][columns] if no in groups else pd.DataFrame(columns=columns), top)
+            for no in range(len(spans))]
+
+
+def _drivers(found: pd.DataFrame, top: int) -> Drivers:
     total = _sum(found["cost"])
     buckets = pd.DataFrame({"bucket": list(allocation.BUCKETS),
                             "label": [allocation.BUCKET_LABELS[b] for b in allocation.BUCKETS],
@@ -122,8 +157,10 @@ def _sum(values: pd.Series) -> Decimal:
 
 def _top(found: pd.DataFrame, by: list[str], top: int, blanks: dict, name: str) -> pd.DataFrame:
     """Sums of `cost` by `by`, costliest first; past `top`, one row 'everything else (N more)'."""
-    grouped = (found.groupby(by, sort=False, dropna=False)["cost"].agg(_sum).reset_index()
-               if not found.empty else pd.DataFrame(columns=[*by, "cost"]))
+    sums: dict[tuple, Decimal] = {}
+    for key, cost in zip(zip(*(found[column] for column in by)), found["cost"]):
+        sums[key] = sums.get(key, Decimal(0)) + cost
+    grouped = pd.DataFrame([(*key, cost) for key, cost in sums.items()], columns=[*by, "cost"], dtype=object)
     grouped["order"] = grouped["cost"].map(abs)
     grouped = grouped.sort_values(["order", *by], ascending=[False, *[True] * len(by)]).drop(columns="order")
     if len(grouped) <= top:

@@ -88,44 +88,92 @@ def default_as_of(today: date) -> date:
 
 def burn(budget: Budget, settings: Config, as_of: date) -> Burn:
     """The budget's period holding the day before `as_of`, counted through that day at most."""
-    period_start, period_end = period_bounds(as_of - timedelta(days=1), budget.period)
+    return burns([budget], settings, as_of)[0]
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What one budget's burn reads: its period, the days it reads and from which source."""
+
+    budget: Budget
+    period_start: date
+    period_end: date
+    window_start: date
+    source: str  # "allocation", "billed", "none" (on the allocation, no bill) or "estimated"
+
+
+def burns(budgets: list[Budget], settings: Config, as_of: date) -> list[Burn]:
+    """burn() of each budget, in order; the bill (or the estimates) is read once for all of
+    them, not once per budget."""
     billed_days = queries.bill_days().iloc[0]
     tags = (settings.reconciliation.project_tag, settings.reconciliation.team_tag)
-    billed = (billed_days["first_day"] is not None and billed_days["first_day"] < period_end
-              and billed_days["last_day"] >= period_start)
-    window_start = min(period_start, as_of - timedelta(days=BAND_DAYS + settings.alerts.burn_spike_baseline_days))
-    if billed and budget.on_allocation:
-        last_day = billed_days["last_day"]
-        frame = budget_drivers.daily(budget, allocation.Rules.of(settings), window_start, as_of)
-        note = (f"Effective cost from the allocation of the bill: the pieces of {budget.scope_label} in "
-                f"{budget.currency} (amortized: commitments' shares included), by the day their charge period "
-                f"starts; the bill runs to {last_day:%Y-%m-%d}.")
-    elif billed:
-        last_day = billed_days["last_day"]
-        frame = queries.budget_daily_billed(budget, tags, window_start, as_of)
-        note = (f"Billed cost: bill lines in {budget.currency} for {budget.scope_label}, "
-                f"credits, taxes and fees included; the bill runs to {last_day:%Y-%m-%d}.")
-    elif budget.on_allocation:
-        last_day = None
-        frame = queries.budget_daily_estimated(budget, window_start, as_of).iloc[0:0]
-        note = (f"No bill covers this period: a budget on the allocation ({budget.scope_label}) "
-                "counts only the bill's effective cost, so nothing is counted yet.")
-    else:
-        last_day = queries.estimate_days()["last_day"].iloc[0]
-        frame = queries.budget_daily_estimated(budget, window_start, as_of)
-        note = ("Estimated cost: no bill covers this period, so runs (by start day) "
-                + ("and serving windows " if budget.scope == "all" else "")
-                + "are counted at their estimated cost in USD.")
-        if budget.currency != "USD":
-            note += f" Estimates are in USD and this budget is in {budget.currency}: nothing is counted."
-            frame = frame.iloc[0:0]
+    plans = []
+    for budget in budgets:
+        period_start, period_end = period_bounds(as_of - timedelta(days=1), budget.period)
+        billed = (billed_days["first_day"] is not None and billed_days["first_day"] < period_end
+                  and billed_days["last_day"] >= period_start)
+        source = ("allocation" if budget.on_allocation else "billed") if billed else (
+            "none" if budget.on_allocation else "estimated")
+        window_start = min(period_start, as_of - timedelta(days=BAND_DAYS + settings.alerts.burn_spike_baseline_days))
+        plans.append(_Plan(budget, period_start, period_end, window_start, source))
+    billed_plans = [p for p in plans if p.source == "billed"]
+    estimated_plans = [p for p in plans if p.source == "estimated" and p.budget.currency == "USD"]
+    billed_frames = _split(queries.budget_daily_billed(
+        [(p.budget, p.window_start, as_of) for p in billed_plans], tags), billed_plans)
+    estimated_frames = _split(queries.budget_daily_estimated(
+        [(p.budget, p.window_start, as_of) for p in estimated_plans]), estimated_plans)
+    estimate_last = (queries.estimate_days()["last_day"].iloc[0]
+                     if any(p.source == "estimated" for p in plans) else None)
+    found = []
+    for plan in plans:
+        budget = plan.budget
+        if plan.source == "allocation":
+            last_day = billed_days["last_day"]
+            frame = budget_drivers.daily(budget, allocation.Rules.of(settings), plan.window_start, as_of)
+            note = (f"Effective cost from the allocation of the bill: the pieces of {budget.scope_label} in "
+                    f"{budget.currency} (amortized: commitments' shares included), by the day their charge period "
+                    f"starts; the bill runs to {last_day:%Y-%m-%d}.")
+        elif plan.source == "billed":
+            last_day = billed_days["last_day"]
+            frame = billed_frames[id(plan)]
+            note = (f"Billed cost: bill lines in {budget.currency} for {budget.scope_label}, "
+                    f"credits, taxes and fees included; the bill runs to {last_day:%Y-%m-%d}.")
+        elif plan.source == "none":
+            last_day = None
+            frame = _NO_DAYS
+            note = (f"No bill covers this period: a budget on the allocation ({budget.scope_label}) "
+                    "counts only the bill's effective cost, so nothing is counted yet.")
+        else:
+            last_day = estimate_last
+            frame = estimated_frames.get(id(plan), _NO_DAYS)
+            note = ("Estimated cost: no bill covers this period, so runs (by start day) "
+                    + ("and serving windows " if budget.scope == "all" else "")
+                    + "are counted at their estimated cost in USD.")
+            if budget.currency != "USD":
+                note += f" Estimates are in USD and this budget is in {budget.currency}: nothing is counted."
+        found.append(_burn(plan, as_of, last_day, frame, note))
+    return found
+
+
+_NO_DAYS = pd.DataFrame(columns=["day", "spend", "other_currency_lines"])
+
+
+def _split(frame: pd.DataFrame, plans: list[_Plan]) -> dict[int, pd.DataFrame]:
+    """A batched budget query's rows per plan (by id), without the budget_no column."""
+    groups = {no: rows.drop(columns="budget_no") for no, rows in frame.groupby("budget_no", sort=False)}
+    return {id(plan): groups.get(no, _NO_DAYS) for no, plan in enumerate(plans)}
+
+
+def _burn(plan: _Plan, as_of: date, last_day: object, frame: pd.DataFrame, note: str) -> Burn:
+    """One budget's Burn from its daily spend (`frame`: day, spend, other_currency_lines)."""
+    budget, period_start, period_end = plan.budget, plan.period_start, plan.period_end
     through = None if last_day is None or pd.isna(last_day) else min(last_day, as_of - timedelta(days=1))
     spend_by_day = {row.day: Decimal(row.spend) for row in frame.itertuples()}
     counted_end = (through + timedelta(days=1)) if through is not None and through >= period_start else period_start
     daily = _days(spend_by_day, period_start, counted_end)
     daily["cumulative"] = _cumulative(daily["spend"])
     recent_end = through + timedelta(days=1) if through is not None else as_of
-    recent = _days(spend_by_day, window_start, recent_end)
+    recent = _days(spend_by_day, plan.window_start, recent_end)
     spent = sum(daily["spend"], Decimal(0))
     rate = sum(recent["spend"].iloc[-RATE_DAYS:], Decimal(0)) / RATE_DAYS
     low, high = (_percentile(list(recent["spend"].iloc[-BAND_DAYS:]), p) for p in BAND_PERCENTILES)
@@ -134,7 +182,8 @@ def burn(budget: Budget, settings: Config, as_of: date) -> Burn:
     breach_day, days_to_breach = _breach(budget.amount, daily, spent, rate, counted_end)
     return Burn(
         budget=budget, period_start=period_start, period_end=period_end, through=through,
-        source="billed" if billed else "estimated", source_note=note, daily=daily, recent=recent,
+        source="estimated" if plan.source in ("estimated", "none") else "billed", source_note=note,
+        daily=daily, recent=recent,
         spent=spent, rate_per_day=rate, allowed_per_day=budget.amount / days_in_period,
         forecast=spent + rate * days_left, forecast_low=spent + low * days_left,
         forecast_high=spent + high * days_left, days_left=days_left,

@@ -114,7 +114,7 @@ def month_retrospective(month: date, settings: config.Config) -> retrospective.R
 @st.cache_data(ttl=RESULT_TTL_S, max_entries=16, show_spinner=False)
 def _burns(as_of: date, version: int, settings: str) -> list[budgets.Burn]:
     loaded = config.load()
-    return [budgets.burn(budget, loaded, as_of) for budget in loaded.budgets]
+    return budgets.burns(loaded.budgets, loaded, as_of)
 
 
 def budget_burns(as_of: date, settings: config.Config) -> list[budgets.Burn]:

@@ -34,30 +34,36 @@ def data_version() -> int:
 def filter_choices() -> dict:
     """The first and last day with data (runs, serving windows, GPU traces, bills), every day with data, and
     the projects and teams present, for the sidebar."""
-    span = warehouse.query(
-        "SELECT min(first_at)::DATE AS first_day, max(last_at)::DATE AS last_day FROM ("
-        " SELECT min(started_at) AS first_at, max(started_at) AS last_at FROM runs"
-        " UNION ALL SELECT min(window_start), max(window_start) FROM serving_windows"
-        " UNION ALL SELECT min(minute), max(minute) FROM gpu_minutes"
-        " UNION ALL SELECT min(charge_period_start), max(charge_period_start) FROM billing_lines)"
-    ).iloc[0]
-    # the stored instants' UTC days (the connection's zone is UTC), from the tables, not the views
-    days = warehouse.query(
-        "SELECT DISTINCT day FROM ("
-        " SELECT DISTINCT started_at::DATE AS day FROM runs"
-        " UNION SELECT DISTINCT window_start::DATE FROM serving_windows"
-        " UNION SELECT DISTINCT minute::DATE FROM gpu_minutes"
-        " UNION SELECT DISTINCT charge_period_start::DATE FROM billing_lines) WHERE day IS NOT NULL ORDER BY day")["day"]
-    projects = warehouse.query("SELECT DISTINCT project FROM runs WHERE project IS NOT NULL ORDER BY 1")
-    teams = warehouse.query("SELECT DISTINCT team FROM runs WHERE team IS NOT NULL ORDER BY 1")
+    # one query (every page's sidebar reads it cold: a connection each would cost more than the query)
+    found = warehouse.query("""
+        WITH span AS (
+            SELECT min(first_at)::DATE AS first_day, max(last_at)::DATE AS last_day FROM (
+                SELECT min(started_at) AS first_at, max(started_at) AS last_at FROM runs
+                UNION ALL SELECT min(window_start), max(window_start) FROM serving_windows
+                UNION ALL SELECT min(minute), max(minute) FROM gpu_minutes
+                UNION ALL SELECT min(charge_period_start), max(charge_period_start) FROM billing_lines)
+        ), days AS (  -- the stored instants' UTC days (the connection's zone is UTC), from the tables, not the views
+            SELECT DISTINCT day FROM (
+                SELECT DISTINCT started_at::DATE AS day FROM runs
+                UNION SELECT DISTINCT window_start::DATE FROM serving_windows
+                UNION SELECT DISTINCT minute::DATE FROM gpu_minutes
+                UNION SELECT DISTINCT charge_period_start::DATE FROM billing_lines) WHERE day IS NOT NULL
+        )
+        SELECT s.first_day, s.last_day,
+               (SELECT coalesce(list(day ORDER BY day), []) FROM days) AS days,
+               (SELECT coalesce(list(DISTINCT project ORDER BY project), []) FROM runs WHERE project IS NOT NULL)
+                   AS projects,
+               (SELECT coalesce(list(DISTINCT team ORDER BY team), []) FROM runs WHERE team IS NOT NULL) AS teams
+        FROM span s
+    """).iloc[0]
     # dates, not pandas Timestamps: the sidebar's date_input hands back dates, and filters that
     # differ only in that type would miss every cached result on the first rerun
     return {
-        "first_day": None if pd.isna(span["first_day"]) else pd.Timestamp(span["first_day"]).date(),
-        "last_day": None if pd.isna(span["last_day"]) else pd.Timestamp(span["last_day"]).date(),
-        "days": [pd.Timestamp(day).date() for day in days],
-        "projects": projects["project"].tolist(),
-        "teams": teams["team"].tolist(),
+        "first_day": None if pd.isna(found["first_day"]) else pd.Timestamp(found["first_day"]).date(),
+        "last_day": None if pd.isna(found["last_day"]) else pd.Timestamp(found["last_day"]).date(),
+        "days": [pd.Timestamp(day).date() for day in found["days"]],
+        "projects": list(found["projects"]),
+        "teams": list(found["teams"]),
     }
 
 
@@ -130,6 +136,36 @@ def metric_names(filters: Filters) -> pd.DataFrame:
     """, filters.params())
 
 
+# Pareto standing per metric and project (training_runs() states the rule): the runs of $metric,
+# or of every metric when $all_metrics.
+STANDING = """
+    , scored AS (
+        SELECT run_id, project, val_metric_name, cost_usd,
+               CASE WHEN metric_goal = 'min' THEN -val_metric ELSE val_metric END AS score
+        FROM filtered_runs
+        WHERE (val_metric_name = $metric OR $all_metrics) AND val_metric IS NOT NULL AND cost_usd IS NOT NULL
+          AND coalesce(status, 'completed') = 'completed'
+    ), ranked AS (
+        SELECT *, max(score) OVER (
+                   PARTITION BY val_metric_name, project ORDER BY cost_usd, score DESC, run_id
+                   ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS best_cheaper_score
+        FROM scored
+    ), standing AS (
+        SELECT run_id, project, val_metric_name, coalesce(project, chr(0)) AS project_key, cost_usd, score,
+               best_cheaper_score IS NULL OR score > best_cheaper_score AS on_frontier
+        FROM ranked
+    ), dominance AS (
+        -- A project's frontier gains score with every step up in cost, so the cheapest
+        -- frontier run scoring at least as well as a dominated run is the one with the
+        -- lowest such score (an as-of join), and it costs no more than the dominated run.
+        SELECT d.run_id, f.run_id AS dominated_by
+        FROM (SELECT * FROM standing WHERE NOT on_frontier) d
+        ASOF LEFT JOIN (SELECT * FROM standing WHERE on_frontier) f
+          ON d.val_metric_name = f.val_metric_name AND d.project_key = f.project_key AND f.score >= d.score
+    )
+"""
+
+
 def training_runs(filters: Filters, metric: str | None, target: float | None) -> pd.DataFrame:
     """Every run in the filter with its derived figures, Pareto standing and cost-to-target.
 
@@ -142,31 +178,8 @@ def training_runs(filters: Filters, metric: str | None, target: float | None) ->
     history first reached the target: `target` for runs of `metric`, else the run's own
     target_metric.
     """
-    return warehouse.query(FILTERED_RUNS + """
-        , scored AS (
-            SELECT run_id, project, cost_usd,
-                   CASE WHEN metric_goal = 'min' THEN -val_metric ELSE val_metric END AS score
-            FROM filtered_runs
-            WHERE val_metric_name = $metric AND val_metric IS NOT NULL AND cost_usd IS NOT NULL
-              AND coalesce(status, 'completed') = 'completed'
-        ), ranked AS (
-            SELECT *, max(score) OVER (
-                       PARTITION BY project ORDER BY cost_usd, score DESC, run_id
-                       ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS best_cheaper_score
-            FROM scored
-        ), standing AS (
-            SELECT run_id, project, coalesce(project, chr(0)) AS project_key, cost_usd, score,
-                   best_cheaper_score IS NULL OR score > best_cheaper_score AS on_frontier
-            FROM ranked
-        ), dominance AS (
-            -- A project's frontier gains score with every step up in cost, so the cheapest
-            -- frontier run scoring at least as well as a dominated run is the one with the
-            -- lowest such score (an as-of join), and it costs no more than the dominated run.
-            SELECT d.run_id, f.run_id AS dominated_by
-            FROM (SELECT * FROM standing WHERE NOT on_frontier) d
-            ASOF LEFT JOIN (SELECT * FROM standing WHERE on_frontier) f
-              ON d.project_key = f.project_key AND f.score >= d.score
-        ), targeted AS (
+    return warehouse.query(FILTERED_RUNS + STANDING + """
+        , targeted AS (
             SELECT *, coalesce(CASE WHEN val_metric_name = $metric THEN $target END, target_metric)
                       AS goal_value
             FROM filtered_runs
@@ -195,7 +208,21 @@ def training_runs(filters: Filters, metric: str | None, target: float | None) ->
         LEFT JOIN dominance dm USING (run_id)
         LEFT JOIN reached t USING (run_id)
         ORDER BY r.started_at DESC, r.run_id
-    """, {**filters.params(), "metric": metric, "target": target})
+    """, {**filters.params(), "metric": metric, "target": target, "all_metrics": False})
+
+
+def pareto_standing(filters: Filters) -> pd.DataFrame:
+    """Every ranked run of the filter, whatever its metric: run_id, project, val_metric_name,
+    on_frontier, dominated_by and cost_usd, as training_runs() ranks them for that metric (one
+    query for every metric instead of one per metric); commonest metric first, newest run first."""
+    return warehouse.query(FILTERED_RUNS + STANDING + """
+        , counts AS (SELECT val_metric_name, count(*) AS runs FROM filtered_runs
+                     WHERE val_metric IS NOT NULL GROUP BY 1)
+        SELECT s.run_id, s.project, s.val_metric_name, s.on_frontier, d.dominated_by, s.cost_usd
+        FROM standing s LEFT JOIN dominance d USING (run_id) JOIN counts c USING (val_metric_name)
+        JOIN filtered_runs r USING (run_id)
+        ORDER BY c.runs DESC, s.val_metric_name, r.started_at DESC, s.run_id
+    """, {**filters.params(), "metric": None, "all_metrics": True})
 
 
 def loads() -> pd.DataFrame:
@@ -660,6 +687,11 @@ GPU_LINES = """
 , gpu_lines AS (
     SELECT * FROM lines
     WHERE billing_currency = $currency AND charge_category = 'usage'
+      -- what gpu_line_rule needs to say yes, tested first: its word rule builds a regular
+      -- expression per line, so only lines holding one of the words as text reach it
+      AND (list_contains($families::VARCHAR[], instance_family)
+           OR lower(coalesce(service_name, '')) LIKE 'virtual machines%'
+           OR len(list_filter($words::VARCHAR[], lambda w: contains(lower(coalesce(charge_description, '')), w))) > 0)
       AND gpu_line_rule(instance_family, service_name, charge_description,
                         $families::VARCHAR[], $words::VARCHAR[]) IS NOT NULL
 )
@@ -785,30 +817,80 @@ def estimate_days() -> pd.DataFrame:
     """)
 
 
-def budget_daily_billed(budget, tags: tuple[str, str], start, end) -> pd.DataFrame:
-    """Per UTC day in [start, end): the scope's billed cost in the budget's currency (`spend`,
-    Decimal, credits and taxes included) and its lines in other currencies (not counted)."""
-    return _budget_query(f"""
-        SELECT day, coalesce(sum(CAST(billed_cost AS DECIMAL(38, 10))) FILTER (WHERE billing_currency = $currency), 0) AS spend,
-               count(*) FILTER (WHERE billing_currency <> $currency) AS other_currency_lines
-        FROM billing_costs
-        WHERE day >= $start AND day < $end AND coalesce({BUDGET_SCOPE_BILLED}, false)
-        GROUP BY day ORDER BY day
-    """, budget, tags, start, end)
+# The budgets one query reads, one row each (budget_no = its place in the list handed in): the
+# scope's fields and the [start_day, end_day) it reads. BUDGET_ROW_* fragments test a row against w.
+BUDGET_ROWS = """
+WITH wanted AS (
+    SELECT unnest($budget_no::INTEGER[]) AS budget_no, unnest($scope::VARCHAR[]) AS scope,
+           unnest($value::VARCHAR[]) AS value, unnest($tag_key::VARCHAR[]) AS tag_key,
+           unnest($tag_value::VARCHAR[]) AS tag_value, unnest($currency::VARCHAR[]) AS currency,
+           unnest($start_day::DATE[]) AS start_day, unnest($end_day::DATE[]) AS end_day
+)
+"""
+BUDGET_ROW_BILLED = """
+    CASE w.scope WHEN 'all' THEN true
+                 WHEN 'project' THEN c.tags[$project_tag] = w.value
+                 WHEN 'team' THEN c.tags[$team_tag] = w.value
+                 WHEN 'tag' THEN c.tags[w.tag_key] = w.tag_value
+                 WHEN 'provider' THEN lower(c.provider) = lower(w.value) END
+"""
+BUDGET_ROW_RUNS = """
+    CASE w.scope WHEN 'all' THEN true
+                 WHEN 'project' THEN e.project = w.value
+                 WHEN 'team' THEN e.team = w.value
+                 WHEN 'tag' THEN e.tags[w.tag_key] = w.tag_value
+                 ELSE false END
+"""
 
 
-def budget_daily_estimated(budget, start, end) -> pd.DataFrame:
-    """Per UTC day in [start, end): the scope's estimated cost in USD (`spend`, Decimal): runs
-    by start day, plus serving windows for a budget on everything (windows carry no project)."""
-    return _budget_query(f"""
-        SELECT day, sum(CAST(cost_usd AS DECIMAL(38, 10))) AS spend, 0 AS other_currency_lines FROM (
-            SELECT (started_at AT TIME ZONE 'UTC')::DATE AS day, cost_usd FROM runs
-            WHERE cost_usd IS NOT NULL AND coalesce({BUDGET_SCOPE_RUNS}, false)
+def _budget_rows(spans: list[tuple], tags: tuple[str, str] = ("", "")) -> dict:
+    """The parameters of BUDGET_ROWS for `spans` ((budget, start, end) each) and `tags`
+    ((project tag, team tag))."""
+    return {"budget_no": list(range(len(spans))), "scope": [b.scope for b, _, _ in spans],
+            "value": [b.scope_value or "" for b, _, _ in spans], "tag_key": [b.tag_key or "" for b, _, _ in spans],
+            "tag_value": [b.tag_value or "" for b, _, _ in spans], "currency": [b.currency for b, _, _ in spans],
+            "start_day": [start for _, start, _ in spans], "end_day": [end for _, _, end in spans],
+            "project_tag": tags[0], "team_tag": tags[1]}
+
+
+def budget_daily_billed(spans: list[tuple], tags: tuple[str, str]) -> pd.DataFrame:
+    """Per budget of `spans` ((budget, start, end) each; `budget_no` = its place there) and UTC
+    day in [start, end): the scope's billed cost in the budget's currency (`spend`, Decimal,
+    credits and taxes included) and its lines in other currencies (not counted). One query for
+    all: a page showing every budget reads the bill once."""
+    if not spans:
+        return pd.DataFrame(columns=["budget_no", "day", "spend", "other_currency_lines"])
+    return warehouse.query_exact(BUDGET_ROWS + f"""
+        SELECT w.budget_no, c.day,
+               coalesce(sum(CAST(c.billed_cost AS DECIMAL(38, 10))) FILTER (WHERE c.billing_currency = w.currency), 0)
+                   AS spend,
+               count(*) FILTER (WHERE c.billing_currency <> w.currency) AS other_currency_lines
+        FROM wanted w JOIN billing_costs c ON c.day >= w.start_day AND c.day < w.end_day
+        WHERE coalesce({BUDGET_ROW_BILLED}, false)
+        GROUP BY w.budget_no, c.day ORDER BY w.budget_no, c.day
+    """, _budget_rows(spans, tags))
+
+
+def budget_daily_estimated(spans: list[tuple]) -> pd.DataFrame:
+    """Per budget of `spans` ((budget, start, end) each; `budget_no` = its place there) and UTC
+    day in [start, end): the scope's estimated cost in USD (`spend`, Decimal): runs by start
+    day, plus serving windows for a budget on everything (windows carry no project)."""
+    if not spans:
+        return pd.DataFrame(columns=["budget_no", "day", "spend", "other_currency_lines"])
+    params = _budget_rows(spans)
+    del params["project_tag"], params["team_tag"]
+    return warehouse.query_exact(BUDGET_ROWS + f"""
+        , estimates AS (
+            SELECT (started_at AT TIME ZONE 'UTC')::DATE AS day, cost_usd, project, team, tags, false AS serving
+            FROM runs WHERE cost_usd IS NOT NULL
             UNION ALL
-            SELECT day, cost_usd FROM serving_costs WHERE cost_usd IS NOT NULL AND $scope = 'all'
-        ) WHERE day >= $start AND day < $end
-        GROUP BY day ORDER BY day
-    """, budget, ("", ""), start, end)
+            SELECT day, cost_usd, NULL, NULL, NULL, true FROM serving_costs WHERE cost_usd IS NOT NULL
+        )
+        SELECT w.budget_no, e.day, sum(CAST(e.cost_usd AS DECIMAL(38, 10))) AS spend, 0 AS other_currency_lines
+        FROM wanted w JOIN estimates e ON e.day >= w.start_day AND e.day < w.end_day
+        WHERE CASE WHEN e.serving THEN w.scope = 'all' ELSE coalesce({BUDGET_ROW_RUNS}, false) END
+        GROUP BY w.budget_no, e.day ORDER BY w.budget_no, e.day
+    """, params)
 
 
 def budget_top_runs(budget, start, end, limit: int = 5) -> pd.DataFrame:

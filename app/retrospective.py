@@ -193,6 +193,12 @@ class Context:
             self._results[key] = query(*args)
         return self._results[key]
 
+    def remember(self, key: tuple, build: Callable[[], object]) -> object:
+        """build() once per `key` (for what depends on more than a query's arguments)."""
+        if key not in self._results:
+            self._results[key] = build()
+        return self._results[key]
+
     def both(self, query: Callable, *args: object) -> tuple:
         """query(current month, *args), query(previous month, *args)."""
         return self.fetch(query, self.current_range, *args), self.fetch(query, self.previous_range, *args)
@@ -205,6 +211,8 @@ class Context:
                      if self.settings.prices.gpu(name) is not None)
 
     def energy_factors(self) -> tuple:
+        """The [energy] factors; every overview_totals fetch passes them (counts and costs do not
+        depend on them), so one query serves the energy, spend, projects and coverage sections."""
         return self.settings.energy.query_factors()
 
     def reconciliation_args(self) -> tuple[str, float]:
@@ -261,7 +269,7 @@ def _spend(ctx: Context) -> Section:
         section.figures.append(Figure(
             f"Charges for the month ({currency})", currency, money(charged[0]), money(charged[1]),
             "Billing (this month as date range)"))
-    training = [money(_first(t, "cost_usd")) for t in ctx.both(queries.overview_totals)]
+    training = [money(_first(t, "cost_usd")) for t in ctx.both(queries.overview_totals, *ctx.energy_factors())]
     serving = [money(_first(t, "cost_usd")) for t in ctx.both(queries.serving_totals)]
     section.figures += [
         Figure("Estimated training cost (USD)", "USD", training[0], training[1], "Overview"),
@@ -398,7 +406,7 @@ def _projects(ctx: Context) -> Section | None:
     if now.empty and before.empty:
         return None
     section = Section("projects", "Training: runs and spend per project")
-    totals = ctx.both(queries.overview_totals)
+    totals = ctx.both(queries.overview_totals, *ctx.energy_factors())
     section.figures.append(Figure("Training runs", "runs", *[_first(t, "runs") for t in totals], "Overview"))
     merged = (now[["project", "runs", "cost_usd"]]
               .merge(before[["project", "runs", "cost_usd"]], on="project", how="outer", suffixes=("", "_previous"))
@@ -412,14 +420,10 @@ def _projects(ctx: Context) -> Section | None:
 def run_standing(ctx: Context) -> pd.DataFrame:
     """Every ranked run of the month (Training runs page, the month as date range, each metric):
     run_id, on_frontier, dominated_by, cost_usd and the dominating run's cost."""
-    frames = []
-    for metric in ctx.fetch(queries.metric_names, ctx.current_range)["val_metric_name"]:
-        runs = ctx.fetch(queries.training_runs, ctx.current_range, metric, None)
-        frames.append(runs[runs["val_metric_name"] == metric].dropna(subset=["on_frontier"]))
-    if not frames:
+    ranked = ctx.fetch(queries.pareto_standing, ctx.current_range)
+    if ranked.empty:
         return pd.DataFrame(columns=["run_id", "project", "val_metric_name", "on_frontier", "dominated_by",
                                      "cost_usd", "dominating_cost_usd"])
-    ranked = pd.concat(frames)[["run_id", "project", "val_metric_name", "on_frontier", "dominated_by", "cost_usd"]]
     cost_of = ranked.set_index("run_id")["cost_usd"]
     return ranked.assign(dominating_cost_usd=ranked["dominated_by"].map(cost_of))
 
@@ -459,7 +463,7 @@ def _coverage(ctx: Context) -> Section:
     if not holes.empty:
         notes.append(f"{len(holes)} GPU trace coverage holes ({holes['gap_h'].sum():,.1f} GPU-hours without samples; "
                      "Idle GPUs page): that time counts as neither idle nor busy.")
-    overview = ctx.fetch(queries.overview_totals, ctx.current_range)
+    overview = ctx.fetch(queries.overview_totals, ctx.current_range, *ctx.energy_factors())
     runs, priced = int(_first(overview, "runs") or 0), int(_first(overview, "runs_with_cost") or 0)
     if runs > priced:
         notes.append(f"{runs - priced} of {runs} runs have no cost (no price or estimated_cost_usd).")
@@ -489,7 +493,8 @@ def budget_burns(ctx: Context, month: date) -> list:
     """Each configured budget's burn (app/budgets.py) counted to the end of `month` (or to the
     last day with data): what the Budgets page shows with the day after the month as its as-of."""
     as_of = month_filters(month).end + timedelta(days=1)
-    return [budgets.burn(budget, ctx.settings, as_of) for budget in ctx.settings.budgets]
+    return ctx.remember(("budget_burns", as_of),
+                        lambda: budgets.burns(ctx.settings.budgets, ctx.settings, as_of))
 
 
 def _budget_outcome(burn) -> str:

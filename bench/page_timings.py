@@ -95,6 +95,21 @@ def time_page(path: str, timeout_s: float = 300) -> PageTiming:
     return PageTiming(path, cold_s, warm_s, _max_points(at), error)
 
 
+def _start_up() -> None:
+    """What a server pays once when it starts, not per page: Streamlit's scan for installed
+    components (on the first script run of a process, seconds), the warehouse's schema check (on
+    its first connection) and plotly's first figure (it loads its validators)."""
+    import plotly.graph_objects as go
+    from streamlit.testing.v1 import AppTest
+
+    from ingest import warehouse
+
+    AppTest.from_string("import streamlit as st\nst.write('up')", default_timeout=300).run()
+    with warehouse.read():
+        pass
+    go.Figure(go.Bar(x=[1], y=[1])).to_json()
+
+
 def time_pages(db_path: Path | str, only: list[str] | None = None) -> list[PageTiming]:
     """Every page (or those titled in `only`) timed cold and warm against the warehouse `db_path`."""
     previous = os.environ.get("MLCOST_DB")
@@ -103,6 +118,7 @@ def time_pages(db_path: Path | str, only: list[str] | None = None) -> list[PageT
     import plotly.express  # noqa: F401
     from app import cache, charts, queries, report, retrospective  # noqa: F401
     try:
+        _start_up()
         results = []
         for title, path in pages():
             if only and title not in only:

@@ -134,6 +134,24 @@ def test_the_drivers_add_up_to_the_spend_they_explain(sample_db, tmp_path, scope
     assert len(found.items) <= budget_drivers.TOP_ITEMS + 1
 
 
+def test_the_drivers_of_several_budgets_from_one_allocation_are_each_their_own(sample_db, tmp_path):
+    """budget_drivers.drivers_of allocates each month once for every budget (what alerts use):
+    each budget's totals still come from its own lines and days."""
+    path = tmp_path / "mlcost.toml"
+    path.write_text('[[budgets]]\nname = "v"\nscope = "project:vision"\namount = 5000\n'
+                    '[[budgets]]\nname = "g"\nscope = "team:genai"\namount = 5000\n'
+                    '[[budgets]]\nname = "q"\nscope = "all"\nperiod = "quarter"\namount = 5000\n')
+    settings = config.load(path)
+    vision, genai, everything = settings.budgets
+    found = budget_drivers.drivers_of([(vision, date(2026, 11, 1), AS_OF), (genai, date(2026, 11, 1), date(2026, 11, 10)),
+                                       (everything, date(2026, 10, 1), AS_OF)], allocation.Rules.of(settings))
+    assert [f.total for f in found] == [
+        effective(rows_between("2026-11-01", "2026-11-21"), lambda row, tags: tags.get("project") == "vision"),
+        effective(rows_between("2026-11-01", "2026-11-09"), lambda row, tags: tags.get("team") == "genai"),
+        effective(rows_between("2026-10-01", "2026-11-21"))]
+    assert all(f.total != 0 and sum(f.items["cost"], Decimal(0)) == f.total for f in found)
+
+
 def test_untagged_and_unallocated_spend_are_named(sample_db, tmp_path):
     b, settings = budget(tmp_path, "all")
     found = budget_drivers.drivers(b, allocation.Rules.of(settings), date(2026, 11, 1), AS_OF, top=1000)

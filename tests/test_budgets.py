@@ -167,6 +167,25 @@ def test_burn_on_the_sample_bills_equals_a_second_computation(on_bills, tmp_path
     assert burn.daily["cumulative"].iloc[-1] == want["spent"]
 
 
+def test_every_budget_read_at_once_equals_a_second_computation(on_bills, tmp_path):
+    """budgets.burns reads the bill once for all budgets: each budget still gets its own lines, days and currency."""
+    cases = [("all", "month", "38000"), ("team:genai", "month", "14000"), ("project:vision", "month", "3000"),
+             ("provider:AWS", "quarter", "120000"), ("project:search-ranking", "month", "5000")]
+    text = "".join(f'[[budgets]]\nname = "b{i}"\nscope = "{scope}"\nperiod = "{period}"\namount = {amount}\n'
+                   for i, (scope, period, amount) in enumerate(cases))
+    settings = settings_with(tmp_path, text + '[[budgets]]\nname = "eur"\namount = 1000\ncurrency = "EUR"\n')
+    burns = budgets.burns(settings.budgets, settings, AS_OF)
+    assert [b.budget.name for b in burns] == [b.name for b in settings.budgets]
+    for burn, (scope, period, amount) in zip(burns, cases):
+        start, end = budgets.period_bounds(date(2026, 11, 21), period)
+        want = expected_burn(bill_spend_by_day(SCOPES[scope]), Decimal(amount), start, end, date(2026, 11, 21))
+        assert (burn.source, burn.through, burn.period_start) == ("billed", date(2026, 11, 21), start), scope
+        assert (burn.spent, burn.rate_per_day, burn.forecast) == (want["spent"], want["rate"], want["forecast"]), scope
+        assert (burn.forecast_low, burn.forecast_high) == (want["low"], want["high"]), scope
+        assert burn.other_currency_lines == 0, scope
+    assert burns[-1].spent == 0 and burns[-1].other_currency_lines > 0  # the USD bill is not an EUR budget's
+
+
 def test_a_reached_budget_says_when(on_bills, tmp_path):
     settings = settings_with(tmp_path, '[[budgets]]\nname = "small"\nscope = "project:vision"\namount = 500\n')
     burn = budgets.burn(settings.budgets[0], settings, AS_OF)
@@ -207,6 +226,9 @@ def test_without_a_bill_runs_are_counted_at_their_estimate(warehouse, tmp_path):
     settings = settings_with(tmp_path, '[[budgets]]\nname = "p"\nscope = "project:p"\namount = "200"\n'
                                        '[[budgets]]\nname = "all"\namount = "150"\n')
     p_burn, all_burn = (budgets.burn(b, settings, date(2026, 3, 21)) for b in settings.budgets)
+    # read together (one query for both), each budget keeps its own runs
+    assert [b.spent for b in budgets.burns(settings.budgets, settings, date(2026, 3, 21))] == [
+        Decimal("105.00"), Decimal("210.00")]
     # project p runs on odd days 2, 4, ... (i odd -> March i+1): 10 runs
     assert p_burn.source == "estimated" and p_burn.spent == Decimal("105.00")
     assert p_burn.rate_per_day == Decimal("42.00") / 7  # 4 of the last 7 days (Mar 14-20) are p's: 14, 16, 18, 20
