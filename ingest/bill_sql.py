@@ -138,6 +138,13 @@ def mapping(raw_sql: str, table: dict[str, str]) -> str:
     return f"coalesce(CASE lower({raw_sql}) {arms} END, CASE bill_key({raw_sql}) {arms} END)"
 
 
+def one_of(sql: str, texts) -> str:
+    """SQL boolean: the value is one of these texts. Not `IN (...)`: DuckDB turns a long IN list
+    into a join, which does not keep the rows' order (and the CSV path numbers rows by it)."""
+    arms = " ".join(f"WHEN {literal(t)} THEN true" for t in sorted(texts))
+    return f"(CASE {sql} {arms} ELSE false END)"
+
+
 @dataclass
 class Check:
     """A line is rejected with `reason` (SQL text) where `bad` (SQL boolean) holds."""

@@ -27,6 +27,7 @@ import logging
 import shutil
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from decimal import Decimal
 from pathlib import Path
 
@@ -179,7 +180,10 @@ def _read_csv(src: Source, con: duckdb.DuckDBPyConnection, family: Family, ctx: 
             counting = pool.submit(line_numbers.count_lines, src)
             try:
                 source = f"(SELECT {', '.join(cleaned) or '1 AS _none'} FROM {reader})"
-                con.execute(f"CREATE TEMP TABLE bill_converted AS {convert(source, '')}")
+                # rows are numbered by their place (bill_lines' POSITIONAL JOIN): the staging
+                # connection lets threads insert in any order, this one statement may not
+                with _in_order(con):
+                    con.execute(f"CREATE TEMP TABLE bill_converted AS {convert(source, '')}")
             except duckdb.OutOfMemoryException as error:
                 raise BadValue(f"needs more memory than the staging limit (MLCOST_STAGE_MEMORY): "
                                f"{str(error).splitlines()[0]}") from None
@@ -189,6 +193,17 @@ def _read_csv(src: Source, con: duckdb.DuckDBPyConnection, family: Family, ctx: 
         _number_csv_rows(src, con, ctx, physical, len(names))
 
     return Frame(fields, set(columns), load)
+
+
+@contextmanager
+def _in_order(con: duckdb.DuckDBPyConnection):
+    """Statements inside keep their source's row order (the staging connection does not)."""
+    before = con.execute("SELECT current_setting('preserve_insertion_order')").fetchone()[0]
+    con.execute("SET preserve_insertion_order = true")
+    try:
+        yield
+    finally:
+        con.execute(f"SET preserve_insertion_order = {'true' if before else 'false'}")
 
 
 def _cleaned(column: str, nulls: str) -> str:
