@@ -412,9 +412,13 @@ def _insert_candidates(con: duckdb.DuckDBPyConnection, rows: list[dict]) -> None
 
 
 def _insert_rejects(con: duckdb.DuckDBPyConnection, ctx: ParseContext, rejects: list[Reject]) -> None:
-    if rejects:
-        con.executemany("INSERT INTO rejects (path, line, reason, raw) VALUES (?, ?, ?, ?)",
-                        [[ctx.source, r.line, r.reason, r.raw[:500]] for r in rejects])
+    if rejects:  # as one Arrow table (read by its name here): executemany costs ~5 ms a row
+        bill_reject_rows = pa.table({  # noqa: F841
+            "line": pa.array([r.line for r in rejects], pa.int64()),
+            "reason": pa.array([r.reason for r in rejects], pa.string()),
+            "raw": pa.array([r.raw[:500] for r in rejects], pa.string())})
+        con.execute("INSERT INTO rejects (path, line, reason, raw) SELECT ?, line, reason, raw "
+                    "FROM bill_reject_rows", [ctx.source])
 
 
 def _stage_by_python(src: Source, con: duckdb.DuckDBPyConnection, ctx: ParseContext, family: Family) -> int:
