@@ -321,7 +321,8 @@ def _stage_frame(src: Source, con: duckdb.DuckDBPyConnection, ctx: ParseContext,
     values = ", ".join(f"{sql} AS v_{column}" for column, sql in plan.columns.items())
     arms = " ".join(f"WHEN {check.bad} THEN {check.reason}" for check in plan.checks)
     reason = f"CASE WHEN _python THEN NULL {arms} END" if arms else "NULL"
-    kept = ", ".join(f"v_{column}" for column in plan.columns)
+    # helpers (`_...`) are read by the checks below and by `extra` only: not stored without it
+    kept = ", ".join(f"v_{column}" for column in plan.columns if plan.extra or not column.startswith("_"))
     # the raw text is kept only for the lines billing.py reads
     raw = "".join(f", CASE WHEN _python THEN {ident(c)} END AS {ident(c)}"
                   for c in (frame.fields.columns[n] for n in sorted(frame.fields.used)))
