@@ -217,8 +217,7 @@ def plan(fields: Fields) -> Plan:
                           f"{in_product('region_code', 'region')})")
     b.quantity("consumed_quantity", "line_item_usage_amount")
     b.column("consumed_unit", b.text("pricing_unit"))
-    committed = ", ".join(literal(t) for t in sorted(COMMITTED_TYPES))
-    b.column("pricing_category", f"CASE WHEN {line_type} IN ({committed}) THEN 'commitment' "
+    b.column("pricing_category", f"CASE WHEN {bill_sql.one_of(line_type, COMMITTED_TYPES)} THEN 'commitment' "
                                  f"WHEN contains(replace(lower(coalesce({usage_type}, '')), '-', ''), 'spotusage') "
                                  f"THEN 'spot' ELSE {bill_sql.pricing(term, PRICING)} END")
     b.column("pricing_category_raw", term)

@@ -223,3 +223,26 @@ def test_many_lines_with_quoted_newlines_and_blanks_keep_their_numbers(tmp_path)
     finally:
         line_numbers.BLOCK_BYTES = block
     assert {r["source_line_id"]: r["source_line"] for r in mine["rows"]} == expected
+
+
+@pytest.mark.parametrize("module", [billing_aws, billing_focus], ids=["cur", "focus"])
+def test_a_bill_read_by_several_threads_keeps_every_line_number(module, tmp_path):
+    """A bill big enough for DuckDB to read in parallel (~27 MB): each row keeps its own line
+    number and each bad amount is refused at its line (rows once came back in another order)."""
+    header = ("identity/LineItemId,lineItem/UnblendedCost,lineItem/CurrencyCode,lineItem/UsageStartDate,"
+              "lineItem/LineItemType,lineItem/ProductCode,lineItem/LineItemDescription\n") if module is billing_aws else \
+        "Id,BilledCost,BillingCurrency,ChargePeriodStart,ChargeCategory,ProviderName,ChargeDescription\n"
+    padding = "x" * 400
+    lines, bad = [header], []
+    for line in range(2, 60_002):
+        amount = "1.5" if line % 9_973 else "12abc"
+        if amount != "1.5":
+            bad.append(line)
+        lines.append(f"id-{line},{amount},USD,2026-08-01T03:00:00Z,Usage,AWS,{padding}\n")
+    path = tmp_path / "big.csv"
+    path.write_text("".join(lines))
+    mine = staged(module, path)
+    assert {r["source_line_id"]: r["source_line"] for r in mine["rows"]} == {
+        f"id-{line}": line for line in range(2, 60_002) if line not in bad}
+    assert [line for line, _, _ in mine["rejects"]] == bad
+    assert all(raw.startswith(f"id-{line},12abc,") for line, _, raw in mine["rejects"])
