@@ -4,6 +4,13 @@
 
 CREATE SEQUENCE IF NOT EXISTS load_ids START 1;
 
+-- The sha256 of the schema.sql last applied to this file (one row): a process whose schema.sql
+-- has that digest leaves the file as it is instead of running this script again.
+CREATE TABLE IF NOT EXISTS schema_stamp (
+    sha256      VARCHAR NOT NULL,
+    applied_at  TIMESTAMPTZ NOT NULL
+);
+
 CREATE TABLE IF NOT EXISTS loads (
     load_id        BIGINT PRIMARY KEY DEFAULT nextval('load_ids'),
     path           VARCHAR NOT NULL,
@@ -232,18 +239,23 @@ CREATE TABLE IF NOT EXISTS gpu_rollup_settings (
     computed_at        TIMESTAMPTZ NOT NULL
 );
 
--- Each run's GPUs among the traced ones: by uuid where both sides know it, else by host and
--- index (a run that names no GPUs matches none).
+-- Whether run r held the traced GPU g (host, gpu_index, gpu_uuid): by uuid where both sides
+-- know it, else by host and index (a run that names no GPUs holds none). Also read by
+-- ingest/derived.py to find the runs a newly traced or vanished GPU concerns.
+CREATE OR REPLACE MACRO run_holds_gpu(r_host, r_gpu_indices, r_gpu_uuids, g_host, g_gpu_index, g_gpu_uuid) AS
+    (g_gpu_uuid IS NOT NULL AND list_contains(r_gpu_uuids, g_gpu_uuid))
+    OR (r_host = g_host AND list_contains(r_gpu_indices, g_gpu_index)
+        AND (g_gpu_uuid IS NULL OR len(coalesce(r_gpu_uuids, [])) = 0));
+
+-- Each run's GPUs among the traced ones (run_holds_gpu).
 CREATE OR REPLACE VIEW run_gpus AS
 WITH traced AS (SELECT DISTINCT host, gpu_index, gpu_uuid FROM gpu_minutes)
 SELECT DISTINCT r.run_id, g.host, g.gpu_index
 FROM runs r JOIN traced g
-  ON (g.gpu_uuid IS NOT NULL AND list_contains(r.gpu_uuids, g.gpu_uuid))
-  OR (r.host = g.host AND list_contains(r.gpu_indices, g.gpu_index)
-      AND (g.gpu_uuid IS NULL OR len(coalesce(r.gpu_uuids, [])) = 0));
+  ON run_holds_gpu(r.host, r.gpu_indices, r.gpu_uuids, g.host, g.gpu_index, g.gpu_uuid);
 
 -- The two views below, materialized after every load of runs or GPU samples (and `mlcost
--- rollup`) by warehouse.refresh_run_energy: pages read them many times per view, a load writes
+-- rollup`) by ingest/derived.py: pages read them many times per view, a load writes
 -- them once.
 CREATE TABLE IF NOT EXISTS run_gpu_time (
     run_id     VARCHAR NOT NULL,
@@ -271,30 +283,42 @@ CREATE TABLE IF NOT EXISTS gpu_minutes_allocated (
     held_s     DOUBLE NOT NULL
 );
 
--- Every minute each run held each of its traced GPUs; run_s = seconds of that minute inside
--- [started_at, ended_at). Computed here, stored in run_gpu_time by warehouse.refresh_run_energy.
-CREATE OR REPLACE VIEW run_gpu_minutes_live AS
-WITH spans AS (
-    SELECT g.run_id, g.host, g.gpu_index, r.started_at, r.ended_at,
-           unnest(generate_series(date_trunc('minute', r.started_at),
-                                  r.ended_at - INTERVAL 1 MICROSECOND, INTERVAL 1 MINUTE)) AS minute
-    FROM run_gpus g JOIN runs r USING (run_id)
+-- Every minute each run of the table named `run_table` (rows of runs) held each of its traced
+-- GPUs; run_s = seconds of that minute inside [started_at, ended_at). run_gpu_minutes_live is
+-- every run's, stored in run_gpu_time by ingest/derived.py (which passes a table of the runs a
+-- load changed to store just theirs again).
+CREATE OR REPLACE MACRO run_gpu_minutes_of(run_table) AS TABLE
+WITH traced AS (
+    SELECT DISTINCT host, gpu_index, gpu_uuid FROM gpu_minutes
+), held AS (
+    SELECT DISTINCT r.run_id, g.host, g.gpu_index, r.started_at, r.ended_at
+    FROM query_table(run_table) r JOIN traced g
+      ON run_holds_gpu(r.host, r.gpu_indices, r.gpu_uuids, g.host, g.gpu_index, g.gpu_uuid)
     WHERE r.ended_at > r.started_at
+), spans AS (
+    SELECT run_id, host, gpu_index, started_at, ended_at,
+           unnest(generate_series(date_trunc('minute', started_at),
+                                  ended_at - INTERVAL 1 MICROSECOND, INTERVAL 1 MINUTE)) AS minute
+    FROM held
 )
 SELECT run_id, host, gpu_index, minute,
        epoch(least(ended_at, minute + INTERVAL 1 MINUTE) - greatest(started_at, minute)) AS run_s
 FROM spans;
 
+CREATE OR REPLACE VIEW run_gpu_minutes_live AS SELECT * FROM run_gpu_minutes_of('runs');
+
 -- Measured GPU energy per run: each traced minute's energy in proportion to the run's share
 -- of it (runs sharing a GPU in a minute split it by their seconds in it). Coverage is the
--- GPU-seconds with measured energy over duration x the GPUs the run names. Computed here from
--- run_gpu_time and gpu_minutes_allocated, stored in run_gpu_energy by warehouse.refresh_run_energy.
-CREATE OR REPLACE VIEW run_energy_live AS
+-- GPU-seconds with measured energy over duration x the GPUs the run names. From the table named
+-- `time_table` (rows of run_gpu_time: every run's in run_energy_live, those of the runs a load
+-- changed when ingest/derived.py stores them again) and gpu_minutes_allocated; stored in
+-- run_gpu_energy.
+CREATE OR REPLACE MACRO run_energy_of(time_table) AS TABLE
 WITH shares AS (
     SELECT rm.run_id, rm.host, rm.gpu_index, m.energy_kwh, m.energy_s,
            rm.run_s / greatest(60, a.held_s) AS share,
            rm.run_s / 60.0 AS part
-    FROM run_gpu_time rm JOIN gpu_minutes m USING (host, gpu_index, minute)
+    FROM query_table(time_table) rm JOIN gpu_minutes m USING (host, gpu_index, minute)
     JOIN gpu_minutes_allocated a USING (host, gpu_index, minute)
 )
 SELECT s.run_id,
@@ -308,6 +332,8 @@ SELECT s.run_id,
                                                                    AS gpu_energy_wh_per_1k_examples
 FROM shares s JOIN runs r USING (run_id)
 GROUP BY s.run_id, r.duration_s, r.gpu_uuids, r.gpu_indices, r.gpu_count, r.examples;
+
+CREATE OR REPLACE VIEW run_energy_live AS SELECT * FROM run_energy_of('run_gpu_time');
 
 -- The names pages and tests read.
 CREATE OR REPLACE VIEW run_gpu_minutes AS SELECT * FROM run_gpu_time;
@@ -399,9 +425,11 @@ GROUP BY billing_currency;
 -- (matched_by 'tag'); else a line whose resource_id is a run's tags['resource_id'] and whose
 -- charge period overlaps the run (widened by slack_s seconds on each side) belongs to the run
 -- it overlaps longest ('resource'). Credits, taxes, purchases and adjustments belong to no run.
-CREATE OR REPLACE MACRO billing_run_lines_live(run_tag, slack_s) AS TABLE
+-- billing_run_lines_of reads the lines of the table named `line_table` (rows of billing_lines:
+-- ingest/derived.py passes the lines a load changed to store just theirs again).
+CREATE OR REPLACE MACRO billing_run_lines_of(line_table, run_tag, slack_s) AS TABLE
 WITH usage_lines AS (
-    SELECT * FROM billing_lines WHERE charge_category = 'usage'
+    SELECT * FROM query_table(line_table) WHERE charge_category = 'usage'
 ), by_tag AS (
     SELECT u.line_key, r.run_id, 'tag' AS matched_by
     FROM usage_lines u JOIN runs r ON u.tags[run_tag] = r.run_id
@@ -421,8 +449,11 @@ SELECT * FROM by_tag
 UNION ALL
 SELECT * FROM by_resource;
 
+CREATE OR REPLACE MACRO billing_run_lines_live(run_tag, slack_s) AS TABLE
+SELECT * FROM billing_run_lines_of('billing_lines', run_tag, slack_s);
+
 -- billing_run_lines_live for the [reconciliation] settings, stored after every load of runs or
--- bill lines by warehouse.refresh_billing_runs (pages read it many times, a load writes it once).
+-- bill lines by ingest/derived.py (pages read it many times, a load writes it once).
 CREATE TABLE IF NOT EXISTS billing_line_runs (
     line_key    VARCHAR PRIMARY KEY,
     run_id      VARCHAR NOT NULL,
