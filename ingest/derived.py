@@ -109,6 +109,9 @@ def update_run_energy(con: duckdb.DuckDBPyConnection, runs: bool, gpus: bool) ->
         sources.append("SELECT r.run_id FROM runs r JOIN traced_changed g "
                        "ON run_holds_gpu(r.host, r.gpu_indices, r.gpu_uuids, g.host, g.gpu_index, g.gpu_uuid)")
     con.execute("CREATE OR REPLACE TEMP TABLE time_runs AS " + " UNION ".join(sources))
+    if _most_of(con, "time_runs", "runs"):  # everything again is faster than picking most of it
+        refresh_run_energy(con)
+        return
     # the (GPU, minute)s those runs held before and hold now: their held seconds change
     con.execute("CREATE OR REPLACE TEMP TABLE held_minutes AS SELECT DISTINCT host, gpu_index, minute "
                 "FROM run_gpu_time WHERE run_id IN (SELECT run_id FROM time_runs)")
@@ -155,11 +158,25 @@ def update_billing_runs(con: duckdb.DuckDBPyConnection, runs: bool, lines: bool)
         ]
     con.execute("CREATE OR REPLACE TEMP TABLE lines_to_match AS " + " UNION ".join(sources),
                 {"run_tag": rule[0]} if runs else {})
+    if _most_of(con, "lines_to_match", "billing_lines"):
+        refresh_billing_runs(con)
+        return
     con.execute("DELETE FROM billing_line_runs WHERE line_key IN (SELECT line_key FROM lines_to_match)")
     con.execute("CREATE OR REPLACE TEMP TABLE lines_to_match_rows AS "
                 "SELECT * FROM billing_lines WHERE line_key IN (SELECT line_key FROM lines_to_match)")
     con.execute("INSERT INTO billing_line_runs SELECT * FROM billing_run_lines_of('lines_to_match_rows', ?, ?)",
                 list(rule))
+
+
+# Past this share of a table's rows changed, a full refresh is the faster way to the same rows.
+FULL_REFRESH_SHARE = 0.25
+
+
+def _most_of(con: duckdb.DuckDBPyConnection, changed: str, table: str) -> bool:
+    """Whether temp table `changed` names at least FULL_REFRESH_SHARE of `table`'s rows."""
+    changed_rows, rows = con.execute(f"SELECT (SELECT count(*) FROM {changed}), (SELECT count(*) FROM {table})"
+                                     ).fetchall()[0]
+    return changed_rows > 0 and changed_rows >= FULL_REFRESH_SHARE * rows
 
 
 def _match_rule() -> tuple[str, float] | None:

@@ -320,18 +320,20 @@ WITH shares AS (
            rm.run_s / 60.0 AS part
     FROM query_table(time_table) rm JOIN gpu_minutes m USING (host, gpu_index, minute)
     JOIN gpu_minutes_allocated a USING (host, gpu_index, minute)
+), per_run AS (  -- summed per run first: grouping the rows by the run's list columns is slow
+    SELECT run_id,
+           count(DISTINCT (host, gpu_index))                       AS gpus_traced,
+           sum(energy_kwh * share)                                 AS gpu_energy_kwh,
+           sum(energy_s * part)                                    AS gpu_energy_s
+    FROM shares GROUP BY run_id
 )
-SELECT s.run_id,
-       count(DISTINCT (s.host, s.gpu_index))                       AS gpus_traced,
-       sum(s.energy_kwh * s.share)                                 AS gpu_energy_kwh,
-       sum(s.energy_s * s.part)                                    AS gpu_energy_s,
-       100.0 * sum(s.energy_s * s.part)
+SELECT p.run_id, p.gpus_traced, p.gpu_energy_kwh, p.gpu_energy_s,
+       100.0 * p.gpu_energy_s
              / nullif(r.duration_s * coalesce(nullif(len(r.gpu_uuids), 0), nullif(len(r.gpu_indices), 0),
                                               r.gpu_count), 0)     AS gpu_energy_coverage_pct,
-       CASE WHEN r.examples > 0 THEN sum(s.energy_kwh * s.share) * 1e6 / r.examples END
+       CASE WHEN r.examples > 0 THEN p.gpu_energy_kwh * 1e6 / r.examples END
                                                                    AS gpu_energy_wh_per_1k_examples
-FROM shares s JOIN runs r USING (run_id)
-GROUP BY s.run_id, r.duration_s, r.gpu_uuids, r.gpu_indices, r.gpu_count, r.examples;
+FROM per_run p JOIN runs r USING (run_id);
 
 CREATE OR REPLACE VIEW run_energy_live AS SELECT * FROM run_energy_of('run_gpu_time');
 
