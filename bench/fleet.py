@@ -131,7 +131,7 @@ def ingest_summary(run: Measured, expected_rows: int) -> dict:
                 "error": (run.stderr or run.stdout)[-500:]}
     loaded = sum(s.get("rows_loaded", 0) for s in summaries)
     rejected = sum(s.get("rows_rejected", 0) for s in summaries)
-    merges = [v for s in summaries for k, v in s.items() if "merge" in k and isinstance(v, (int, float))]
+    merges = [s["merge_s"] for s in summaries if isinstance(s.get("merge_s"), (int, float))]
     return {"rows_loaded": loaded, "rows_rejected": rejected, "merge_s": max(merges) if merges else None,
             "ok": loaded == expected_rows and rejected == 0 and all(s.get("status") == "loaded" for s in summaries),
             "error": None}
