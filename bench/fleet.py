@@ -248,7 +248,8 @@ def other_table(big: dict, idle: dict) -> list[str]:
         f"| a page read while the 4-host file ({big['rows']:,} rows) is ingested | longest wait "
         f"**{reader['max_wait_s']:.2f} s** during a {ingest_s:.1f} s ingest ({reader['max_wait_s'] / ingest_s:.0%} "
         f"of it); {reader['reads']} reads waited {reader['total_wait_s']:.1f} s in all; an unlocked read "
-        f"takes {reader['unlocked_read_s']:.3f} s; {merge_note} | ≤ the merge {verdict(wait_ok)} |",
+        f"takes {reader['unlocked_read_s']:.3f} s; {merge_note} | ≤ the merge (+ 1 s, the reader's longest "
+        f"backoff step) {verdict(wait_ok)} |",
     ]
 
 
