@@ -30,7 +30,6 @@ import duckdb
 
 from ingest import derived, gpu_rollups, staging
 from ingest.contract import Parsed
-from ingest.derived import refresh_billing_runs, refresh_run_energy  # noqa: F401  (callers name them here)
 
 if TYPE_CHECKING:  # pandas is imported by the reads that return frames, not by `mlcost ingest`
     import pandas as pd
