@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from ingest import warehouse  # noqa: E402
+from ingest import config, derived, gpu_rollups, warehouse  # noqa: E402
 
 START = datetime(2026, 10, 1, tzinfo=timezone.utc)
 HOSTS, GPUS_PER_HOST = 16, 4
@@ -193,10 +193,10 @@ def build(path: Path, scale: float = 1.0, days: int = 30) -> dict[str, int]:
                    CASE WHEN busy THEN 60 + v * 40 ELSE v * 3 END, CASE WHEN busy THEN 30000 ELSE 500 END,
                    NULL, NULL, 'gpu-collector', {loads['gpu-collector']}, row_number() OVER () + 1
             FROM flagged""", params)
-        warehouse._refresh_gpu_rollups(con, new_samples=None)
-        refresh = getattr(warehouse, "refresh_run_energy", None)
-        if refresh is not None:  # per-run energy, materialized where the warehouse does so
-            refresh(con)
+        db = '"' + con.execute("SELECT current_database()").fetchone()[0].replace('"', '""') + '"'
+        gpu_rollups.rebuild(con, db, config.load().gpu, gpu_rollups.stored_settings(con, db))
+        derived.refresh_run_energy(con)  # the tables pages read, as a load stores them
+        derived.refresh_billing_runs(con)
         con.execute("COMMIT")
         counts = {table: con.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
                   for table in ("runs", "run_evals", "serving_windows", "billing_lines", "gpu_samples",

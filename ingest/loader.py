@@ -52,6 +52,7 @@ class FileSummary:
     error: str | None = None
     replaced: list[int] = field(default_factory=list)  # earlier loads of this file, read otherwise
     warnings: list[str] = field(default_factory=list)
+    merge_s: float | None = None  # seconds the warehouse was locked to merge this file (None: no merge)
 
     @property
     def ok(self) -> bool:
@@ -69,6 +70,8 @@ class FileSummary:
             record["replaced_load_ids"] = self.replaced
         if self.warnings:
             record["warnings"] = self.warnings
+        if self.merge_s is not None:
+            record["merge_s"] = round(self.merge_s, 3)
         return record
 
 
@@ -201,13 +204,12 @@ def _ingest_file(path: Path, kind: str | None, context: ParseContext, on_progres
         # The same file read before with another kind or other options: this reading replaces it.
         summary.replaced = [load_id for load_id in warehouse.loads_of_content(sha256)
                             if warehouse.unload(load_id, reason="replaced") is not None]
-        result = warehouse.merge(stage, name, sha256, parser.KIND, staged.accepted)
-        if not result.already_loaded:
-            warehouse.record_options(result.load_id, options)
+        result = warehouse.merge(stage, name, sha256, parser.KIND, staged.accepted, options=options)
         summary.status = ("already_loaded" if result.already_loaded
                           else "rejected" if result.rows_loaded == 0 and result.rows_rejected else "loaded")
         if not result.already_loaded:
             summary.rows_loaded, summary.rows_rejected = result.rows_loaded, result.rows_rejected
+            summary.merge_s = result.lock_s
             summary.rejects = [{"line": line, "reason": reason} for line, reason in stage.execute(
                 "SELECT line, reason FROM rejects ORDER BY line LIMIT ?", [REJECTS_SHOWN]).fetchall()]
             summary.totals = staged.totals

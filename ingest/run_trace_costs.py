@@ -3,7 +3,7 @@
 model the traces name. `cost_source` `gpu_traces_catalog`: an estimate, labelled as one, never a
 billed figure (the bill's share of a traced node is the allocation's, app/allocation.py).
 
-It is derived in the warehouse, not at import: warehouse.refresh_run_energy calls refresh() after
+It is derived in the warehouse, not at import: derived.refresh_run_energy/update_run_energy call refresh() after
 every load of runs or GPU samples (and `mlcost rollup`, and an unload), so traces loaded after the
 run price it, and unloading them takes the estimate away again. Only runs imported from a
 tracker or Slurm (KINDS) that carry no other cost are priced so, once they have ended.
@@ -27,6 +27,9 @@ def refresh(con: duckdb.DuckDBPyConnection) -> int:
     """Price every ended imported run without a cost from its traced GPU-hours, inside the
     caller's transaction (the earlier such estimates are taken back first); returns the runs priced.
     Settings that cannot be read price nothing."""
+    if not con.execute("SELECT EXISTS (SELECT 1 FROM runs WHERE list_contains(?, source_kind))",
+                       [KINDS]).fetchone()[0]:
+        return 0  # no imported runs: nothing priced from traces, nothing to take back
     con.execute("""
         UPDATE runs SET cost_usd = NULL, price_per_hour_usd = NULL, cost_source = NULL,
                flags = list_concat(list_filter(coalesce(flags, []), lambda f: NOT starts_with(f, $priced)),

@@ -4,6 +4,13 @@
 
 CREATE SEQUENCE IF NOT EXISTS load_ids START 1;
 
+-- The sha256 of the schema.sql last applied to this file (one row): a process whose schema.sql
+-- has that digest leaves the file as it is instead of running this script again.
+CREATE TABLE IF NOT EXISTS schema_stamp (
+    sha256      VARCHAR NOT NULL,
+    applied_at  TIMESTAMPTZ NOT NULL
+);
+
 CREATE TABLE IF NOT EXISTS loads (
     load_id        BIGINT PRIMARY KEY DEFAULT nextval('load_ids'),
     path           VARCHAR NOT NULL,
@@ -232,15 +239,31 @@ CREATE TABLE IF NOT EXISTS gpu_rollup_settings (
     computed_at        TIMESTAMPTZ NOT NULL
 );
 
--- Each run's GPUs among the traced ones, with the share of each it held (`weight`): by uuid where
--- both sides know it, else by host and index, each GPU whole (weight 1). A run imported from a
--- tracker or Slurm that names its hosts but not its GPUs (Slurm's NodeList, expanded into the tag
--- `nodes`; a tracker's `host`) holds a share of every traced GPU of each host traced while it ran
+-- Whether run r held the traced GPU g (host, gpu_index, gpu_uuid): by uuid where both sides
+-- know it, else by host and index (a run that names no GPUs holds none this way). Also read by
+-- ingest/derived.py to find the runs a newly traced or vanished GPU concerns.
+CREATE OR REPLACE MACRO run_holds_gpu(r_host, r_gpu_indices, r_gpu_uuids, g_host, g_gpu_index, g_gpu_uuid) AS
+    (g_gpu_uuid IS NOT NULL AND list_contains(r_gpu_uuids, g_gpu_uuid))
+    OR (r_host = g_host AND list_contains(r_gpu_indices, g_gpu_index)
+        AND (g_gpu_uuid IS NULL OR len(coalesce(r_gpu_uuids, [])) = 0));
+
+-- The hosts of a run imported from a tracker or Slurm that names its hosts but not its GPUs
+-- (Slurm's NodeList, expanded into the tag `nodes`; a tracker's `host`); NULL for other runs.
+CREATE OR REPLACE MACRO run_hosts_only(source_kind, host, tags, gpu_uuids, gpu_indices, gpu_count) AS
+    CASE WHEN source_kind IN ('mlflow', 'wandb', 'slurm')
+              AND len(coalesce(gpu_uuids, [])) = 0 AND len(coalesce(gpu_indices, [])) = 0
+              AND (gpu_count IS NULL OR gpu_count > 0) AND (source_kind <> 'slurm' OR gpu_count > 0)
+         THEN list_distinct(CASE WHEN source_kind = 'slurm' THEN string_split(tags['nodes'], ',') ELSE [host] END)
+    END;
+
+-- Each run of the table named `run_table` (rows of runs) among the traced GPUs, with the share of
+-- each it held (`weight`): the GPUs it names (run_holds_gpu), each whole (weight 1). A run with
+-- hosts only (run_hosts_only) holds a share of every traced GPU of each host traced while it ran
 -- (hosts traced only at other times would add minutes with nothing in them): its GPUs per host
 -- (gpu_count / hosts) over the host's traced GPUs, at most 1; the whole host when it gives no GPU
--- count. An estimate: which GPUs it had is unknown, so it takes its share of each (a file run
--- that names no GPUs matches none).
-CREATE OR REPLACE VIEW run_gpus AS
+-- count. An estimate: which GPUs it had is unknown, so it takes its share of each. run_gpus is
+-- every run's.
+CREATE OR REPLACE MACRO run_gpus_of(run_table) AS TABLE
 WITH traced AS (SELECT DISTINCT host, gpu_index, gpu_uuid FROM gpu_minutes),
 host_gpus AS (SELECT host, gpu_index, count(*) OVER (PARTITION BY host) AS gpus
               FROM (SELECT DISTINCT host, gpu_index FROM traced)),
@@ -248,19 +271,13 @@ host_spans AS (SELECT host, min(minute) AS first_minute, max(minute) + INTERVAL 
                FROM gpu_minutes GROUP BY host),
 named AS (
     SELECT DISTINCT r.run_id, g.host, g.gpu_index
-    FROM runs r JOIN traced g
-      ON (g.gpu_uuid IS NOT NULL AND list_contains(r.gpu_uuids, g.gpu_uuid))
-      OR (r.host = g.host AND list_contains(r.gpu_indices, g.gpu_index)
-          AND (g.gpu_uuid IS NULL OR len(coalesce(r.gpu_uuids, [])) = 0))
+    FROM query_table(run_table) r JOIN traced g
+      ON run_holds_gpu(r.host, r.gpu_indices, r.gpu_uuids, g.host, g.gpu_index, g.gpu_uuid)
 ), unnamed AS (
     SELECT run_id, gpu_count, started_at, ended_at, unnest(hosts) AS host, len(hosts) AS host_count
     FROM (SELECT run_id, gpu_count, started_at, ended_at,
-                 list_distinct(CASE WHEN source_kind = 'slurm' THEN string_split(tags['nodes'], ',')
-                                    ELSE [host] END) AS hosts
-          FROM runs
-          WHERE source_kind IN ('mlflow', 'wandb', 'slurm')
-            AND len(coalesce(gpu_uuids, [])) = 0 AND len(coalesce(gpu_indices, [])) = 0
-            AND (gpu_count IS NULL OR gpu_count > 0) AND (source_kind <> 'slurm' OR gpu_count > 0))
+                 run_hosts_only(source_kind, host, tags, gpu_uuids, gpu_indices, gpu_count) AS hosts
+          FROM query_table(run_table))
     WHERE len(hosts) > 0
 )
 SELECT run_id, host, gpu_index, 1.0 AS weight FROM named
@@ -270,8 +287,10 @@ SELECT u.run_id, g.host, g.gpu_index,
 FROM unnamed u JOIN host_gpus g USING (host) JOIN host_spans h USING (host)
 WHERE u.started_at < h.traced_until AND u.ended_at > h.first_minute;  -- hosts traced while it ran
 
+CREATE OR REPLACE VIEW run_gpus AS SELECT * FROM run_gpus_of('runs');
+
 -- The two views below, materialized after every load of runs or GPU samples (and `mlcost
--- rollup`) by warehouse.refresh_run_energy: pages read them many times per view, a load writes
+-- rollup`) by ingest/derived.py: pages read them many times per view, a load writes
 -- them once.
 CREATE TABLE IF NOT EXISTS run_gpu_time (
     run_id     VARCHAR NOT NULL,
@@ -299,45 +318,57 @@ CREATE TABLE IF NOT EXISTS gpu_minutes_allocated (
     held_s     DOUBLE NOT NULL
 );
 
--- Every minute each run held each of its traced GPUs; run_s = seconds of that minute inside
--- [started_at, ended_at) x the share of the GPU it held (run_gpus.weight). Computed here, stored
--- in run_gpu_time by warehouse.refresh_run_energy.
-CREATE OR REPLACE VIEW run_gpu_minutes_live AS
-WITH spans AS (
-    SELECT g.run_id, g.host, g.gpu_index, g.weight, r.started_at, r.ended_at,
-           unnest(generate_series(date_trunc('minute', r.started_at),
-                                  r.ended_at - INTERVAL 1 MICROSECOND, INTERVAL 1 MINUTE)) AS minute
-    FROM run_gpus g JOIN runs r USING (run_id)
+-- Every minute each run of the table named `run_table` (rows of runs) held each of its traced
+-- GPUs; run_s = seconds of that minute inside [started_at, ended_at) x the share of the GPU it
+-- held (run_gpus_of.weight). run_gpu_minutes_live is every run's, stored in run_gpu_time by
+-- ingest/derived.py (which passes a table of the runs a load changed to store just theirs again).
+CREATE OR REPLACE MACRO run_gpu_minutes_of(run_table) AS TABLE
+WITH held AS (
+    SELECT g.run_id, g.host, g.gpu_index, g.weight, r.started_at, r.ended_at
+    FROM run_gpus_of(run_table) g JOIN query_table(run_table) r USING (run_id)
     WHERE r.ended_at > r.started_at
+), spans AS (
+    SELECT run_id, host, gpu_index, weight, started_at, ended_at,
+           unnest(generate_series(date_trunc('minute', started_at),
+                                  ended_at - INTERVAL 1 MICROSECOND, INTERVAL 1 MINUTE)) AS minute
+    FROM held
 )
 SELECT run_id, host, gpu_index, minute,
        epoch(least(ended_at, minute + INTERVAL 1 MINUTE) - greatest(started_at, minute)) * weight AS run_s
 FROM spans;
 
+CREATE OR REPLACE VIEW run_gpu_minutes_live AS SELECT * FROM run_gpu_minutes_of('runs');
+
 -- Measured GPU energy per run: each traced minute's energy in proportion to the run's share
 -- of it (runs sharing a GPU in a minute split it by their seconds in it). Coverage is the
--- GPU-seconds with measured energy over duration x the GPUs the run names. Computed here from
--- run_gpu_time and gpu_minutes_allocated, stored in run_gpu_energy by warehouse.refresh_run_energy.
-CREATE OR REPLACE VIEW run_energy_live AS
+-- GPU-seconds with measured energy over duration x the GPUs the run names. From the table named
+-- `time_table` (rows of run_gpu_time: every run's in run_energy_live, those of the runs a load
+-- changed when ingest/derived.py stores them again) and gpu_minutes_allocated; stored in
+-- run_gpu_energy.
+CREATE OR REPLACE MACRO run_energy_of(time_table) AS TABLE
 WITH shares AS (
     SELECT rm.run_id, rm.host, rm.gpu_index, m.energy_kwh, m.energy_s,
            rm.run_s / greatest(60, a.held_s) AS share,
            rm.run_s / 60.0 AS part
-    FROM run_gpu_time rm JOIN gpu_minutes m USING (host, gpu_index, minute)
+    FROM query_table(time_table) rm JOIN gpu_minutes m USING (host, gpu_index, minute)
     JOIN gpu_minutes_allocated a USING (host, gpu_index, minute)
+), per_run AS (  -- summed per run first: grouping the rows by the run's list columns is slow
+    SELECT run_id,
+           count(DISTINCT (host, gpu_index))                       AS gpus_traced,
+           sum(energy_kwh * share)                                 AS gpu_energy_kwh,
+           sum(energy_s * part)                                    AS gpu_energy_s
+    FROM shares GROUP BY run_id
 )
-SELECT s.run_id,
-       count(DISTINCT (s.host, s.gpu_index))                       AS gpus_traced,
-       sum(s.energy_kwh * s.share)                                 AS gpu_energy_kwh,
-       sum(s.energy_s * s.part)                                    AS gpu_energy_s,
-       100.0 * sum(s.energy_s * s.part)
+SELECT p.run_id, p.gpus_traced, p.gpu_energy_kwh, p.gpu_energy_s,
+       100.0 * p.gpu_energy_s
              / nullif(r.duration_s * coalesce(nullif(len(r.gpu_uuids), 0), nullif(len(r.gpu_indices), 0),
-                                              r.gpu_count, count(DISTINCT (s.host, s.gpu_index))), 0)
+                                              r.gpu_count, p.gpus_traced), 0)
                                                                    AS gpu_energy_coverage_pct,
-       CASE WHEN r.examples > 0 THEN sum(s.energy_kwh * s.share) * 1e6 / r.examples END
+       CASE WHEN r.examples > 0 THEN p.gpu_energy_kwh * 1e6 / r.examples END
                                                                    AS gpu_energy_wh_per_1k_examples
-FROM shares s JOIN runs r USING (run_id)
-GROUP BY s.run_id, r.duration_s, r.gpu_uuids, r.gpu_indices, r.gpu_count, r.examples;
+FROM per_run p JOIN runs r USING (run_id);
+
+CREATE OR REPLACE VIEW run_energy_live AS SELECT * FROM run_energy_of('run_gpu_time');
 
 -- The names pages and tests read.
 CREATE OR REPLACE VIEW run_gpu_minutes AS SELECT * FROM run_gpu_time;
@@ -429,9 +460,11 @@ GROUP BY billing_currency;
 -- (matched_by 'tag'); else a line whose resource_id is a run's tags['resource_id'] and whose
 -- charge period overlaps the run (widened by slack_s seconds on each side) belongs to the run
 -- it overlaps longest ('resource'). Credits, taxes, purchases and adjustments belong to no run.
-CREATE OR REPLACE MACRO billing_run_lines_live(run_tag, slack_s) AS TABLE
+-- billing_run_lines_of reads the lines of the table named `line_table` (rows of billing_lines:
+-- ingest/derived.py passes the lines a load changed to store just theirs again).
+CREATE OR REPLACE MACRO billing_run_lines_of(line_table, run_tag, slack_s) AS TABLE
 WITH usage_lines AS (
-    SELECT * FROM billing_lines WHERE charge_category = 'usage'
+    SELECT * FROM query_table(line_table) WHERE charge_category = 'usage'
 ), by_tag AS (
     SELECT u.line_key, r.run_id, 'tag' AS matched_by
     FROM usage_lines u JOIN runs r ON u.tags[run_tag] = r.run_id
@@ -451,8 +484,11 @@ SELECT * FROM by_tag
 UNION ALL
 SELECT * FROM by_resource;
 
+CREATE OR REPLACE MACRO billing_run_lines_live(run_tag, slack_s) AS TABLE
+SELECT * FROM billing_run_lines_of('billing_lines', run_tag, slack_s);
+
 -- billing_run_lines_live for the [reconciliation] settings, stored after every load of runs or
--- bill lines by warehouse.refresh_billing_runs (pages read it many times, a load writes it once).
+-- bill lines by ingest/derived.py (pages read it many times, a load writes it once).
 CREATE TABLE IF NOT EXISTS billing_line_runs (
     line_key    VARCHAR PRIMARY KEY,
     run_id      VARCHAR NOT NULL,

@@ -8,10 +8,13 @@ Reads (query, query_exact) open the file read-only. DuckDB refuses a read-only a
 connection to one file open at the same time in one process, so connections of the two kinds
 take turns here (any number of one kind at once). The schema is put in place by the first
 read-write open of a file in this process; a reader that comes first does that once too (a
-missing or older file is created or migrated), then reads read-only.
+missing or older file is created or migrated), then reads read-only. A file whose schema_stamp
+holds the digest of this schema.sql is left as it is (a process's first open stays cheap).
 """
 from __future__ import annotations
 
+import functools
+import hashlib
 import os
 import re
 import threading
@@ -21,13 +24,15 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, timezone
 from importlib import resources
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import TYPE_CHECKING, Iterable, Iterator
 
 import duckdb
-import pandas as pd
 
-from ingest import gpu_rollups, staging
+from ingest import derived, gpu_rollups, staging
 from ingest.contract import Parsed
+
+if TYPE_CHECKING:  # pandas is imported by the reads that return frames, not by `mlcost ingest`
+    import pandas as pd
 
 DEFAULT_DB = "mlcost.duckdb"
 LOCK_WAIT_S = float(os.environ.get("MLCOST_LOCK_WAIT_S", "30"))
@@ -54,7 +59,7 @@ class LoadResult:
     rows_loaded: int
     rows_rejected: int
     already_loaded: bool
-    lock_s: float = field(default=0.0, compare=False)  # how long the merge held the warehouse
+    lock_s: float = field(default=0.0, compare=False)  # seconds the merge held the warehouse locked
 
 
 def db_path() -> Path:
@@ -131,22 +136,41 @@ def connect(path: Path | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
             key = str(path.resolve())
             if key not in _schema_ready:
                 with _schema_lock:
-                    stored_before = {row[0] for row in con.execute(
-                        "SELECT table_name FROM duckdb_tables() WHERE table_name IN ('run_gpu_energy', 'billing_line_runs')"
-                    ).fetchall()}
-                    con.execute(resources.files("ingest").joinpath("schema.sql").read_text())
-                    # a warehouse from before these were stored
-                    if "run_gpu_energy" not in stored_before:
-                        with _transaction(con):
-                            refresh_run_energy(con)
-                    if "billing_line_runs" not in stored_before and _has_rows(con, "billing_lines"):
-                        with _transaction(con):
-                            refresh_billing_runs(con)
-                    _schema_ready.add(key)
+                    if key not in _schema_ready:
+                        _put_schema(con)
+                        _schema_ready.add(key)
             yield con
         finally:
             _held.rw -= 1
             con.close()
+
+
+@functools.cache
+def _schema() -> tuple[str, str]:
+    """schema.sql's text and its sha256 (hex)."""
+    text = resources.files("ingest").joinpath("schema.sql").read_text()
+    return text, hashlib.sha256(text.encode()).hexdigest()
+
+
+def _put_schema(con: duckdb.DuckDBPyConnection) -> None:
+    """Create or migrate the schema, unless schema_stamp says this schema.sql already is."""
+    text, digest = _schema()
+    stamped = con.execute("SELECT count(*) FROM duckdb_tables() WHERE database_name = current_database() "
+                          "AND schema_name = 'main' AND table_name = 'schema_stamp'").fetchone()[0]
+    if stamped and con.execute("SELECT sha256 FROM schema_stamp").fetchall() == [(digest,)]:
+        return
+    stored_before = {row[0] for row in con.execute(
+        "SELECT table_name FROM duckdb_tables() WHERE table_name IN ('run_gpu_energy', 'billing_line_runs')"
+    ).fetchall()}
+    con.execute(text)
+    with _transaction(con):
+        # a warehouse from before these were stored
+        if "run_gpu_energy" not in stored_before:
+            derived.refresh_run_energy(con)
+        if "billing_line_runs" not in stored_before and _has_rows(con, "billing_lines"):
+            derived.refresh_billing_runs(con)
+        con.execute("DELETE FROM schema_stamp")
+        con.execute("INSERT INTO schema_stamp VALUES (?, ?)", [digest, datetime.now(timezone.utc)])
 
 
 @contextmanager
@@ -173,12 +197,16 @@ def read(path: Path | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
 
 def query(sql: str, params: list | dict | None = None, path: Path | None = None) -> pd.DataFrame:
     """Run one read query with bound parameters (read-only) and return the result as a DataFrame."""
+    import pandas  # noqa: F401  (.df() needs it; imported here so that ingest does not)
+
     with read(path) as con:
         return con.execute(sql, params or []).df()
 
 
 def query_exact(sql: str, params: list | dict | None = None, path: Path | None = None) -> pd.DataFrame:
     """Like query(), but DECIMAL columns come back as decimal.Decimal (money stays exact)."""
+    import pandas as pd
+
     with read(path) as con:
         result = con.execute(sql, params or [])
         columns = [column[0] for column in result.description]
@@ -201,7 +229,7 @@ def execute(statements: list[tuple[str, list | dict]], path: Path | None = None)
 def find_load(sha256: str, kind: str, path: Path | None = None, options: str | None = None) -> int | None:
     """The load_id of an earlier load of this exact content as this kind, if any; with `options`
     (load_options() text), only one read with the same options."""
-    with connect(path) as con:
+    with read(path) as con:
         row = con.execute(
             "SELECT load_id FROM loads WHERE sha256 = ? AND kind = ? "
             "AND (CAST(? AS VARCHAR) IS NULL OR coalesce(options, '') = ?)",
@@ -223,15 +251,9 @@ def load_options(tz_name: str | None = None, host: str | None = None, at: dateti
     return " ".join(f"{key}={value}" for key, value in given.items() if value is not None)
 
 
-def record_options(load_id: int, options: str, path: Path | None = None) -> None:
-    """Note in the ledger the options load `load_id` was read with ('' for none)."""
-    with connect(path) as con:
-        con.execute("UPDATE loads SET options = ? WHERE load_id = ?", [options, load_id])
-
-
 def loads_of_content(sha256: str, path: Path | None = None) -> list[int]:
     """Every load of this exact content (any kind, any options), oldest first."""
-    with connect(path) as con:
+    with read(path) as con:
         rows = con.execute("SELECT load_id FROM loads WHERE sha256 = ? ORDER BY load_id", [sha256]).fetchall()
     return [row[0] for row in rows]
 
@@ -258,14 +280,25 @@ def unload(load_id: int, reason: str = "unloaded", path: Path | None = None) -> 
             con.execute("CREATE OR REPLACE TEMP TABLE removed_samples AS SELECT host, gpu_index, "
                         "min(sampled_at) AS sampled_at FROM gpu_samples WHERE load_id = ? "
                         "GROUP BY host, gpu_index", [load_id])
+            # the runs and bill lines that go: what is stored of them and for them is redone
+            con.execute("CREATE OR REPLACE TEMP TABLE changed_runs AS SELECT run_id FROM runs WHERE load_id = ?",
+                        [load_id])
+            con.execute("CREATE OR REPLACE TEMP TABLE changed_lines AS SELECT line_key FROM billing_lines "
+                        "WHERE load_id = ?", [load_id])
             for table in _tables_with_load_id(con):
                 removed[table] = con.execute(f"DELETE FROM {table} WHERE load_id = ?", [load_id]).fetchone()[0]
-            if con.execute("SELECT count(*) FROM removed_samples").fetchone()[0]:
+            samples_gone = con.execute("SELECT count(*) FROM removed_samples").fetchone()[0] > 0
+            if samples_gone:
                 from ingest import config
 
                 db = '"' + con.execute("SELECT current_database()").fetchone()[0].replace('"', '""') + '"'
                 gpu_rollups.rebuild(con, db, config.load().gpu, gpu_rollups.stored_settings(con, db))
-            refresh_derived(con, [table for table, count in removed.items() if count])
+                derived.refresh_run_energy(con)  # every GPU's minutes were computed again
+            elif removed.get("runs"):
+                derived.update_run_energy(con, runs=True, gpus=False)
+            if removed.get("runs") or removed.get("billing_lines"):
+                derived.update_billing_runs(con, runs=bool(removed.get("runs")),
+                                            lines=bool(removed.get("billing_lines")))
             con.execute("DELETE FROM loads WHERE load_id = ?", [load_id])
             con.execute("INSERT INTO unloads VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                         [load_id, *ledger, sum(n for t, n in removed.items() if t != "rejects"),
@@ -297,15 +330,17 @@ def load(source: str, sha256: str, kind: str, parsed: Parsed, path: Path | None 
 
 
 def merge(stage: duckdb.DuckDBPyConnection, source: str, sha256: str, kind: str, accepted: int,
-          path: Path | None = None) -> LoadResult:
+          path: Path | None = None, options: str | None = None) -> LoadResult:
     """Merge a file's staging database (ingest/staging.py) into the warehouse in one transaction:
-    the ledger row, its rows with their load_id, its rejects and the GPU rollups it changes.
+    the ledger row (with `options`, load_options() text), its rows with their load_id, its
+    rejects, the GPU rollups and the derived tables (ingest/derived.py) it changes.
 
     A file already in the ledger (same sha256 and kind) is a no-op. Rows of a table in
     REPLACE_BY replace stored rows with the same key; within the file a repeated key keeps its
     last line. Everything that can be done without the warehouse (keeping the last of a key,
-    the GPU rollups, from the samples near the new ones read beforehand) is done first, so the
-    warehouse is locked for the writes alone; `lock_s` says for how long.
+    the GPU rollups, from the samples near the new ones read beforehand with the warehouse
+    attached read-only) is done first, so the warehouse is locked for the writes alone;
+    `lock_s` says for how long.
     """
     from ingest import config
 
@@ -317,18 +352,24 @@ def merge(stage: duckdb.DuckDBPyConnection, source: str, sha256: str, kind: str,
             staging.keep_last(stage, name)
     replaced = _replaced_keys(stage, tables)
     gpu = config.load().gpu if "gpu_samples" in tables else None
+    new_runs, new_lines = "runs" in tables, "billing_lines" in tables
+    if new_runs:
+        stage.execute("CREATE OR REPLACE TEMP TABLE changed_runs AS SELECT run_id FROM replaced_run_id")
+    if new_lines:
+        stage.execute("CREATE OR REPLACE TEMP TABLE changed_lines AS SELECT line_key FROM replaced_line_key")
     snapshot = None
     if gpu is not None:
         gpu_rollups.touched(stage, gpu)
         if not _has_temp(stage, "file_intervals"):
             gpu_rollups.intervals(stage, "gpu_samples", "file_intervals", gpu)
-        with _attached(stage, path):
+        with _attached(stage, path, read_only=True):  # pages read meanwhile
             snapshot = _gpu_snapshot(stage)
             with_context = gpu_rollups.context(stage, "wh", gpu) > 0
+            derived.note_traced(stage, "wh")
         gpu_rollups.derive(stage, gpu, with_context)
     rejected = staging.count(stage, "rejects")
-    started = time.monotonic()
-    with _attached(stage, path):
+    held: list[float] = []
+    with _attached(stage, path, held):
         stage.execute("BEGIN TRANSACTION")
         try:
             earlier = next(iter(stage.execute("SELECT load_id FROM wh.loads WHERE sha256 = ? AND kind = ?",
@@ -338,15 +379,16 @@ def merge(stage: duckdb.DuckDBPyConnection, source: str, sha256: str, kind: str,
                 return LoadResult(earlier[0], 0, 0, already_loaded=True)
             if gpu is not None and _gpu_snapshot(stage) != snapshot:  # another load came in between
                 gpu_rollups.derive(stage, gpu, gpu_rollups.context(stage, "wh", gpu) > 0)
+                derived.note_traced(stage, "wh")
                 snapshot = _gpu_snapshot(stage)
             load_id = stage.execute(
-                "INSERT INTO wh.loads (path, sha256, kind, rows_loaded, rows_rejected, loaded_at) "
-                "VALUES (?, ?, ?, ?, ?, ?) RETURNING load_id",
-                [source, sha256, kind, accepted, rejected, datetime.now(timezone.utc)],
+                "INSERT INTO wh.loads (path, sha256, kind, rows_loaded, rows_rejected, loaded_at, options) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING load_id",
+                [source, sha256, kind, accepted, rejected, datetime.now(timezone.utc), options],
             ).fetchall()[0][0]
             for name, column in replaced:
                 stage.execute(f"DELETE FROM wh.{name} WHERE {column} IN (SELECT {column} FROM replaced_{column})")
-            if "gpu_samples" in tables and snapshot[3]:  # only stored samples in the new ones' span can go
+            if "gpu_samples" in tables and snapshot[4]:  # only stored samples in the new ones' span can go
                 stage.execute("DELETE FROM wh.gpu_samples AS s USING gpu_samples AS n WHERE s.host = n.host "
                               "AND s.gpu_index = n.gpu_index AND s.sampled_at = n.sampled_at")
             for name, with_id in tables.items():
@@ -355,23 +397,30 @@ def merge(stage: duckdb.DuckDBPyConnection, source: str, sha256: str, kind: str,
                               [load_id] if with_id else [])
             stage.execute("INSERT INTO wh.rejects SELECT ?, path, line, reason, left(raw, 500) FROM rejects "
                           "ORDER BY line", [load_id])
+            rebuilt = False
             if gpu is not None:
-                _, stored, had_samples, _ = snapshot
-                if (stored is None and had_samples) or (stored is not None
-                                                        and tuple(stored[:4]) != gpu_rollups.settings(gpu)):
+                _, _, stored, had_samples, _ = snapshot
+                rebuilt = (stored is None and had_samples) or (stored is not None
+                                                               and tuple(stored[:4]) != gpu_rollups.settings(gpu))
+                if rebuilt:
                     gpu_rollups.rebuild(stage, "wh", gpu, stored)  # settings changed: every GPU again
                 else:
                     gpu_rollups.replace(stage, "wh", gpu, stored)
             stage.execute("USE wh")  # the derived tables and the views they come from are the warehouse's
             try:
-                refresh_derived(stage, tables)
+                if rebuilt:
+                    derived.refresh_run_energy(stage)
+                elif new_runs or gpu is not None:
+                    derived.update_run_energy(stage, runs=new_runs, gpus=gpu is not None)
+                if new_runs or new_lines:
+                    derived.update_billing_runs(stage, runs=new_runs, lines=new_lines)
             finally:
                 stage.execute("USE memory")
             stage.execute("COMMIT")
         except BaseException:
             stage.execute("ROLLBACK")
             raise
-    return LoadResult(load_id, accepted, rejected, already_loaded=False, lock_s=time.monotonic() - started)
+    return LoadResult(load_id, accepted, rejected, already_loaded=False, lock_s=held[0])
 
 
 def _merged_tables(stage: duckdb.DuckDBPyConnection) -> dict[str, bool]:
@@ -401,13 +450,14 @@ def _replaced_keys(stage: duckdb.DuckDBPyConnection, tables: dict[str, bool]) ->
 
 
 def _gpu_snapshot(stage: duckdb.DuckDBPyConnection) -> tuple:
-    """What the precomputed rollups assumed of the warehouse: its last load, the stored settings,
-    whether it held samples and whether any of the touched GPUs' lie in the new samples' span."""
-    last = stage.execute("SELECT max(load_id) FROM wh.loads").fetchall()[0][0]
+    """What the precomputed rollups assumed of the warehouse: its last load and how many loads
+    it holds (a load or an unload in between changes one), the stored settings, whether it held
+    samples and whether any of the touched GPUs' lie in the new samples' span."""
+    last, loads = stage.execute("SELECT max(load_id), count(*) FROM wh.loads").fetchall()[0]
     has_samples = stage.execute("SELECT EXISTS (SELECT 1 FROM wh.gpu_samples)").fetchall()[0][0]
     overlaps = stage.execute("SELECT EXISTS (SELECT 1 FROM wh.gpu_samples s JOIN touched_gpus t USING (host, gpu_index) "
                              "WHERE s.sampled_at BETWEEN t.first_at AND t.last_at)").fetchall()[0][0]
-    return last, gpu_rollups.stored_settings(stage, "wh"), has_samples, overlaps
+    return last, loads, gpu_rollups.stored_settings(stage, "wh"), has_samples, overlaps
 
 
 def _has_temp(stage: duckdb.DuckDBPyConnection, name: str) -> bool:
@@ -416,16 +466,22 @@ def _has_temp(stage: duckdb.DuckDBPyConnection, name: str) -> bool:
 
 
 @contextmanager
-def _attached(stage: duckdb.DuckDBPyConnection, path: Path) -> Iterator[None]:
+def _attached(stage: duckdb.DuckDBPyConnection, path: Path, held: list[float] | None = None,
+              read_only: bool = False) -> Iterator[None]:
     """The warehouse file attached to a staging connection as `wh` (waiting out another
-    process's lock like connect()), detached on exit."""
+    process's lock like connect()), detached on exit; the seconds it was attached are appended
+    to `held`. Read-only, other processes' readers (pages) are not kept waiting."""
     literal = "'" + str(path).replace("'", "''") + "'"  # ATTACH takes no bound parameters
-    with _turns.take(read_only=False):  # this process's read-only connections wait meanwhile
-        _retry_on_lock(path, lambda: stage.execute(f"ATTACH {literal} AS wh"))
+    mode = " (READ_ONLY)" if read_only else ""
+    with _turns.take(read_only=read_only):  # this process's other kind of connection waits meanwhile
+        _retry_on_lock(path, lambda: stage.execute(f"ATTACH {literal} AS wh{mode}"))
+        attached_at = time.monotonic()
         try:
             yield
         finally:
             stage.execute("DETACH wh")
+            if held is not None:
+                held.append(time.monotonic() - attached_at)
 
 
 def _ensure_schema(path: Path) -> None:
@@ -444,7 +500,7 @@ def rebuild_gpu_rollups(path: Path | None = None) -> int:
         con.execute("BEGIN TRANSACTION")
         try:
             gpus = gpu_rollups.rebuild(con, db, gpu, gpu_rollups.stored_settings(con, db))
-            refresh_run_energy(con)
+            derived.refresh_run_energy(con)
             con.execute("COMMIT")
         except BaseException:
             con.execute("ROLLBACK")
@@ -452,60 +508,8 @@ def rebuild_gpu_rollups(path: Path | None = None) -> int:
     return gpus
 
 
-def refresh_derived(con: duckdb.DuckDBPyConnection, tables: Iterable[str] | None = None) -> None:
-    """Store what pages read many times and a load changes (per-run energy, bill lines' runs),
-    inside the caller's transaction; with `tables` (those a load wrote), only what they decide."""
-    refresh_run_energy(con, tables)
-    refresh_billing_runs(con, tables)
-
-
-# Tables whose rows decide which run each bill line belongs to (billing_line_runs).
-BILLING_RUNS_SOURCES = frozenset({"runs", "billing_lines"})
-
-
-def refresh_billing_runs(con: duckdb.DuckDBPyConnection, tables: Iterable[str] | None = None) -> None:
-    """Store billing_run_lines_live for the [reconciliation] settings in billing_line_runs (and
-    the settings in billing_match_settings), inside the caller's transaction; with `tables`, only
-    when one of them is in BILLING_RUNS_SOURCES. Settings that cannot be read store nothing."""
-    if tables is not None and not BILLING_RUNS_SOURCES.intersection(tables):
-        return
-    from ingest import config
-
-    con.execute("DELETE FROM billing_line_runs")
-    con.execute("DELETE FROM billing_match_settings")
-    try:
-        rule = config.load().reconciliation
-    except config.ConfigError:  # nothing stored: pages compute the matches with the settings they read
-        return
-    run_tag, slack_s = rule.run_id_tag, rule.match_slack_minutes * 60
-    con.execute("INSERT INTO billing_line_runs SELECT * FROM billing_run_lines_live(?, ?)", [run_tag, slack_s])
-    con.execute("INSERT INTO billing_match_settings VALUES (?, ?, ?)", [run_tag, slack_s, datetime.now(timezone.utc)])
-
-
 def _has_rows(con: duckdb.DuckDBPyConnection, table: str) -> bool:
     return con.execute(f"SELECT EXISTS (SELECT 1 FROM {table})").fetchone()[0]
-
-
-# Tables whose rows decide the stored per-run energy (run_gpu_time, gpu_minutes_allocated,
-# run_gpu_energy): a load that writes one of them refreshes it.
-RUN_ENERGY_SOURCES = frozenset({"runs", "gpu_samples"})
-
-
-def refresh_run_energy(con: duckdb.DuckDBPyConnection, tables: Iterable[str] | None = None) -> None:
-    """Store the views run_gpu_minutes_live and run_energy_live (ingest/schema.sql) in
-    run_gpu_time, gpu_minutes_allocated and run_gpu_energy, inside the caller's transaction;
-    with `tables` (those a load wrote), only when one of them is in RUN_ENERGY_SOURCES."""
-    if tables is not None and not RUN_ENERGY_SOURCES.intersection(tables):
-        return
-    for table in ("run_gpu_time", "gpu_minutes_allocated", "run_gpu_energy"):
-        con.execute(f"DELETE FROM {table}")
-    con.execute("INSERT INTO run_gpu_time SELECT * FROM run_gpu_minutes_live")
-    con.execute("INSERT INTO gpu_minutes_allocated SELECT host, gpu_index, minute, sum(run_s) FROM run_gpu_time "
-                "GROUP BY ALL")
-    con.execute("INSERT INTO run_gpu_energy SELECT * FROM run_energy_live")
-    from ingest import run_trace_costs
-
-    run_trace_costs.refresh(con)  # imported runs without a cost: priced from their traced GPU-hours
 
 
 @contextmanager

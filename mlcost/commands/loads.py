@@ -5,12 +5,13 @@ import argparse
 import hashlib
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import pandas as pd
-
-from app import queries
 from ingest import warehouse
 from mlcost.common import EXIT_PROBLEMS, EXIT_USAGE, say
+
+if TYPE_CHECKING:  # annotations only: `mlcost ingest` starts without pandas (app.queries imports it)
+    import pandas as pd
 
 COLUMNS = {"load_id": "load", "loaded_at": "loaded at (UTC)", "path": "file", "kind": "kind",
            "options": "options", "rows_loaded": "loaded", "rows_rejected": "rejected",
@@ -30,6 +31,8 @@ def register(commands) -> None:
 
 
 def run_loads(args: argparse.Namespace) -> int:
+    from app import queries
+
     ledger = queries.loads()
     if args.json:
         records = ledger.drop(columns="sha256").assign(
@@ -46,6 +49,8 @@ def run_loads(args: argparse.Namespace) -> int:
 
 
 def run_unload(args: argparse.Namespace) -> int:
+    from app import queries
+
     ledger = queries.loads()
     matches = find(ledger, args.target)
     if matches.empty:

@@ -1,0 +1,197 @@
+"""The tables pages read many times and loads change: per-run GPU time and energy, bill lines' runs.
+
+SQL only, run inside a transaction of a connection ingest/warehouse.py hands in, with the
+warehouse as its current database (this module never opens the warehouse).
+
+Two ways to store them, with the same result:
+- refresh_*: everything again, from the live views in ingest/schema.sql (run_gpu_minutes_live,
+  run_energy_live, billing_run_lines_live): a warehouse from before they were stored, `mlcost
+  rollup`, a load whose GPU settings changed.
+- update_*(): only what a load or an unload changed, from temp tables the caller fills:
+  changed_runs(run_id) - runs added, replaced or removed; changed_lines(line_key) - bill lines
+  added, replaced or removed; and for GPU samples, touched_gpus(host, gpu_index, since) (their
+  per-minute rollups from `since` on were rewritten, ingest/gpu_rollups.py) with the traced
+  GPUs noted by note_traced() before the rewrite.
+
+What a changed input reaches:
+- run_gpu_time (every minute a run held each traced GPU) depends on the run's own row and on
+  which GPUs are traced at all (run_gpus): it is redone for the changed runs and for the runs
+  that hold a GPU (host, index, uuid) which appeared in or vanished from gpu_minutes.
+- gpu_minutes_allocated (seconds held per GPU and minute, over all runs) is redone for every
+  (GPU, minute) those runs held before or hold now.
+- run_gpu_energy (per run) is redone for those runs, for every run sharing one of those
+  (GPU, minute)s with them (their share of its energy moved), and for every run that held a
+  touched GPU in a minute that was rewritten (its energy figures may have moved).
+- billing_line_runs (each usage line's run) is redone for the changed lines, the lines stored
+  as a changed run's, and the lines that name a changed run in their run tag or carry its
+  resource id (the only lines a run can take: billing_run_lines_live).
+"""
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Iterable
+
+import duckdb
+
+from ingest import run_trace_costs
+
+# Tables whose rows decide the stored per-run energy (run_gpu_time, gpu_minutes_allocated,
+# run_gpu_energy): a load that writes one of them updates it.
+RUN_ENERGY_SOURCES = frozenset({"runs", "gpu_samples"})
+# Tables whose rows decide which run each bill line belongs to (billing_line_runs).
+BILLING_RUNS_SOURCES = frozenset({"runs", "billing_lines"})
+
+# The traced GPUs (host, gpu_index, gpu_uuid) of the touched GPUs' stored minutes, flagged by
+# whether the minute lies in the part a load rewrites (`since` on) or before it.
+_TRACED = """
+CREATE OR REPLACE TEMP TABLE traced_before AS
+SELECT DISTINCT m.host, m.gpu_index, m.gpu_uuid, m.minute >= t.since AS rewritten
+FROM {db}.gpu_minutes m JOIN touched_gpus t USING (host, gpu_index)
+"""
+
+
+def refresh_run_energy(con: duckdb.DuckDBPyConnection, tables: Iterable[str] | None = None) -> None:
+    """Store the views run_gpu_minutes_live and run_energy_live (ingest/schema.sql) in
+    run_gpu_time, gpu_minutes_allocated and run_gpu_energy, inside the caller's transaction;
+    with `tables` (those a load wrote), only when one of them is in RUN_ENERGY_SOURCES."""
+    if tables is not None and not RUN_ENERGY_SOURCES.intersection(tables):
+        return
+    for table in ("run_gpu_time", "gpu_minutes_allocated", "run_gpu_energy"):
+        con.execute(f"DELETE FROM {table}")
+    con.execute("INSERT INTO run_gpu_time SELECT * FROM run_gpu_minutes_live")
+    con.execute("INSERT INTO gpu_minutes_allocated SELECT host, gpu_index, minute, sum(run_s) FROM run_gpu_time "
+                "GROUP BY ALL")
+    con.execute("INSERT INTO run_gpu_energy SELECT * FROM run_energy_live")
+    run_trace_costs.refresh(con)  # imported runs without a cost: priced from their traced GPU-hours
+
+
+def refresh_billing_runs(con: duckdb.DuckDBPyConnection, tables: Iterable[str] | None = None) -> None:
+    """Store billing_run_lines_live for the [reconciliation] settings in billing_line_runs (and
+    the settings in billing_match_settings), inside the caller's transaction; with `tables`, only
+    when one of them is in BILLING_RUNS_SOURCES. Settings that cannot be read store nothing."""
+    if tables is not None and not BILLING_RUNS_SOURCES.intersection(tables):
+        return
+    con.execute("DELETE FROM billing_line_runs")
+    con.execute("DELETE FROM billing_match_settings")
+    rule = _match_rule()
+    if rule is None:  # nothing stored: pages compute the matches with the settings they read
+        return
+    con.execute("INSERT INTO billing_line_runs SELECT * FROM billing_run_lines_live(?, ?)", list(rule))
+    con.execute("INSERT INTO billing_match_settings VALUES (?, ?, ?)", [*rule, datetime.now(timezone.utc)])
+
+
+def note_traced(con: duckdb.DuckDBPyConnection, db: str) -> None:
+    """Temp table traced_before: the touched GPUs' traced (host, gpu_index, gpu_uuid) in database
+    `db` as they are before a load rewrites their minutes from `since` on (update() compares)."""
+    con.execute(_TRACED.format(db=db))
+
+
+def update_run_energy(con: duckdb.DuckDBPyConnection, runs: bool, gpus: bool) -> None:
+    """Store per-run GPU time and energy again where they changed, inside the caller's
+    transaction: with `runs`, the runs in temp table changed_runs changed; with `gpus`, the
+    minutes of touched_gpus from `since` on were rewritten (traced_before noted before). The
+    same rows as refresh_run_energy(), in less time."""
+    sources = []
+    if runs:
+        sources.append("SELECT run_id FROM changed_runs")
+    if gpus:
+        # traced GPUs that appeared or vanished: rewritten minutes now vs before, less those
+        # the minutes before `since` still show
+        con.execute("""
+            CREATE OR REPLACE TEMP TABLE traced_changed AS
+            WITH now AS (
+                SELECT DISTINCT m.host, m.gpu_index, m.gpu_uuid FROM gpu_minutes m
+                JOIN touched_gpus t USING (host, gpu_index) WHERE m.minute >= t.since
+            ), before AS (
+                SELECT host, gpu_index, gpu_uuid FROM traced_before WHERE rewritten
+            ), kept AS (
+                SELECT host, gpu_index, gpu_uuid FROM traced_before WHERE NOT rewritten
+            )
+            ((SELECT * FROM now EXCEPT SELECT * FROM before) UNION (SELECT * FROM before EXCEPT SELECT * FROM now))
+            EXCEPT SELECT * FROM kept""")
+        sources.append("SELECT r.run_id FROM runs r JOIN traced_changed g "
+                       "ON run_holds_gpu(r.host, r.gpu_indices, r.gpu_uuids, g.host, g.gpu_index, g.gpu_uuid)")
+        # a run with hosts only takes a share of every GPU its hosts show: any change there concerns it
+        sources.append("SELECT run_id FROM runs WHERE len(list_intersect(run_hosts_only(source_kind, host, tags, "
+                       "gpu_uuids, gpu_indices, gpu_count), (SELECT list(DISTINCT host) FROM touched_gpus))) > 0")
+    con.execute("CREATE OR REPLACE TEMP TABLE time_runs AS " + " UNION ".join(sources))
+    if _most_of(con, "time_runs", "runs"):  # everything again is faster than picking most of it
+        refresh_run_energy(con)
+        return
+    # the (GPU, minute)s those runs held before and hold now: their held seconds change
+    con.execute("CREATE OR REPLACE TEMP TABLE held_minutes AS SELECT DISTINCT host, gpu_index, minute "
+                "FROM run_gpu_time WHERE run_id IN (SELECT run_id FROM time_runs)")
+    con.execute("DELETE FROM run_gpu_time WHERE run_id IN (SELECT run_id FROM time_runs)")
+    con.execute("CREATE OR REPLACE TEMP TABLE time_runs_rows AS "
+                "SELECT * FROM runs WHERE run_id IN (SELECT run_id FROM time_runs)")
+    con.execute("INSERT INTO run_gpu_time SELECT * FROM run_gpu_minutes_of('time_runs_rows')")
+    con.execute("INSERT INTO held_minutes SELECT DISTINCT host, gpu_index, minute FROM run_gpu_time "
+                "WHERE run_id IN (SELECT run_id FROM time_runs) "
+                "EXCEPT SELECT host, gpu_index, minute FROM held_minutes")
+    con.execute("DELETE FROM gpu_minutes_allocated a USING held_minutes h "
+                "WHERE a.host = h.host AND a.gpu_index = h.gpu_index AND a.minute = h.minute")
+    con.execute("INSERT INTO gpu_minutes_allocated SELECT t.host, t.gpu_index, t.minute, sum(t.run_s) "
+                "FROM run_gpu_time t SEMI JOIN held_minutes h USING (host, gpu_index, minute) GROUP BY ALL")
+    energy = ["SELECT run_id FROM time_runs",
+              "SELECT t.run_id FROM run_gpu_time t SEMI JOIN held_minutes h USING (host, gpu_index, minute)"]
+    if gpus:
+        energy.append("SELECT t.run_id FROM run_gpu_time t JOIN touched_gpus g USING (host, gpu_index) "
+                      "WHERE t.minute >= g.since")
+    con.execute("CREATE OR REPLACE TEMP TABLE energy_runs AS " + " UNION ".join(energy))
+    con.execute("DELETE FROM run_gpu_energy WHERE run_id IN (SELECT run_id FROM energy_runs)")
+    con.execute("CREATE OR REPLACE TEMP TABLE energy_runs_time AS "
+                "SELECT * FROM run_gpu_time WHERE run_id IN (SELECT run_id FROM energy_runs)")
+    con.execute("INSERT INTO run_gpu_energy SELECT * FROM run_energy_of('energy_runs_time')")
+    run_trace_costs.refresh(con)
+
+
+def update_billing_runs(con: duckdb.DuckDBPyConnection, runs: bool, lines: bool) -> None:
+    """Store the bill lines' runs again where they changed, inside the caller's transaction: with
+    `runs`, the runs in temp table changed_runs changed; with `lines`, the lines in changed_lines.
+    The same rows as refresh_billing_runs() (all of them again when the [reconciliation]
+    settings differ from those stored)."""
+    rule = _match_rule()
+    stored = con.execute("SELECT run_id_tag, match_slack_s FROM billing_match_settings").fetchall()
+    if rule is None or stored != [rule]:  # stored for other settings (or none): all again
+        refresh_billing_runs(con)
+        return
+    sources = ["SELECT line_key FROM changed_lines"] if lines else []
+    if runs:
+        sources += [
+            "SELECT line_key FROM billing_line_runs WHERE run_id IN (SELECT run_id FROM changed_runs)",
+            "SELECT b.line_key FROM billing_lines b JOIN changed_runs c ON b.tags[$run_tag] = c.run_id",
+            "SELECT b.line_key FROM billing_lines b JOIN runs r ON b.resource_id = r.tags['resource_id'] "
+            "WHERE r.run_id IN (SELECT run_id FROM changed_runs)",
+        ]
+    con.execute("CREATE OR REPLACE TEMP TABLE lines_to_match AS " + " UNION ".join(sources),
+                {"run_tag": rule[0]} if runs else {})
+    if _most_of(con, "lines_to_match", "billing_lines"):
+        refresh_billing_runs(con)
+        return
+    con.execute("DELETE FROM billing_line_runs WHERE line_key IN (SELECT line_key FROM lines_to_match)")
+    con.execute("CREATE OR REPLACE TEMP TABLE lines_to_match_rows AS "
+                "SELECT * FROM billing_lines WHERE line_key IN (SELECT line_key FROM lines_to_match)")
+    con.execute("INSERT INTO billing_line_runs SELECT * FROM billing_run_lines_of('lines_to_match_rows', ?, ?)",
+                list(rule))
+
+
+# Past this share of a table's rows changed, a full refresh is the faster way to the same rows.
+FULL_REFRESH_SHARE = 0.25
+
+
+def _most_of(con: duckdb.DuckDBPyConnection, changed: str, table: str) -> bool:
+    """Whether temp table `changed` names at least FULL_REFRESH_SHARE of `table`'s rows."""
+    changed_rows, rows = con.execute(f"SELECT (SELECT count(*) FROM {changed}), (SELECT count(*) FROM {table})"
+                                     ).fetchall()[0]
+    return changed_rows > 0 and changed_rows >= FULL_REFRESH_SHARE * rows
+
+
+def _match_rule() -> tuple[str, float] | None:
+    """The [reconciliation] run tag and slack (seconds), or None when the settings cannot be read."""
+    from ingest import config
+
+    try:
+        rule = config.load().reconciliation
+    except config.ConfigError:
+        return None
+    return rule.run_id_tag, float(rule.match_slack_minutes * 60)
