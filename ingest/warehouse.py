@@ -414,13 +414,24 @@ def merge(stage: duckdb.DuckDBPyConnection, source: str, sha256: str, kind: str,
                     derived.update_run_energy(stage, runs=new_runs, gpus=gpu is not None)
                 if new_runs or new_lines:
                     derived.update_billing_runs(stage, runs=new_runs, lines=new_lines)
-            finally:
+            except BaseException:  # an aborted transaction takes no USE: roll back first, so the
+                _roll_back(stage)    # error raised is this one, not the detach's
                 stage.execute("USE memory")
+                raise
+            stage.execute("USE memory")
             stage.execute("COMMIT")
         except BaseException:
-            stage.execute("ROLLBACK")
+            _roll_back(stage)
             raise
     return LoadResult(load_id, accepted, rejected, already_loaded=False, lock_s=held[0])
+
+
+def _roll_back(stage: duckdb.DuckDBPyConnection) -> None:
+    """Roll the merge's transaction back, if one is still open."""
+    try:
+        stage.execute("ROLLBACK")
+    except duckdb.TransactionException:  # already rolled back
+        pass
 
 
 def _merged_tables(stage: duckdb.DuckDBPyConnection) -> dict[str, bool]:
