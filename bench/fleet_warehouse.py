@@ -118,7 +118,11 @@ def build(path: Path, scale: float = 1.0, days: int = 30) -> dict[str, int]:
             FROM fleet_runs, range(8) k(k) WHERE i % 5 = 0""")
         # Serving: 10 services x 3 versions (each a third of the span) x hosts, 10-minute windows.
         con.execute(f"""
-            INSERT INTO serving_windows
+            INSERT INTO serving_windows (window_key, window_start, window_end, window_s, service, model_version,
+                requests_total, requests_success, requests_error, latency_ms_p50, latency_ms_p95, latency_ms_p99,
+                throughput_rps, avg_gpu_util_pct, avg_cpu_util_pct, cost_usd, cost_source, price_per_hour_usd,
+                energy_kwh, energy_source, instance_type, gpu_type, gpu_count, replicas, host, gpu_uuids,
+                source_kind, load_id, source_line)
             WITH w AS (
                 SELECT i, i % 10 AS svc, (i // 10) % 12 AS host_no,
                        $start::TIMESTAMPTZ + to_seconds((i // 120) * 600 % $span_s) AS window_start,

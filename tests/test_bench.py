@@ -100,3 +100,22 @@ def test_the_dataset_is_the_same_bytes_every_time(tmp_path):
         digests.append({str(p.relative_to(tmp_path / name)): hashlib.sha256(p.read_bytes()).hexdigest()
                         for p in sorted((tmp_path / name).rglob("*")) if p.is_file()})
     assert digests[0] == digests[1] and len(digests[0]) == 16 + 4
+
+
+def test_the_sql_built_fleet_warehouse_holds_what_it_says(tmp_path):
+    """bench/fleet_warehouse.py writes a warehouse of the current schema: its counts are the tables' rows."""
+    import duckdb
+
+    out = tmp_path / "fleet.duckdb"
+    done = subprocess.run([sys.executable, str(BENCH / "fleet_warehouse.py"), str(out), "--scale", "0.002",
+                           "--days", "1"], capture_output=True, text=True, timeout=600, cwd=tmp_path,
+                          env={k: v for k, v in os.environ.items() if k != "MLCOST_CONFIG"})
+    assert done.returncode == 0, done.stderr
+    printed = dict(re.findall(r"'(\w+)': (\d+)", done.stdout))
+    assert printed and int(printed["gpu_samples"]) > 0, done.stdout
+    con = duckdb.connect(str(out), read_only=True)
+    try:
+        for table, rows in printed.items():
+            assert con.execute(f"SELECT count(*) FROM {table}").fetchone()[0] == int(rows), table
+    finally:
+        con.close()
