@@ -204,7 +204,8 @@ def _insert_sql(ctx: ParseContext, header: list[str], zone: str | None) -> str:
         INSERT INTO {traces.TABLE} (host, gpu_index, sampled_at, gpu_uuid, gpu_name, power_w, energy_mj,
                                     gpu_util_pct, mem_used_mib, pod, source_kind, source_line)
         WITH split AS (
-            SELECT line, raw, tight, tight OR regexp_full_match(raw, $pattern) AS plain, string_split(raw, ',') AS f
+            SELECT line, raw, tight, CASE WHEN tight THEN true ELSE regexp_full_match(raw, $pattern) END AS plain,
+                   string_split(raw, ',') AS f
             FROM (SELECT line, raw, regexp_full_match(raw, $tight) AS tight FROM batch
                   WHERE line > $header_line AND raw <> '')
         ), fields AS (
