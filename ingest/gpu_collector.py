@@ -97,7 +97,7 @@ SUSPECT_PAGE = 50_000  # placeholders read back into Python at a time (memory st
 def stage(src, con, ctx: ParseContext):
     """Stage the file's samples and rejects in `con` (see the columnar path above)."""
     header_line, header, zone, insert = 0, None, _sql_zone(con, ctx), None
-    for batch in staging.line_batches(src, BATCH_TIMES * staging.LINE_BATCH_BYTES):
+    for batch in staging.line_batches(src):
         con.register("batch", batch)
         try:
             if header is None:
@@ -120,8 +120,6 @@ def stage(src, con, ctx: ParseContext):
     accepted = con.execute(f"SELECT count(*) FROM {traces.TABLE} WHERE source_line > 0").fetchall()[0][0]
     return traces.stage_totals(con, accepted + _settle(con, src, ctx, header_line, header))
 
-
-BATCH_TIMES = 4  # lines are read in batches this many times staging's: one INSERT each, so fewer is cheaper
 
 
 def _first_filled(con, after: int) -> tuple[int | None, str | None]:

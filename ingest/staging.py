@@ -94,8 +94,8 @@ LINE_BATCH_BYTES = 8 << 20
 BOM = b"\xef\xbb\xbf"
 
 
-def line_batches(src: Source, batch_bytes: int = LINE_BATCH_BYTES) -> Iterator[pa.Table]:
-    """The file's lines as Arrow tables of about `batch_bytes`: `line` (1-based) and `raw`,
+def line_batches(src: Source) -> Iterator[pa.Table]:
+    """The file's lines as Arrow tables of about LINE_BATCH_BYTES: `line` (1-based) and `raw`,
     the text split at \\n as written, without its line end (\\r too), a leading BOM dropped.
     Raises NotText where the bytes are not UTF-8. Reports src.progress after each batch."""
     number, offset, rest, first = 1, 0, b"", True
@@ -103,7 +103,7 @@ def line_batches(src: Source, batch_bytes: int = LINE_BATCH_BYTES) -> Iterator[p
     skipping = 0  # bytes dropped so far of a line over max_line (never held whole)
     with open(src.path, "rb") as raw, src.open_binary(raw) as stream:
         while True:
-            data = stream.read(batch_bytes)
+            data = stream.read(LINE_BATCH_BYTES)
             ended = not data
             if skipping:
                 cut = data.find(b"\n")
