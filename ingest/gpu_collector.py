@@ -174,8 +174,10 @@ def _insert_sql(ctx: ParseContext, header: list[str], zone: str | None) -> str:
     """One batch's INSERT into gpu_samples: a good line as its sample, any other as a placeholder."""
     def field(name: str) -> str:
         # A tight line's fields need no trimming (the costliest step of all when done for every line).
+        if name not in header:
+            return "NULL"
         at = f"f[{header.index(name) + 1}]"
-        return f"nullif(CASE WHEN tight THEN {at} ELSE trim({at}) END, '')" if name in header else "NULL"
+        return f"nullif(CASE WHEN tight THEN {at} ELSE trim({at}) END, '')"
 
     stamp = field("timestamp")
     stamp = f"CASE WHEN contains({stamp}, '/') THEN regexp_replace({stamp}, '^(\\d{{4}})/(\\d{{2}})/(\\d{{2}})', " \

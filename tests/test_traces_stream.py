@@ -132,3 +132,24 @@ def test_an_over_long_line_is_refused_with_its_size_and_the_rest_loads(warehouse
     assert summary.rows_loaded == len(samples) and summary.rows_rejected == len(bad) + 1
     reasons = {reject["line"]: reject["reason"] for reject in summary.rejects}
     assert "longer than the 200 allowed" in reasons[6]
+
+
+@pytest.mark.parametrize("host", [None, "named-host"])
+def test_a_header_with_only_the_required_columns_loads_with_the_host_given_or_the_file_name(
+        warehouse, tmp_path, host):
+    lines = ["timestamp,gpu_index,power_w", "2026-01-01T00:00:00Z,0,5", "2026-01-01T00:00:10Z,0,abc",
+             "2026-01-01T00:00:20Z,1", " 2026-01-01T00:00:30Z , 2 , 7 "]
+    summary = loader.ingest_file(write(tmp_path / "node-4_trace.csv", lines, None), host=host)
+    assert (summary.rows_loaded, summary.rows_rejected) == (2, 2)
+    assert [r["line"] for r in summary.rejects] == [3, 4]
+    con = duckdb.connect(str(warehouse), read_only=True)
+    try:
+        rows = con.execute("SELECT source_line, host, gpu_index, power_w, gpu_uuid, gpu_name FROM gpu_samples "
+                           "ORDER BY source_line").fetchall()
+    finally:
+        con.close()
+    want = []
+    for line in (2, 5):
+        stamp, index, power = next(csv.reader([lines[line - 1]]))
+        want.append((line, host or "node-4", int(index), float(power), None, None))
+    assert rows == want
