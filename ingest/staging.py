@@ -91,6 +91,7 @@ class NotText(Exception):
 
 
 LINE_BATCH_BYTES = 8 << 20
+BATCH_CHUNK_ROWS = 8_192  # a batch in slices (no copy): DuckDB scans the slices of one batch on several threads
 BOM = b"\xef\xbb\xbf"
 
 
@@ -148,7 +149,8 @@ def line_batches(src: Source) -> Iterator[pa.Table]:
                     markers = pc.binary_join_element_wise(limits.too_long_marker(0)[:-1], pc.cast(sizes, pa.string()), "")
                     lines = pc.if_else(long, markers, lines)
             count = len(lines)
-            yield pa.table({"line": pa.array(np.arange(number, number + count, dtype=np.int64)), "raw": lines})
+            table = pa.table({"line": pa.array(np.arange(number, number + count, dtype=np.int64)), "raw": lines})
+            yield pa.Table.from_batches(table.to_batches(max_chunksize=BATCH_CHUNK_ROWS))
             number += count
             offset += len(chunk) + 1
             if src.progress is not None:
