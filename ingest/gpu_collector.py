@@ -79,8 +79,11 @@ totals = traces.totals
 
 # --- columnar path: every batch of lines typed and checked in SQL ---------------------------
 # A line is loaded straight from SQL when every value matches a strict pattern (what TRY_CAST
-# alone would accept is wider: '1_000', ' 12 ', 'NaN', '1e400') and is in range. A line with the
-# wrong field count and no quotes is refused in SQL; every other line (quotes, a value the
+# alone would accept is wider: '1_000', ' 12 ', 'NaN', '1e400') and is in range. One INSERT per
+# batch stages every line: a line SQL does not settle is staged too, as a placeholder with its
+# line number negated and its text in `pod` (a column this kind never fills), so the batch is
+# read once and never joined back. After the last batch the placeholders are settled: a line with
+# the wrong field count and no quotes is refused in SQL; every other one (quotes, a value the
 # patterns do not cover, a bad value) goes through `parse` above, which names the exact reason.
 ISO_TIME = r"\d{4}-\d{2}-\d{2}([T ]([01]\d|2[0-3]):[0-5]\d(:[0-5]\d(\.\d{1,6})?)?)?"
 OFFSET = r"(Z|[+-]([01]\d|2[0-3]):[0-5]\d)"
@@ -88,11 +91,12 @@ ISO_WITH_OFFSET = ISO_TIME.removesuffix("?") + OFFSET
 NUMBER = values.NUMBER_TEXT  # the one spelling of a number, as the Python path reads it
 WHOLE = r"[+-]?\d{1,18}"
 NUMERIC = ("power_w", "energy_mj", "gpu_util_pct", "mem_used_mib")
+SUSPECT_PAGE = 50_000  # placeholders read back into Python at a time (memory stays bounded)
 
 
 def stage(src, con, ctx: ParseContext):
     """Stage the file's samples and rejects in `con` (see the columnar path above)."""
-    header_line, header, accepted, zone = 0, None, 0, _sql_zone(con, ctx)
+    header_line, header, zone, insert = 0, None, _sql_zone(con, ctx), None
     for batch in staging.line_batches(src):
         con.register("batch", batch)
         try:
@@ -106,12 +110,16 @@ def stage(src, con, ctx: ParseContext):
                     staging.add_rejects(con, src.name, [(header_line, f"the header lacks {', '.join(missing)} "
                                                                       f"(expected {','.join(COLUMNS)})", ",".join(header))])
                     return traces.stage_totals(con, 0)
-            accepted += _stage_batch(con, src, ctx, header_line, header, zone)
+                insert = _insert_sql(ctx, header, zone)
+            con.execute(insert, _params(ctx, header, header_line, zone))
         finally:
             con.unregister("batch")
     if header is None:
         staging.add_rejects(con, src.name, [(0, "the file is empty", "")])
-    return traces.stage_totals(con, accepted)
+        return traces.stage_totals(con, 0)
+    accepted = con.execute(f"SELECT count(*) FROM {traces.TABLE} WHERE source_line > 0").fetchall()[0][0]
+    return traces.stage_totals(con, accepted + _settle(con, src, ctx, header_line, header))
+
 
 
 def _first_filled(con, after: int) -> tuple[int | None, str | None]:
@@ -135,25 +143,41 @@ def _sql_zone(con, ctx: ParseContext) -> str | None:
     return name
 
 
-def _line_pattern(header: list[str]) -> str:
+def _line_pattern(header: list[str], spaced: bool = True) -> str:
     """The whole of a plain line, for one regular-expression match per line: each known column
     in its strict form (a number, a whole number, an ISO time; blank where it may be), any other
-    column text without commas or quotes, as many fields as the header."""
-    spaced = {name: f" *({pattern})? *" for name, pattern in (
+    column text without commas or quotes, as many fields as the header. Not `spaced`: no blank
+    around the known columns' values either (a line the SQL can then read without trimming)."""
+    pad = " *" if spaced else ""
+    forms = {name: f"{pad}({pattern})?{pad}" for name, pattern in (
         ("power_w", NUMBER), ("gpu_util_pct", NUMBER), ("mem_used_mib", NUMBER), ("energy_mj", WHOLE))}
-    spaced["gpu_index"] = f" *{WHOLE} *"
+    forms["gpu_index"] = f"{pad}{WHOLE}{pad}"
     day = r"\d{4}-\d{2}-\d{2}"
     slashed = r"(\d{4}-\d{2}-\d{2}|\d{4}/\d{2}/\d{2})"  # `parse` reads 2025/05/05 as 2025-05-05
-    spaced["timestamp"] = " *" + slashed + ISO_TIME.removeprefix(day) + OFFSET + "? *"
-    return ",".join(spaced.get(name, '[^,"]*') for name in header)
+    forms["timestamp"] = pad + slashed + ISO_TIME.removeprefix(day) + OFFSET + "?" + pad
+    return ",".join(forms.get(name, '[^,"]*') for name in header)
 
 
-def _stage_batch(con, src, ctx: ParseContext, header_line: int, header: list[str], zone: str | None) -> int:
-    """Stage one batch of lines; returns the samples it accepted."""
-    width = len(header)
+def _params(ctx: ParseContext, header: list[str], header_line: int, zone: str | None) -> dict:
+    params = {"header_line": header_line, "tight": _line_pattern(header, spaced=False),
+              "pattern": _line_pattern(header)}
+    if ctx.host:
+        params["host"] = ctx.host
+    else:
+        params["file_host"] = traces.file_host(ctx.source)
+    if zone not in (None, "UTC"):
+        params["zone"] = zone
+    return params
 
+
+def _insert_sql(ctx: ParseContext, header: list[str], zone: str | None) -> str:
+    """One batch's INSERT into gpu_samples: a good line as its sample, any other as a placeholder."""
     def field(name: str) -> str:
-        return f"nullif(trim(f[{header.index(name) + 1}]), '')" if name in header else "NULL"
+        # A tight line's fields need no trimming (the costliest step of all when done for every line).
+        if name not in header:
+            return "NULL"
+        at = f"f[{header.index(name) + 1}]"
+        return f"nullif(CASE WHEN tight THEN {at} ELSE trim({at}) END, '')"
 
     stamp = field("timestamp")
     stamp = f"CASE WHEN contains({stamp}, '/') THEN regexp_replace({stamp}, '^(\\d{{4}})/(\\d{{2}})/(\\d{{2}})', " \
@@ -167,26 +191,25 @@ def _stage_batch(con, src, ctx: ParseContext, header_line: int, header: list[str
                   "ELSE (CASE WHEN timezone($zone, @t - INTERVAL 3 HOUR) + INTERVAL 3 HOUR = timezone($zone, @t) "
                   "AND timezone($zone, @t + INTERVAL 3 HOUR) - INTERVAL 3 HOUR = timezone($zone, @t) "
                   "THEN timezone($zone, @t) END) END").replace("@t", "TRY_CAST(stamp AS TIMESTAMP)")
-    host = ("$host" if ctx.host else f"coalesce({field('host')}, $file_host)")
-    params = {"header_line": header_line, "pattern": _line_pattern(header),
-              "file_host": traces.file_host(ctx.source)}
-    if zone not in (None, "UTC"):
-        params["zone"] = zone
-    if ctx.host:
-        params = {**params, "host": ctx.host}
-        del params["file_host"]
+    host = "$host" if ctx.host else f"coalesce({field('host')}, $file_host)"
     in_range = " AND ".join(
         f"({name}_t IS NULL OR (isfinite({name}::DOUBLE) "
         f"AND {name} BETWEEN {traces.LIMITS[name][0]} AND {traces.LIMITS[name][1]}))" for name in NUMERIC)
-    con.execute(f"""
-        CREATE OR REPLACE TEMP TABLE typed AS
-        WITH split AS (  -- a plain line is checked by one pattern; the others are looked at closer
-            SELECT line, raw, regexp_full_match(raw, $pattern) AS plain, string_split(raw, ',') AS f
-            FROM batch WHERE line > $header_line AND raw <> ''
+    ok = (f"coalesce(plain AND sampled_at >= TIMESTAMPTZ '1990-01-01 00:00:00+00' "
+          f"AND sampled_at < TIMESTAMPTZ '2100-01-01 00:00:00+00' AND host IS NOT NULL "
+          f"AND gpu_index BETWEEN 0 AND 65535 AND {in_range}, false)")
+    # CASE runs each branch only on its own rows: the spaced pattern and the trims only where a
+    # line is not tight, the casts only on plain lines.
+    return f"""
+        INSERT INTO {traces.TABLE} (host, gpu_index, sampled_at, gpu_uuid, gpu_name, power_w, energy_mj,
+                                    gpu_util_pct, mem_used_mib, pod, source_kind, source_line)
+        WITH split AS (
+            SELECT line, raw, tight, CASE WHEN tight THEN true ELSE regexp_full_match(raw, $pattern) END AS plain,
+                   string_split(raw, ',') AS f
+            FROM (SELECT line, raw, regexp_full_match(raw, $tight) AS tight FROM batch
+                  WHERE line > $header_line AND raw <> '')
         ), fields AS (
-            SELECT line, plain, len(f) AS fields, NOT plain AND contains(raw, '"') AS quoted,
-                   NOT plain AND len(f) = 1 AND regexp_full_match(raw, '\\s*') AS blank,  -- skipped, as `parse` does
-                   {stamp} AS stamp, {host} AS host, {field('gpu_index')} AS gpu_index_t,
+            SELECT line, raw, plain, {stamp} AS stamp, {host} AS host, {field('gpu_index')} AS gpu_index_t,
                    {field('gpu_uuid')} AS gpu_uuid, {field('gpu_name')} AS gpu_name,
                    {", ".join(f"{field(name)} AS {name}_t" for name in NUMERIC)}
             FROM split
@@ -197,24 +220,37 @@ def _stage_batch(con, src, ctx: ParseContext, header_line: int, header: list[str
                    {", ".join(f"CASE WHEN plain THEN TRY_CAST({name}_t AS {'BIGINT' if name == 'energy_mj' else 'DOUBLE'}) "
                               f"END AS {name}" for name in NUMERIC)}
             FROM fields
+        ), checked AS (
+            SELECT *, {ok} AS ok FROM typed
         )
-        SELECT line, fields, quoted, blank, host, gpu_index, sampled_at, gpu_uuid, gpu_name, {", ".join(NUMERIC)},
-               coalesce(plain AND sampled_at >= TIMESTAMPTZ '1990-01-01 00:00:00+00'
-                        AND sampled_at < TIMESTAMPTZ '2100-01-01 00:00:00+00' AND host IS NOT NULL
-                        AND gpu_index BETWEEN 0 AND 65535 AND {in_range}, false) AS ok
-        FROM typed""", params)
-    accepted = con.execute(f"""
-        INSERT INTO {traces.TABLE} (host, gpu_index, sampled_at, gpu_uuid, gpu_name, power_w, energy_mj,
-                                    gpu_util_pct, mem_used_mib, source_kind, source_line)
-        SELECT host, gpu_index, sampled_at, gpu_uuid, gpu_name, power_w, energy_mj, gpu_util_pct, mem_used_mib,
-               '{KIND}', line FROM typed WHERE ok""").fetchall()[0][0]
-    con.execute("INSERT INTO rejects SELECT NULL, ?, line, format('expected {} fields as in the header, got {}', ?, "
-                "fields), left(raw, 500) FROM typed JOIN batch USING (line) "
-                "WHERE NOT ok AND NOT quoted AND NOT blank AND fields <> ?", [src.name, width, width])
-    suspects = con.execute("SELECT line, raw FROM typed JOIN batch USING (line) "
-                           "WHERE NOT ok AND NOT blank AND (quoted OR fields = ?) ORDER BY line", [width]).fetchall()
-    if suspects:  # the exact reason, or a quirk the patterns do not cover: Python, line by line
-        parsed = parse([(header_line, ",".join(header))] + suspects, ctx)
+        SELECT host, CASE WHEN ok THEN gpu_index END, sampled_at, gpu_uuid, gpu_name, {", ".join(NUMERIC)},
+               CASE WHEN NOT ok THEN raw END, '{KIND}', CASE WHEN ok THEN line ELSE -line END
+        FROM checked"""
+
+
+def _settle(con, src, ctx: ParseContext, header_line: int, header: list[str]) -> int:
+    """Settle the placeholders (lines SQL did not load): a wrong field count without quotes is
+    refused here, the rest read by `parse`; the placeholders then go. Returns the samples added."""
+    if not con.execute(f"SELECT count(*) FROM {traces.TABLE} WHERE source_line < 0").fetchall()[0][0]:
+        return 0
+    con.execute(f"""CREATE OR REPLACE TEMP TABLE suspects AS
+        SELECT -source_line AS line, pod AS raw, contains(pod, '"') AS quoted, len(string_split(pod, ',')) AS fields
+        FROM {traces.TABLE} WHERE source_line < 0 AND trim(pod, $blank) <> ''""", {"blank": BLANK})  # blank: skipped
+    con.execute(f"DELETE FROM {traces.TABLE} WHERE source_line < 0")
+    width = len(header)
+    con.execute("INSERT INTO rejects SELECT NULL, $path, line, format('expected {} fields as in the header, got {}', "
+                "$width, fields), left(raw, 500) FROM suspects WHERE NOT quoted AND fields <> $width",
+                {"path": src.name, "width": width})
+    con.execute("DELETE FROM suspects WHERE NOT quoted AND fields <> ?", [width])
+    accepted, after = 0, 0
+    while True:  # the exact reason, or a quirk the patterns do not cover: Python, a page at a time
+        page = con.execute("SELECT line, raw FROM suspects WHERE line > ? ORDER BY line LIMIT ?",
+                           [after, SUSPECT_PAGE]).fetchall()
+        if not page:
+            break
+        parsed = parse([(header_line, ",".join(header))] + page, ctx)
         staging.insert_parsed(con, parsed, src.name)
         accepted += parsed.accepted
+        after = page[-1][0]
+    con.execute("DROP TABLE suspects")
     return accepted

@@ -25,14 +25,19 @@ from datetime import datetime, timezone
 
 import duckdb
 
+# Times are computed on as whole microseconds since 1970 (epoch_us, make_timestamptz): arithmetic
+# and truncation on TIMESTAMPTZ go through the ICU calendar, many times slower per row.
 SAMPLE_INTERVALS = """
 WITH ordered AS (
     SELECT host, gpu_index, sampled_at, gpu_uuid, gpu_name, power_w, energy_mj, gpu_util_pct, mem_used_mib,
+           epoch_us(sampled_at)                          AS at_us,
            lead(sampled_at) OVER w                       AS next_at,
-           epoch(lead(sampled_at) OVER w - sampled_at)   AS next_s,
-           epoch(sampled_at - lag(sampled_at) OVER w)    AS prev_s,
+           (epoch_us(lead(sampled_at) OVER w) - epoch_us(sampled_at)) / 1e6 AS next_s,
+           (epoch_us(sampled_at) - epoch_us(lag(sampled_at) OVER w)) / 1e6  AS prev_s,
            lead(power_w) OVER w                          AS next_power_w,
-           lead(energy_mj) OVER w                        AS next_energy_mj
+           lead(energy_mj) OVER w                        AS next_energy_mj,
+           lag(gpu_util_pct) OVER w                      AS prev_util_pct,
+           lag(power_w) OVER w                           AS prev_power_w
     FROM {source}
     WINDOW w AS (PARTITION BY host, gpu_index ORDER BY sampled_at)
 ), intervals AS (
@@ -41,42 +46,42 @@ WITH ordered AS (
                 WHEN prev_s <= $max_gap_s THEN prev_s ELSE 0 END AS interval_s,
            gpu_util_pct <= $idle_util_max_pct
                AND ($idle_power_max_w IS NULL OR power_w <= $idle_power_max_w) AS low,
+           prev_util_pct <= $idle_util_max_pct
+               AND ($idle_power_max_w IS NULL OR prev_power_w <= $idle_power_max_w) AS prev_low,
            CASE WHEN next_s <= $max_gap_s AND next_energy_mj >= energy_mj
                     THEN (next_energy_mj - energy_mj) / 1000.0
                 WHEN next_s <= $max_gap_s AND next_power_w IS NOT NULL AND power_w IS NOT NULL
                     THEN (power_w + next_power_w) / 2 * next_s
            END AS paired_energy_j
     FROM ordered
-), measured AS (
+), stretched AS (  -- a stretch: samples in a row, unbroken by a hole, all low or all not
     SELECT *, coalesce(paired_energy_j, power_w * interval_s) AS energy_j,
-           sampled_at + to_microseconds(CAST(round(interval_s * 1e6) AS BIGINT)) AS end_at,
-           CASE WHEN prev_s IS NULL OR prev_s > $max_gap_s
-                     OR low IS DISTINCT FROM lag(low) OVER (PARTITION BY host, gpu_index ORDER BY sampled_at)
-                THEN 1 ELSE 0 END AS starts_stretch
+           at_us + CAST(round(interval_s * 1e6) AS BIGINT) AS end_us,
+           sum(CASE WHEN prev_s IS NULL OR prev_s > $max_gap_s OR low IS DISTINCT FROM prev_low THEN 1 ELSE 0 END)
+               OVER (PARTITION BY host, gpu_index ORDER BY sampled_at ROWS UNBOUNDED PRECEDING) AS stretch
     FROM intervals
-), stretched AS (
-    SELECT *, sum(starts_stretch) OVER (PARTITION BY host, gpu_index ORDER BY sampled_at
-                                        ROWS UNBOUNDED PRECEDING) AS stretch
-    FROM measured
+), low_stretches AS (
+    SELECT host, gpu_index, stretch, sum(interval_s) AS stretch_s FROM stretched WHERE low GROUP BY ALL
 )
 SELECT host, gpu_index, sampled_at, gpu_uuid, gpu_name, power_w, gpu_util_pct, mem_used_mib,
-       next_at, next_s, interval_s, energy_j, end_at,
-       coalesce(low, false)
-           AND sum(interval_s) OVER (PARTITION BY host, gpu_index, stretch) >= $idle_min_s AS idle
-FROM stretched
+       next_at, next_s, interval_s, energy_j, make_timestamptz(end_us) AS end_at, at_us, end_us,
+       coalesce(low AND l.stretch_s >= $idle_min_s, false) AS idle
+FROM stretched s LEFT JOIN low_stretches l USING (host, gpu_index, stretch)
 """
 
 # Per GPU and UTC minute, from a table of SAMPLE_INTERVALS.
 MINUTES_OF = """
-WITH pieces AS (
-    SELECT *, unnest(generate_series(date_trunc('minute', sampled_at), end_at - INTERVAL 1 MICROSECOND,
-                                     INTERVAL 1 MINUTE)) AS minute
-    FROM {intervals} WHERE interval_s > 0
+WITH pieces AS (  -- most intervals lie within one minute: only the others are cut into minutes
+    SELECT *, at_us - at_us % 60000000 AS minute_us
+    FROM {intervals} WHERE interval_s > 0 AND (end_us - 1) - (end_us - 1) % 60000000 = at_us - at_us % 60000000
+    UNION ALL
+    SELECT *, unnest(generate_series(at_us - at_us % 60000000, end_us - 1, 60000000)) AS minute_us
+    FROM {intervals} WHERE interval_s > 0 AND (end_us - 1) - (end_us - 1) % 60000000 <> at_us - at_us % 60000000
 ), weighted AS (
-    SELECT *, epoch(least(end_at, minute + INTERVAL 1 MINUTE) - greatest(sampled_at, minute)) AS piece_s
+    SELECT *, (least(end_us, minute_us + 60000000) - greatest(at_us, minute_us)) / 1e6 AS piece_s
     FROM pieces
 )
-SELECT host, gpu_index, minute,
+SELECT host, gpu_index, make_timestamptz(minute_us) AS minute,
        arg_max(gpu_uuid, sampled_at)                                          AS gpu_uuid,
        arg_max(gpu_name, sampled_at)                                          AS gpu_name,
        sum(piece_s)                                                           AS coverage_s,
@@ -95,11 +100,11 @@ SELECT host, gpu_index, minute,
            / sum(piece_s) FILTER (WHERE NOT idle AND gpu_util_pct IS NOT NULL) AS util_pct_busy_mean,
        max(mem_used_mib)                                                      AS mem_used_mib_max
 FROM weighted
-GROUP BY host, gpu_index, minute
+GROUP BY host, gpu_index, minute_us
 """
 
 GAPS_OF = """
-SELECT host, gpu_index, gpu_uuid, end_at AS gap_start, next_at AS gap_end, epoch(next_at - end_at) AS gap_s
+SELECT host, gpu_index, gpu_uuid, end_at AS gap_start, next_at AS gap_end, (epoch_us(next_at) - end_us) / 1e6 AS gap_s
 FROM {intervals} WHERE next_s > $max_gap_s
 """
 

@@ -91,6 +91,7 @@ class NotText(Exception):
 
 
 LINE_BATCH_BYTES = 8 << 20
+BATCH_CHUNK_ROWS = 8_192  # a batch in slices (no copy): DuckDB scans the slices of one batch on several threads
 BOM = b"\xef\xbb\xbf"
 
 
@@ -153,7 +154,8 @@ def line_batches(src: Source) -> Iterator[pa.Table]:
             count = len(lines)
             numbers = pa.Array.from_buffers(pa.int64(), count, [None, pa.py_buffer(
                 np.arange(number, number + count, dtype=np.int64))])
-            yield pa.Table.from_arrays([numbers, lines], names=["line", "raw"])
+            table = pa.Table.from_arrays([numbers, lines], names=["line", "raw"])
+            yield pa.Table.from_batches(table.to_batches(max_chunksize=BATCH_CHUNK_ROWS))
             number += count
             offset += len(chunk) + 1
             if src.progress is not None:

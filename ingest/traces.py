@@ -84,7 +84,12 @@ def numbers(rows: Rows, column: pa.ChunkedArray | pa.Array, name: str, label: st
     label = label or name
     target = COLUMNS[name]
     strings = _array(column)
+    # Arrow's own cast is wider than mlcost's spelling of a number (it reads '0x1F' as 31, 'nan'
+    # and 'inf' as floats): it is used only when every value is spelled as values.py reads one.
+    spelling = values.WHOLE_TEXT if pa.types.is_integer(target) else values.NUMBER_TEXT
     try:
+        if pc.all(pc.match_substring_regex(strings, f"^(?:{spelling})$")).as_py() is False:
+            raise pa.ArrowInvalid("not every value is spelled as a number")
         result = strings.cast(target)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         read = values.integer if pa.types.is_integer(target) else values.number
