@@ -16,14 +16,15 @@ import duckdb
 UNICODE_SPACE = r"\x85\xa0\x{1680}\x{2000}-\x{200a}\x{2028}\x{2029}\x{202f}\x{205f}\x{3000}"
 PY_SPACE = r"\t\n\x0b\x0c\r\x1c-\x1f " + UNICODE_SPACE
 BLANK_LINE = f"[{PY_SPACE}]*"  # a line Python's `not line.strip()` skips
+# Patterns capture nothing (a parser adds the groups it extracts).
 # A text field without comma, quote or control characters, and no blank at either edge.
 SOLID = f'[^,"\\x00-\\x1f\\x7f {UNICODE_SPACE}]'
-TEXT = f'({SOLID}([^,"\\x00-\\x1f\\x7f]*{SOLID})?)?'
+TEXT = f'(?:{SOLID}(?:[^,"\\x00-\\x1f\\x7f]*{SOLID})?)?'
 OTHER = r'[^,"\x00-\x1f\x7f]*'  # a column the parser ignores: anything but a comma, quote or control character
-DECIMAL = r"-?[0-9]+(\.[0-9]+)?"  # read alike by DuckDB, Arrow and Python's float()
+DECIMAL = r"-?[0-9]+(?:\.[0-9]+)?"  # read alike by DuckDB, Arrow and Python's float()
 DAY = r"\d{4}-\d{2}-\d{2}"
-CLOCK = r"([01]\d|2[0-3]):[0-5]\d:[0-5]\d(\.\d{1,6})?"
-OFFSET = r"(Z|[+-]([01]\d|2[0-3]):[0-5]\d)"
+CLOCK = r"(?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d(?:\.\d{1,6})?"
+OFFSET = r"(?:Z|[+-](?:[01]\d|2[0-3]):[0-5]\d)"
 
 
 def sql_zone(con: duckdb.DuckDBPyConnection, tz: tzinfo) -> str | None:

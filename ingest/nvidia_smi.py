@@ -221,9 +221,17 @@ def _index_by_row_order(rows: traces.Rows, sampled_at: pa.Array) -> pa.Array:
 # without an index column, which GPU a row is depends on rows anywhere in the file (the order
 # in which uuids appear, the commonest sample-group size), so GPU indices are assigned last.
 ROWS_TABLE = "smi_rows"
-_READING = f"({line_sql.DECIMAL}( *@unit)?|\\[[^],\"\\x00-\\x1f]*\\]|N/A)?"
-_STAMP = f"({line_sql.DAY}|\\d{{4}}/\\d{{2}}/\\d{{2}})[T ]{line_sql.CLOCK}{line_sql.OFFSET}?"
 _ABSENT = r"\[.*\]|N/A"  # as _absent_as_null
+# Each known column of a plain line, as a pattern with the groups it captures: a reading's
+# number (empty when absent: blank, `[N/A]`), the date and the rest of a time, text.
+_PIECES = {
+    "sampled_at": (f" *({line_sql.DAY}|\\d{{4}}/\\d{{2}}/\\d{{2}})[T ]({line_sql.CLOCK}{line_sql.OFFSET}?) *",
+                   ("day", "clock")),
+    "gpu_index": (r" *(\d{1,5})? *", ("gpu_index",)),
+    **{name: (f" *({line_sql.TEXT}) *", (name,)) for name in ("gpu_uuid", "gpu_name", "host")},
+    **{name: (f" *(?:({line_sql.DECIMAL})(?: *{re.escape(unit)})?|\\[[^],\"\\x00-\\x1f]*\\]|N/A)? *", (name,))
+       for name, unit in UNITS.items()},
+}
 
 
 def stage(src: staging.Source, con, ctx: ParseContext) -> staging.Staged:
@@ -255,58 +263,54 @@ def stage(src: staging.Source, con, ctx: ParseContext) -> staging.Staged:
     return traces.stage_totals(con, accepted)
 
 
-def _line_pattern(layout: Layout) -> str:
-    """The whole of a plain line: each known column in its strict form, the others any text
-    without commas, quotes or control characters, as many fields as the first line."""
-    pieces = {"sampled_at": f" *{_STAMP} *", "gpu_index": r" *(\d{1,5})? *",
-              "gpu_uuid": f" *{line_sql.TEXT} *", "gpu_name": f" *{line_sql.TEXT} *", "host": f" *{line_sql.TEXT} *"}
-    for name, unit in UNITS.items():
-        pieces[name] = " *" + _READING.replace("@unit", re.escape(unit)) + " *"
-    return ",".join(pieces.get(layout.mapping.get(position), line_sql.OTHER) for position in range(layout.width))
+def _line_pattern(layout: Layout) -> tuple[str, list[str]]:
+    """The whole of a plain line, anchored: each known column in its strict form, the others any
+    text without commas, quotes or control characters, as many fields as the first line; and the
+    names of the groups it captures, in order."""
+    pieces, names = [], []
+    for position in range(layout.width):
+        piece, captured = _PIECES.get(layout.mapping.get(position), (line_sql.OTHER, ()))
+        pieces.append(piece)
+        names += captured
+    return "^" + ",".join(pieces) + "$", names
 
 
 def _stage_batch(con, src: staging.Source, ctx: ParseContext, layout: Layout, data_after: int,
                  zone: str | None) -> None:
-    """Type one batch: plain lines in SQL into smi_rows, lines of the wrong width refused, the
-    rest read by `_read_rows` into smi_rows with the reason (if any) that refuses them."""
-    where = {target: position + 1 for position, target in layout.mapping.items()}
+    """Type one batch: plain lines in SQL into smi_rows (one match per line gives every value),
+    lines of the wrong width refused, the rest read by `_read_rows` into smi_rows with the reason
+    (if any) that refuses them."""
+    pattern, names = _line_pattern(layout)
+    where = set(names)
 
-    def field(name: str) -> str:
-        return f"trim(f[{where[name]}], ' ')" if name in where else "NULL"
+    def text(name: str, absent: bool = True) -> str:
+        if name not in where:
+            return "NULL"
+        value = f"nullif(v.{name}, '')"
+        return f"CASE WHEN NOT regexp_full_match(v.{name}, '{_ABSENT}') THEN {value} END" if absent else value
 
-    def absent_null(name: str) -> str:
-        return f"CASE WHEN NOT regexp_full_match({field(name)}, '{_ABSENT}') THEN nullif({field(name)}, '') END"
-
-    stamp = f"regexp_replace({field('sampled_at')}, '^(\\d{{4}})/(\\d{{2}})/(\\d{{2}})', '\\1-\\2-\\3')"
-    host = "$host" if ctx.host else f"coalesce(nullif({field('host')}, ''), $file_host)" if "host" in where \
-        else "$file_host"
-    readings = {name: f"TRY_CAST(regexp_extract({absent_null(name)}, '{line_sql.DECIMAL}') AS DOUBLE)"
-                if name in where else "NULL" for name in UNITS}
+    host = "$host" if ctx.host else f"coalesce({text('host', absent=False)}, $file_host)"
+    readings = {name: f"TRY_CAST(nullif(v.{name}, '') AS DOUBLE)" if name in where else "NULL" for name in UNITS}
     in_range = " AND ".join(f"({name} IS NULL OR {name} BETWEEN {traces.LIMITS[name][0]} AND {traces.LIMITS[name][1]})"
                             for name in UNITS if name in where)
     index_known = "given_index IS NOT NULL AND given_index <= 65535" if "gpu_index" in where else "true"
-    params = {"after": data_after, "pattern": _line_pattern(layout), "blank": line_sql.BLANK_LINE,
-              "host": ctx.host} if ctx.host else \
-        {"after": data_after, "pattern": _line_pattern(layout), "blank": line_sql.BLANK_LINE,
-         "file_host": traces.file_host(ctx.source)}
+    params = {"after": data_after, "pattern": pattern, "names": names}
+    params.update({"host": ctx.host} if ctx.host else {"file_host": traces.file_host(ctx.source)})
     if zone not in (None, "UTC"):
         params["zone"] = zone
     by_order = "gpu_index" not in where and "gpu_uuid" not in where  # an ok row may still be refused: keep its text
     con.execute(f"""
         CREATE OR REPLACE TEMP TABLE smi_batch AS
-        WITH split AS (
-            SELECT line, raw, regexp_full_match(raw, $pattern) AS plain, string_split(raw, ',') AS f
-            FROM batch WHERE line > $after
+        WITH matched AS (
+            SELECT line, raw, regexp_extract(raw, $pattern, $names) AS v FROM batch WHERE line > $after
         ), typed AS (
-            SELECT line, raw, plain, len(f) AS fields, NOT plain AND contains(raw, '"') AS quoted,
-                   NOT plain AND regexp_full_match(raw, $blank) AS blank,
-                   CASE WHEN plain THEN {line_sql.instant('stamp', zone)} END AS sampled_at,
-                   CASE WHEN plain THEN {host} END AS host,
-                   CASE WHEN plain THEN {absent_null('gpu_uuid') if 'gpu_uuid' in where else 'NULL'} END AS gpu_uuid,
-                   CASE WHEN plain THEN {absent_null('gpu_name') if 'gpu_name' in where else 'NULL'} END AS gpu_name,
-                   {", ".join(f"CASE WHEN plain THEN {readings[name]} END AS {name}" for name in UNITS)},
-                   CASE WHEN plain THEN TRY_CAST(nullif({field('gpu_index')}, '') AS BIGINT) END AS given_index
-            FROM (SELECT *, {stamp} AS stamp FROM split)
+            SELECT line, raw, v.day <> '' AS plain,
+                   CASE WHEN v.day <> '' THEN {line_sql.instant("replace(v.day, '/', '-') || ' ' || v.clock", zone)}
+                   END AS sampled_at,
+                   {host} AS host, {text('gpu_uuid')} AS gpu_uuid, {text('gpu_name')} AS gpu_name,
+                   {", ".join(f"{readings[name]} AS {name}" for name in UNITS)},
+                   {"TRY_CAST(nullif(v.gpu_index, '') AS BIGINT)" if "gpu_index" in where else "NULL"} AS given_index
+            FROM matched
         )
         SELECT *, coalesce(plain AND {line_sql.in_years('sampled_at')} AND {in_range or 'true'} AND {index_known},
                            false) AS ok
@@ -314,11 +318,14 @@ def _stage_batch(con, src: staging.Source, ctx: ParseContext, layout: Layout, da
     con.execute(f"""INSERT INTO {ROWS_TABLE} SELECT line, sampled_at, host, gpu_uuid, gpu_name, power_w,
                     gpu_util_pct, mem_used_mib, given_index, NULL, {'raw' if by_order else 'NULL'}
                     FROM smi_batch WHERE ok""")
+    # The others: a line without quotes of the wrong width is refused here, blank lines skipped.
+    con.execute("""CREATE OR REPLACE TEMP TABLE smi_other AS
+                   SELECT line, raw, len(string_split(raw, ',')) AS fields, contains(raw, '"') AS quoted
+                   FROM smi_batch WHERE NOT ok AND NOT regexp_full_match(raw, $blank)""", {"blank": line_sql.BLANK_LINE})
     con.execute("INSERT INTO rejects SELECT NULL, ?, line, format('expected {} fields, got {}', ?, fields), "
-                "left(raw, 500) FROM smi_batch WHERE NOT ok AND NOT blank AND NOT quoted AND fields <> ?",
-                [src.name, layout.width, layout.width])
-    suspects = con.execute("SELECT line, raw FROM smi_batch WHERE NOT ok AND NOT blank AND (quoted OR fields = ?) "
-                           "ORDER BY line", [layout.width]).fetchall()
+                "left(raw, 500) FROM smi_other WHERE NOT quoted AND fields <> ?", [src.name, layout.width, layout.width])
+    suspects = con.execute("SELECT line, raw FROM smi_other WHERE quoted OR fields = ? ORDER BY line",
+                           [layout.width]).fetchall()
     if suspects:
         _stage_read_rows(con, src, ctx, layout, suspects)
 
