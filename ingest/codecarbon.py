@@ -117,6 +117,8 @@ def stage(src: staging.Source, con, ctx: ParseContext) -> staging.Staged:
             accepted += _stage_batch(con, src, ctx, (header_line, header_text), header, zone, prices)
         finally:
             con.unregister("batch")
+    if header is None:  # no line at all: refused as `parse` refuses it
+        staging.add_rejects(con, src.name, [(0, f"not a CodeCarbon header: missing {', '.join(REQUIRED)}", "")])
     return staging.Staged(accepted, stage_totals(con))
 
 
@@ -162,10 +164,6 @@ def _stage_batch(con, src: staging.Source, ctx: ParseContext, header_row: tuple[
     params = {"header_line": header_row[0], "pattern": pattern, "blank": line_sql.BLANK_LINE}
     if zone not in (None, "UTC"):
         params["zone"] = zone
-    gpu_models = con.execute(f"SELECT DISTINCT {text('gpu_model')} AS m FROM (SELECT string_split(raw, ',') AS f "
-                             "FROM batch WHERE line > $header_line AND regexp_full_match(raw, $pattern)) "
-                             "WHERE m IS NOT NULL", {k: params[k] for k in ("header_line", "pattern")}).fetchall()
-    params["priced"] = [model for (model,) in gpu_models if prices.gpu(model) is not None]
     con.execute(f"""
         CREATE OR REPLACE TEMP TABLE cc_batch AS
         WITH split AS (
@@ -192,9 +190,12 @@ def _stage_batch(con, src: staging.Source, ctx: ParseContext, header_row: tuple[
         SELECT *, coalesce(plain AND {line_sql.in_years('ended_at')} AND hours IS NOT NULL
                            AND energy_kwh BETWEEN 0 AND {values.NUMBER_LIMIT} AND emissions_kg BETWEEN 0 AND {values.NUMBER_LIMIT}
                            AND (gpu_count IS NULL OR (gpu_count BETWEEN 0 AND {run_record.MAX_GPUS} AND gpu_count = trunc(gpu_count)))
-                           AND run_id <> 'unknown' AND NOT (coalesce(gpu_count, 0) > 0 AND list_contains($priced, gpu_type)),
-                           false) AS ok
+                           AND run_id <> 'unknown', false) AS ok
         FROM timed""", params)
+    models = con.execute("SELECT DISTINCT gpu_type FROM cc_batch WHERE ok AND gpu_count > 0 AND gpu_type IS NOT NULL").fetchall()
+    priced = [model for (model,) in models if prices.gpu(model) is not None]
+    if priced:  # the catalog prices these runs: their cost is Decimal arithmetic, done by `parse`
+        con.execute("UPDATE cc_batch SET ok = false WHERE ok AND gpu_count > 0 AND list_contains(?, gpu_type)", [priced])
     accepted = con.execute(f"""
         INSERT INTO runs (run_id, project, region, gpu_type, gpu_count, started_at, ended_at, duration_s, energy_kwh,
                           emissions_kg, val_metric_name, metric_goal, tags, source_kind, source_line)

@@ -119,7 +119,7 @@ _LABEL = r'((?:[a-zA-Z]|_[a-zA-Z0-9])[a-zA-Z0-9_]*)="([^"\\\x00-\x1f]*)"'  # cap
 _BARE_LABEL = r'(?:[a-zA-Z]|_[a-zA-Z0-9])[a-zA-Z0-9_]*="[^"\\\x00-\x1f]*"'  # the same, capturing nothing
 _VALUE = r"-?[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]{1,3})?"
 # Captures: the metric, the labels, the value, the timestamp (ms).
-_PLAIN = f"({_NAMES})\\{{((?:{_BARE_LABEL}(?:,{_BARE_LABEL})*)?)\\}} ({_VALUE})(?: ([0-9]{{1,15}}))?"
+_PLAIN = f"^({_NAMES})\\{{((?:{_BARE_LABEL}(?:,{_BARE_LABEL})*)?)\\}} ({_VALUE})(?: ([0-9]{{1,15}}))?$"
 # A line `parse` reads: after Python's strip(), a metric of ours before `{`, a space or the end.
 _OURS = f"^[{line_sql.PY_SPACE}]*({_NAMES})([{{ ]|[{line_sql.PY_SPACE}]*$)"
 _LABEL_COLUMNS = {"gpu": "gpu_t", "Hostname": "hostname", **LABELS}
@@ -157,11 +157,11 @@ def _stage_batch(con, src: staging.Source, ctx: ParseContext) -> None:
     con.execute(f"""
         CREATE OR REPLACE TEMP TABLE dcgm_batch AS
         WITH ours AS (
-            SELECT line, raw, regexp_full_match(raw, $plain) AS plain, starts_with(raw, $marker) AS too_long
+            SELECT line, raw, starts_with(raw, $marker) AS too_long
             FROM batch WHERE regexp_matches(raw, $ours) OR starts_with(raw, $marker)
-        ), parts AS (
-            SELECT *, CASE WHEN plain THEN regexp_extract(raw, $plain, ['name', 'labels', 'value', 'ts'])
-                      END AS p FROM ours
+        ), parts AS (  -- one anchored match gives every part (all empty when the line is not plain)
+            SELECT *, p.name <> '' AS plain
+            FROM (SELECT *, regexp_extract(raw, $plain, ['name', 'labels', 'value', 'ts']) AS p FROM ours)
         ), labelled AS (
             SELECT *, [regexp_extract_all(p.labels, $label, 1), regexp_extract_all(p.labels, $label, 2)] AS names_values,
                    nullif(p.ts, '') AS ts
