@@ -142,6 +142,8 @@ def stage(src: staging.Source, con, ctx: ParseContext) -> staging.Staged:
 
 
 def _stage_batch(con, src: staging.Source, ctx: ParseContext) -> None:
+    """Read one batch: plain sample lines in SQL into dcgm_lines, over-long lines refused, other
+    lines naming one of METRICS through `_sample`; raises NoTime as `parse` does."""
     labels = ", ".join(f"CASE WHEN plain THEN names_values[2][list_position(names_values[1], '{label}')] END AS {column}"
                        for label, column in _LABEL_COLUMNS.items())
     at = "epoch_ms(TRY_CAST(ts AS BIGINT))" if ctx.at is None else \

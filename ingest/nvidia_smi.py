@@ -385,23 +385,26 @@ def _index_and_load(con, src: staging.Source, layout: Layout) -> int:
 def _group_rows(con) -> int:
     """Sample groups of the timed rows (smi_groups: line, grp, pos) and how the short ones are
     settled (smi_decided: grp, start_at or pending), as _index_by_row_order; returns the GPU count."""
+    # One ordering for every window: a row's group is the count of group starts so far, its place
+    # the rows since the last start (running sums, no sort per group).
     con.execute(f"""CREATE OR REPLACE TEMP TABLE smi_groups AS
         WITH timed AS (
-            SELECT line, epoch_us(sampled_at) - lag(epoch_us(sampled_at)) OVER (ORDER BY line) AS step_us
+            SELECT line, row_number() OVER by_line AS n,
+                   coalesce(epoch_us(sampled_at) - lag(epoch_us(sampled_at)) OVER by_line
+                            NOT BETWEEN 0 AND {GROUP_GAP_S * 1e6}, true) AS starts
             FROM {ROWS_TABLE} WHERE sampled_at IS NOT NULL
-        ), grouped AS (
-            SELECT line, sum(CASE WHEN step_us BETWEEN 0 AND {GROUP_GAP_S * 1e6} THEN 0 ELSE 1 END)
-                   OVER (ORDER BY line ROWS UNBOUNDED PRECEDING) AS grp FROM timed
+            WINDOW by_line AS (ORDER BY line)
         )
-        SELECT line, grp, row_number() OVER (PARTITION BY grp ORDER BY line) - 1 AS pos,
-               count(*) OVER (PARTITION BY grp) AS size FROM grouped""")
+        SELECT line, sum(starts::INTEGER) OVER running AS grp, n - max(CASE WHEN starts THEN n END) OVER running AS pos
+        FROM timed WINDOW running AS (ORDER BY line ROWS UNBOUNDED PRECEDING)""")
+    con.execute("CREATE OR REPLACE TEMP TABLE smi_sizes AS SELECT grp, count(*) AS size FROM smi_groups GROUP BY grp")
     con.execute("CREATE OR REPLACE TEMP TABLE smi_decided (grp BIGINT, start_at BIGINT, pending BIGINT)")
-    found = con.execute("SELECT size FROM (SELECT DISTINCT grp, size FROM smi_groups) GROUP BY size "
+    found = con.execute("SELECT size FROM smi_sizes GROUP BY size "
                         "ORDER BY count(*) DESC, size DESC LIMIT 1").fetchall()
     if not found:
         return 1
     gpus = found[0][0]
-    short = con.execute("SELECT DISTINCT grp, size FROM smi_groups WHERE size % ? <> 0 ORDER BY grp", [gpus]).fetchall()
+    short = con.execute("SELECT grp, size FROM smi_sizes WHERE size % ? <> 0 ORDER BY grp", [gpus]).fetchall()
     decided: list[tuple[int, int | None, int | None]] = []
     pending: list[tuple[int, int]] = []
 
