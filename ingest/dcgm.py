@@ -115,8 +115,10 @@ def _sample(text: str, ctx: ParseContext) -> tuple[tuple, str, float | int, dict
 # become one row per (host, gpu, time) in SQL as `parse` builds them.
 LINES_TABLE = "dcgm_lines"
 _NAMES = "|".join(METRICS)
-_LABEL = r'((?:[a-zA-Z]|_[a-zA-Z0-9])[a-zA-Z0-9_]*)="([^"\\\x00-\x1f]*)"'  # captures name, value (no escapes)
-_BARE_LABEL = r'(?:[a-zA-Z]|_[a-zA-Z0-9])[a-zA-Z0-9_]*="[^"\\\x00-\x1f]*"'  # the same, capturing nothing
+# A label of a plain line: no escapes, and no comma in its value, so that `,name="` only ever
+# starts a label (each label is then found by its own pattern).
+_BARE_LABEL = r'(?:[a-zA-Z]|_[a-zA-Z0-9])[a-zA-Z0-9_]*="[^",\\\x00-\x1f]*"'
+_LABEL_NAMES = r'(?:^|,)([a-zA-Z_][a-zA-Z0-9_]*)="'
 _VALUE = r"-?[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]{1,3})?"
 # Captures: the metric, the labels, the value, the timestamp (ms).
 _PLAIN = f"^({_NAMES})\\{{((?:{_BARE_LABEL}(?:,{_BARE_LABEL})*)?)\\}} ({_VALUE})(?: ([0-9]{{1,15}}))?$"
@@ -144,11 +146,11 @@ def stage(src: staging.Source, con, ctx: ParseContext) -> staging.Staged:
 def _stage_batch(con, src: staging.Source, ctx: ParseContext) -> None:
     """Read one batch: plain sample lines in SQL into dcgm_lines, over-long lines refused, other
     lines naming one of METRICS through `_sample`; raises NoTime as `parse` does."""
-    labels = ", ".join(f"CASE WHEN plain THEN names_values[2][list_position(names_values[1], '{label}')] END AS {column}"
+    labels = ", ".join(f"CASE WHEN plain THEN regexp_extract(p.labels, '(?:^|,){label}=\"([^\"]*)\"', 1) END AS {column}"
                        for label, column in _LABEL_COLUMNS.items())
     at = "epoch_ms(TRY_CAST(ts AS BIGINT))" if ctx.at is None else \
         "CASE WHEN ts IS NULL THEN $at ELSE epoch_ms(TRY_CAST(ts AS BIGINT)) END"
-    params = {"ours": _OURS, "plain": _PLAIN, "label": _LABEL, "marker": limits.too_long_marker(0)[:-1]}
+    params = {"ours": _OURS, "plain": _PLAIN, "names": _LABEL_NAMES, "marker": limits.too_long_marker(0)[:-1]}
     if ctx.at is not None:
         params["at"] = ctx.at
     if ctx.host:
@@ -165,12 +167,11 @@ def _stage_batch(con, src: staging.Source, ctx: ParseContext) -> None:
             SELECT *, p.name <> '' AS plain
             FROM (SELECT *, regexp_extract(raw, $plain, ['name', 'labels', 'value', 'ts']) AS p FROM ours)
         ), labelled AS (
-            SELECT *, [regexp_extract_all(p.labels, $label, 1), regexp_extract_all(p.labels, $label, 2)] AS names_values,
-                   nullif(p.ts, '') AS ts
+            SELECT *, regexp_extract_all(p.labels, $names, 1) AS label_names, nullif(p.ts, '') AS ts
             FROM parts
         ), typed AS (
             SELECT line, raw, plain, too_long, p.name AS metric_name, {labels},
-                   len(names_values[1]) = len(list_distinct(names_values[1])) AS distinct_labels,
+                   len(label_names) = len(list_distinct(label_names)) AS distinct_labels,
                    p.value AS value_t, TRY_CAST(p.value AS DOUBLE) AS reading, ts, {at} AS sampled_at
             FROM labelled
         )

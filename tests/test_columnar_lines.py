@@ -194,6 +194,7 @@ def test_dcgm_mixed_good_and_bad_lines(formats_dir, tmp_path, monkeypatch):
             f"{head}}} {value} 99999999999999", f"  {lines[n]}  ", head.replace('gpu="', 'gpu="x') + f"}} {value} {ms}",
             head.replace('gpu="0",', "") + f"}} {value} {ms}", f'{head},gpu="1"}} {value} {ms}',
             head.replace('modelName="NVIDIA L4"', 'modelName="a\\"b"') + f"}} {value} {ms}", f"{head} {value} {ms}",
+            head.replace('modelName="NVIDIA L4"', 'modelName="L4,UUID="') + f"}} {value} {ms}",
             f"{head}}} 70000 {ms}", f"{head}}} {value} {int(ms) + 60_000}",
         ])
         changed.add(n + 1)
