@@ -130,7 +130,7 @@ _LABEL_COLUMNS = {"gpu": "gpu_t", "Hostname": "hostname", **LABELS}
 def stage(src: staging.Source, con, ctx: ParseContext) -> staging.Staged:
     """Stage the file's samples and rejects in `con` (see the columnar path above)."""
     con.execute(f"""CREATE OR REPLACE TEMP TABLE {LINES_TABLE} (
-        line BIGINT, raw VARCHAR, written VARCHAR, host VARCHAR, gpu BIGINT, sampled_at TIMESTAMPTZ, metric VARCHAR,
+        line BIGINT, written VARCHAR, host VARCHAR, gpu BIGINT, sampled_at TIMESTAMPTZ, metric VARCHAR,
         reading DOUBLE, energy BIGINT, gpu_uuid VARCHAR, gpu_name VARCHAR, pod VARCHAR, namespace VARCHAR)""")
     for batch in staging.line_batches(src):
         con.register("batch", batch)
@@ -170,7 +170,7 @@ def _stage_batch(con, src: staging.Source, ctx: ParseContext) -> None:
             SELECT *, regexp_extract_all(p.labels, $names, 1) AS label_names, nullif(p.ts, '') AS ts
             FROM parts
         ), typed AS (
-            SELECT line, raw, plain, too_long, p.name AS metric_name, {labels},
+            SELECT line, plain, too_long, p.name AS metric_name, {labels},
                    len(label_names) = len(list_distinct(label_names)) AS distinct_labels,
                    p.value AS value_t, TRY_CAST(p.value AS DOUBLE) AS reading, ts, {at} AS sampled_at
             FROM labelled
@@ -185,12 +185,14 @@ def _stage_batch(con, src: staging.Source, ctx: ParseContext) -> None:
                                       "regexp_full_match(gpu_t, '[0-9]{1,18}')").fetchall()[0][0]:
         raise NoTime("its samples carry no timestamps: pass --at with the time of the scrape")
     cases = " ".join(f"WHEN '{name}' THEN '{column}'" for name, column in METRICS.items())
-    con.execute(f"""INSERT INTO {LINES_TABLE} SELECT line, raw, metric_name, host, gpu, sampled_at,
+    con.execute(f"""INSERT INTO {LINES_TABLE} SELECT line, metric_name, host, gpu, sampled_at,
                     CASE metric_name {cases} END, reading,
                     CASE WHEN metric_name = 'DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION' THEN CAST(reading AS BIGINT) END,
                     gpu_uuid, gpu_name, pod, namespace FROM dcgm_batch WHERE ok""")
-    con.execute("INSERT INTO rejects SELECT NULL, ?, line, 'too long', raw FROM dcgm_batch WHERE too_long", [src.name])
-    suspects = con.execute("SELECT line, raw FROM dcgm_batch WHERE NOT ok AND NOT too_long ORDER BY line").fetchall()
+    con.execute("INSERT INTO rejects SELECT NULL, ?, line, 'too long', raw FROM dcgm_batch JOIN batch USING (line) "
+                "WHERE too_long", [src.name])
+    suspects = con.execute("SELECT line, raw FROM dcgm_batch JOIN batch USING (line) WHERE NOT ok AND NOT too_long "
+                           "ORDER BY line").fetchall()
     if suspects:
         _stage_suspects(con, src, ctx, suspects)
 
@@ -207,7 +209,7 @@ def _stage_suspects(con, src: staging.Source, ctx: ParseContext, lines: Lines) -
         except BadValue as error:
             rejects.append((number, str(error), line))
             continue
-        rows.append({"line": number, "raw": line, "written": text.split("{", 1)[0], "host": host, "gpu": gpu,
+        rows.append({"line": number, "written": text.split("{", 1)[0], "host": host, "gpu": gpu,
                      "sampled_at": at, "metric": column, "reading": float(value),
                      "energy": value if column == "energy_mj" else None,
                      **{target: labels.get(label) for label, target in LABELS.items()}})
@@ -223,12 +225,12 @@ def _records(con, src: staging.Source) -> int:
     first line). Returns the samples loaded."""
     con.execute(f"""CREATE OR REPLACE TEMP TABLE dcgm_numbered AS
         SELECT *, row_number() OVER (PARTITION BY host, gpu, sampled_at, metric ORDER BY line) AS nth FROM {LINES_TABLE}""")
-    con.execute("""INSERT INTO rejects SELECT NULL, ?, line,
-                   format('a second {} for GPU {} at {}: many scrapes in one file need sample timestamps', written, gpu,
-                          strftime(sampled_at, '%Y-%m-%dT%H:%M:%S')
-                          || CASE WHEN microsecond(sampled_at) <> 0 THEN '.' || lpad(microsecond(sampled_at)::VARCHAR, 6, '0')
-                             ELSE '' END || '+00:00'), left(raw, 500)
-                   FROM dcgm_numbered WHERE nth > 1""", [src.name])
+    line_sql.add_rejects_reading_raw(con, src, """
+        SELECT line, format('a second {} for GPU {} at {}: many scrapes in one file need sample timestamps', written, gpu,
+                            strftime(sampled_at, '%Y-%m-%dT%H:%M:%S')
+                            || CASE WHEN microsecond(sampled_at) <> 0 THEN '.' || lpad(microsecond(sampled_at)::VARCHAR, 6, '0')
+                               ELSE '' END || '+00:00')
+        FROM dcgm_numbered WHERE nth > 1""")
     label = ", ".join(f"arg_min({name}, line) FILTER (WHERE {name} <> '') AS {name}" for name in LABELS.values())
     value = ", ".join(f"max({'energy' if name == 'energy_mj' else 'reading'}) FILTER (WHERE metric = '{name}') AS {name}"
                       for name in METRICS.values())
@@ -236,16 +238,19 @@ def _records(con, src: staging.Source) -> int:
                             for name, (low, high) in traces.LIMITS.items() if name in (*METRICS.values(), "gpu_index"))
     con.execute(f"""CREATE OR REPLACE TEMP TABLE dcgm_records AS
         SELECT *, {in_range} AS ok FROM (
-            SELECT host, gpu AS gpu_index, sampled_at, min(line) AS source_line, arg_min(raw, line) AS raw, {label}, {value}
+            SELECT host, gpu AS gpu_index, sampled_at, min(line) AS source_line, {label}, {value}
             FROM dcgm_numbered WHERE nth = 1 GROUP BY host, gpu, sampled_at)""")
     loaded = con.execute(f"""INSERT INTO {traces.TABLE} (host, gpu_index, sampled_at, gpu_uuid, gpu_name, power_w,
                              energy_mj, gpu_util_pct, mem_used_mib, pod, namespace, source_kind, source_line)
                              SELECT host, gpu_index, sampled_at, gpu_uuid, gpu_name, power_w, energy_mj, gpu_util_pct,
                                     mem_used_mib, pod, namespace, '{KIND}', source_line FROM dcgm_records WHERE ok""").fetchall()[0][0]
-    refused = con.execute(f"SELECT source_line, raw, gpu_index, {', '.join(METRICS.values())} FROM dcgm_records "
+    refused = con.execute(f"SELECT source_line, gpu_index, {', '.join(METRICS.values())} FROM dcgm_records "
                           "WHERE NOT ok").fetchall()
-    staging.add_rejects(con, src.name, [(line, _out_of_range(dict(zip(("gpu_index", *METRICS.values()), found))), raw)
-                                        for line, raw, *found in refused])
+    con.execute("CREATE OR REPLACE TEMP TABLE dcgm_refused (line BIGINT, reason VARCHAR)")
+    if refused:
+        con.executemany("INSERT INTO dcgm_refused VALUES (?, ?)",
+                        [(line, _out_of_range(dict(zip(("gpu_index", *METRICS.values()), found)))) for line, *found in refused])
+    line_sql.add_rejects_reading_raw(con, src, "SELECT line, reason FROM dcgm_refused")
     con.execute("DROP TABLE dcgm_numbered")
     con.execute("DROP TABLE dcgm_records")
     return loaded

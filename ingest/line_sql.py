@@ -8,9 +8,14 @@ value that passes them reads the same in all three.
 """
 from __future__ import annotations
 
+import dataclasses
 from datetime import timezone, tzinfo
 
 import duckdb
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ingest import staging
 
 # What Python's str.strip() removes (str.isspace): a field with one of these at an edge is not plain.
 UNICODE_SPACE = r"\x85\xa0\x{1680}\x{2000}-\x{200a}\x{2028}\x{2029}\x{202f}\x{205f}\x{3000}"
@@ -69,3 +74,18 @@ def first_filled(con: duckdb.DuckDBPyConnection) -> tuple[int | None, str | None
     rows = con.execute("SELECT line, raw FROM batch WHERE NOT regexp_full_match(raw, ?) ORDER BY line LIMIT 1",
                        [BLANK_LINE]).fetchall()
     return rows[0] if rows else (None, None)
+
+
+def add_rejects_reading_raw(con: duckdb.DuckDBPyConnection, src: staging.Source, query: str) -> None:
+    """Stage the rejects `query` gives as (line, reason), each with its line's text read again
+    from the file: rows refused once the whole file is read (their batch is gone) are few, so
+    their text is not kept for every row on the way. No second read when there are none."""
+    refused = con.execute(query).fetchall()
+    if not refused:
+        return
+    wanted = pa.array(sorted({line for line, _ in refused}), pa.int64())
+    text: dict[int, str] = {}
+    for batch in staging.line_batches(dataclasses.replace(src, progress=None)):  # not the progress bar again
+        hits = batch.filter(pc.is_in(batch["line"], value_set=wanted))
+        text.update(zip(hits["line"].to_pylist(), hits["raw"].to_pylist()))
+    staging.add_rejects(con, src.name, [(line, reason, text.get(line, "")) for line, reason in refused])

@@ -298,13 +298,12 @@ def _stage_batch(con, src: staging.Source, ctx: ParseContext, layout: Layout, da
     params.update({"host": ctx.host} if ctx.host else {"file_host": traces.file_host(ctx.source)})
     if zone not in (None, "UTC"):
         params["zone"] = zone
-    by_order = "gpu_index" not in where and "gpu_uuid" not in where  # an ok row may still be refused: keep its text
     con.execute(f"""
         CREATE OR REPLACE TEMP TABLE smi_batch AS
         WITH matched AS (
             SELECT line, raw, regexp_extract(raw, $pattern, $names) AS v FROM batch WHERE line > $after
         ), typed AS (
-            SELECT line, raw, v.day <> '' AS plain,
+            SELECT line, v.day <> '' AS plain,
                    CASE WHEN v.day <> '' THEN {line_sql.instant("replace(v.day, '/', '-') || ' ' || v.clock", zone)}
                    END AS sampled_at,
                    {host} AS host, {text('gpu_uuid')} AS gpu_uuid, {text('gpu_name')} AS gpu_name,
@@ -316,12 +315,12 @@ def _stage_batch(con, src: staging.Source, ctx: ParseContext, layout: Layout, da
                            false) AS ok
         FROM typed""", params)
     con.execute(f"""INSERT INTO {ROWS_TABLE} SELECT line, sampled_at, host, gpu_uuid, gpu_name, power_w,
-                    gpu_util_pct, mem_used_mib, given_index, NULL, {'raw' if by_order else 'NULL'}
-                    FROM smi_batch WHERE ok""")
+                    gpu_util_pct, mem_used_mib, given_index, NULL, NULL FROM smi_batch WHERE ok""")
     # The others: a line without quotes of the wrong width is refused here, blank lines skipped.
     con.execute("""CREATE OR REPLACE TEMP TABLE smi_other AS
                    SELECT line, raw, len(string_split(raw, ',')) AS fields, contains(raw, '"') AS quoted
-                   FROM smi_batch WHERE NOT ok AND NOT regexp_full_match(raw, $blank)""", {"blank": line_sql.BLANK_LINE})
+                   FROM smi_batch JOIN batch USING (line) WHERE NOT ok AND NOT regexp_full_match(raw, $blank)""",
+                {"blank": line_sql.BLANK_LINE})
     con.execute("INSERT INTO rejects SELECT NULL, ?, line, format('expected {} fields, got {}', ?, fields), "
                 "left(raw, 500) FROM smi_other WHERE NOT quoted AND fields <> ?", [src.name, layout.width, layout.width])
     suspects = con.execute("SELECT line, raw FROM smi_other WHERE quoted OR fields = ? ORDER BY line",
@@ -376,8 +375,10 @@ def _index_and_load(con, src: staging.Source, layout: Layout) -> int:
                                     mem_used_mib, source_kind, source_line)
         SELECT host, gpu_index, sampled_at, gpu_uuid, gpu_name, power_w, gpu_util_pct, mem_used_mib, '{KIND}', line
         FROM smi_final WHERE why IS NULL""").fetchall()[0][0]
-    con.execute("INSERT INTO rejects SELECT NULL, ?, line, why, left(raw, 500) FROM smi_final WHERE why IS NOT NULL",
-                [src.name])
+    con.execute("INSERT INTO rejects SELECT NULL, ?, line, why, left(raw, 500) FROM smi_final "
+                "WHERE why IS NOT NULL AND raw IS NOT NULL", [src.name])
+    # a row SQL read refused only now (its sample group is short): its text is read again
+    line_sql.add_rejects_reading_raw(con, src, "SELECT line, why FROM smi_final WHERE why IS NOT NULL AND raw IS NULL")
     con.execute("DROP TABLE smi_final")
     return loaded
 
