@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import csv
 import hashlib
+from decimal import Decimal
 
-from ingest import config, values
+from ingest import config, line_sql, run_record, staging, values
 from ingest.contract import BadValue, Lines, ParseContext, Parsed, Reject
 from ingest.run_record import build_run, collect, run_totals, to_parsed
 
@@ -85,3 +86,134 @@ def _as_run_record(row: dict[str, str], ctx: ParseContext) -> dict:
 def _derived_id(row: dict[str, str]) -> str:
     identity = "|".join(row.get(column, "") for column in ("project_name", "timestamp", "duration"))
     return "codecarbon-" + hashlib.sha256(identity.encode()).hexdigest()[:12]
+
+
+# --- columnar path: each batch of lines typed and checked in SQL -----------------------------
+# A plain line (no quotes, the header's field count, every value CodeCarbon's own spelling: an
+# ISO time, decimal numbers, text without blanks at its edges) becomes its `runs` row in SQL, as
+# `build_run` would make it; every other line goes through `parse` above, which names the exact
+# reason. A run the price catalog prices (a known GPU model) goes through `parse` too: its cost
+# is Decimal arithmetic done once in Python.
+NUMBER = r"-?[0-9]+(\.[0-9]+)?([eE][+-]?[0-9]{1,3})?"  # read alike by DuckDB and Python's float()
+US_PER_HOUR = 3_600_000_000
+
+
+def stage(src: staging.Source, con, ctx: ParseContext) -> staging.Staged:
+    """Stage the file's runs and rejects in `con` (see the columnar path above)."""
+    header, header_line, header_text, accepted = None, 0, "", 0
+    zone = line_sql.sql_zone(con, ctx.tz)
+    prices = config.load().prices
+    for batch in staging.line_batches(src):
+        con.register("batch", batch)
+        try:
+            if header is None:
+                header_line, header_text = con.execute("SELECT line, raw FROM batch ORDER BY line LIMIT 1").fetchall()[0]
+                header = next(csv.reader([header_text.lstrip("\ufeff")]), [])
+                missing = [column for column in REQUIRED if column not in header]
+                if missing:
+                    staging.add_rejects(con, src.name, [(header_line, "not a CodeCarbon header: missing "
+                                                                      f"{', '.join(missing)}", header_text)])
+                    return staging.Staged(0, stage_totals(con))
+            accepted += _stage_batch(con, src, ctx, (header_line, header_text), header, zone, prices)
+        finally:
+            con.unregister("batch")
+    if header is None:  # no line at all: refused as `parse` refuses it
+        staging.add_rejects(con, src.name, [(0, f"not a CodeCarbon header: missing {', '.join(REQUIRED)}", "")])
+    return staging.Staged(accepted, stage_totals(con))
+
+
+def stage_totals(con) -> dict:
+    """run_totals of the staged runs (a run_id repeated keeps its last line)."""
+    staging.keep_last(con, "runs")
+    runs, cost, with_cost, energy, with_energy = con.execute(
+        "SELECT count(*), sum(cost_usd), count(cost_usd), fsum(energy_kwh), count(energy_kwh) FROM runs").fetchall()[0]
+    return {
+        "runs": runs,
+        "cost_usd_total": str(Decimal(cost).quantize(run_record.CENT)) if with_cost else None,
+        "runs_with_cost": with_cost,
+        "energy_kwh_total": round(energy, 9) if with_energy else None,
+        "runs_with_energy": with_energy,
+    }
+
+
+def _stage_batch(con, src: staging.Source, ctx: ParseContext, header_row: tuple[int, str], header: list[str],
+                 zone: str | None, prices: config.Prices) -> int:
+    """Stage one batch of lines; returns the runs it accepted (a repeated run_id counts twice)."""
+    where = {name: position + 1 for position, name in enumerate(header)}  # a repeated name: its last column, as dict(zip())
+
+    def field(name: str) -> str:
+        return f"f[{where[name]}]" if name in where else "NULL"
+
+    def text(name: str) -> str:
+        return f"nullif({field(name)}, '')" if name in where else "NULL"
+
+    pieces = {"timestamp": f"{line_sql.DAY}[T ]{line_sql.CLOCK}{line_sql.OFFSET}?",
+              "duration": NUMBER, "emissions": NUMBER, "energy_consumed": NUMBER, "gpu_count": f"({NUMBER})?"}
+    pattern = ",".join(pieces.get(name, line_sql.TEXT) for name in header)
+    seconds = f"TRY_CAST({field('duration')} AS DOUBLE)"  # hours only where Python takes them (no overflow below)
+    hours = f"CASE WHEN {seconds} BETWEEN 0 AND {values.NUMBER_LIMIT} AND {seconds} / 3600.0 <= {run_record.MAX_RUN_HOURS} " \
+            f"THEN {seconds} / 3600.0 END"
+    tags = sorted(column for column in TAG_COLUMNS if column in where)
+    tag_map = (f"map_from_entries(list_filter([{', '.join(f'{{k: {sql_text(c)}, v: {field(c)}}}' for c in tags)}], "
+               "lambda t: t.v <> ''))" if tags else "MAP {}")
+    on_cloud = f"upper({field('on_cloud')}) = 'Y'" if "on_cloud" in where else "false"
+    region = (f"CASE WHEN {on_cloud} AND {text('cloud_region')} IS NOT NULL THEN {text('cloud_region')} "
+              f"ELSE coalesce({text('region')}, {text('country_name')}) END")
+    identity = " || '|' || ".join(f"coalesce({field(c)}, '')" for c in ("project_name", "timestamp", "duration"))
+    run_id = f"coalesce({text('run_id')}, 'codecarbon-' || sha256({identity})[:12])"
+    params = {"header_line": header_row[0], "pattern": pattern, "blank": line_sql.BLANK_LINE}
+    if zone not in (None, "UTC"):
+        params["zone"] = zone
+    con.execute(f"""
+        CREATE OR REPLACE TEMP TABLE cc_batch AS
+        WITH split AS (
+            SELECT line, raw, regexp_full_match(raw, $pattern) AS plain, string_split(raw, ',') AS f
+            FROM batch WHERE line > $header_line
+        ), typed AS (
+            SELECT line, plain, len(f) AS fields, NOT plain AND regexp_matches(raw, '["\\x00\\r]') AS quoted,
+                   NOT plain AND regexp_full_match(raw, $blank) AS blank,
+                   CASE WHEN plain THEN {line_sql.instant(field('timestamp'), zone)} END AS ended_at,
+                   CASE WHEN plain THEN {hours} END AS hours,
+                   CASE WHEN plain THEN TRY_CAST({field('energy_consumed')} AS DOUBLE) END AS energy_kwh,
+                   CASE WHEN plain THEN TRY_CAST({field('emissions')} AS DOUBLE) END AS emissions_kg,
+                   CASE WHEN plain THEN TRY_CAST({text('gpu_count')} AS DOUBLE) END AS gpu_count,
+                   CASE WHEN plain THEN {run_id} END AS run_id, CASE WHEN plain THEN {text('project_name')} END AS project,
+                   CASE WHEN plain THEN {region} END AS region, CASE WHEN plain THEN {text('gpu_model')} END AS gpu_type,
+                   CASE WHEN plain THEN {tag_map} END AS tags
+            FROM split
+        ), timed AS (  -- timedelta(hours=h), to the microsecond as Python rounds it (half to even)
+            SELECT *, whole_us + CASE WHEN left_us > 0.5 OR (left_us = 0.5 AND whole_us % 2 = 1) THEN 1 ELSE 0 END AS span_us
+            FROM (SELECT *, CAST(trunc(hours) AS BIGINT) * {US_PER_HOUR} + CAST(trunc(part_us) AS BIGINT) AS whole_us,
+                         part_us - trunc(part_us) AS left_us
+                  FROM (SELECT *, (hours - trunc(hours)) * {float(US_PER_HOUR)} AS part_us FROM typed))
+        )
+        SELECT *, coalesce(plain AND {line_sql.in_years('ended_at')} AND hours IS NOT NULL
+                           AND energy_kwh BETWEEN 0 AND {values.NUMBER_LIMIT} AND emissions_kg BETWEEN 0 AND {values.NUMBER_LIMIT}
+                           AND (gpu_count IS NULL OR (gpu_count BETWEEN 0 AND {run_record.MAX_GPUS} AND gpu_count = trunc(gpu_count)))
+                           AND run_id <> 'unknown', false) AS ok
+        FROM timed""", params)
+    models = con.execute("SELECT DISTINCT gpu_type FROM cc_batch WHERE ok AND gpu_count > 0 AND gpu_type IS NOT NULL").fetchall()
+    priced = [model for (model,) in models if prices.gpu(model) is not None]
+    if priced:  # the catalog prices these runs: their cost is Decimal arithmetic, done by `parse`
+        con.execute("UPDATE cc_batch SET ok = false WHERE ok AND gpu_count > 0 AND list_contains(?, gpu_type)", [priced])
+    accepted = con.execute(f"""
+        INSERT INTO runs (run_id, project, region, gpu_type, gpu_count, started_at, ended_at, duration_s, energy_kwh,
+                          emissions_kg, val_metric_name, metric_goal, tags, source_kind, source_line)
+        SELECT run_id, project, region, gpu_type, CAST(gpu_count AS INTEGER), ended_at - to_microseconds(span_us),
+               ended_at, hours * 3600.0, energy_kwh, emissions_kg, 'val_metric', 'max', tags, '{KIND}', line
+        FROM cc_batch WHERE ok""").fetchall()[0][0]
+    con.execute(f"""INSERT INTO rejects SELECT NULL, ?, line, format('has {{}} fields, the header has {len(header)}', fields),
+                    left(raw, 500) FROM cc_batch JOIN batch USING (line)
+                    WHERE NOT ok AND NOT blank AND NOT quoted AND fields <> {len(header)}""", [src.name])
+    suspects = con.execute(f"SELECT line, raw FROM cc_batch JOIN batch USING (line) WHERE NOT ok AND NOT blank "
+                           f"AND (quoted OR fields = {len(header)}) ORDER BY line").fetchall()
+    if suspects:  # the exact reason, or what SQL does not settle: Python, line by line
+        parsed = parse([header_row] + suspects, ctx)
+        staging.insert_parsed(con, parsed, src.name)
+        accepted += parsed.accepted
+    return accepted
+
+
+def sql_text(value: str) -> str:
+    """A column name as an SQL string literal (names come from the file's header)."""
+    return "'" + value.replace("'", "''") + "'"

@@ -21,11 +21,12 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ingest import traces
+from ingest import line_sql, staging, traces
 from ingest.contract import Lines, ParseContext, Parsed, Reject
 
 KIND = "nvidia-smi"
@@ -58,16 +59,39 @@ def parse(lines: Lines, ctx: ParseContext) -> Parsed:
     if not numbered:
         return traces.failed("the file is empty")
     first_line, first = numbered[0]
+    layout = _layout(first)
+    if layout.problem:
+        return traces.failed(layout.problem, first_line, first)
+    rows, found = _read_rows(numbered if layout.noheader else numbered[1:], layout, ctx)
+    if "gpu_index" not in found and "gpu_uuid" in found:
+        found["gpu_index"] = _index_by_first_appearance(found["gpu_uuid"])
+    elif "gpu_index" not in found:
+        found["gpu_index"] = _index_by_row_order(rows, found["sampled_at"])
+    return traces.build(rows, found, KIND)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """What a file's first line says: its field count, which field is which (position ->
+    gpu_samples column), whether it is data (noheader), or the problem that refuses the file."""
+
+    width: int
+    mapping: dict[int, str]
+    problem: str | None
+    noheader: bool
+
+
+def _layout(first: str) -> Layout:
     fields = [field.strip().lstrip("\ufeff") for field in first.split(",")]
-    if _TIME.match(fields[0]):  # noheader
-        mapping, problem = _columns_by_unit(fields)
-        data = numbered
-    else:
-        mapping, problem = _columns_by_name(fields)
-        data = numbered[1:]
-    if problem:
-        return traces.failed(problem, first_line, first)
-    width = len(fields)
+    noheader = bool(_TIME.match(fields[0]))
+    mapping, problem = _columns_by_unit(fields) if noheader else _columns_by_name(fields)
+    return Layout(len(fields), mapping, problem, noheader)
+
+
+def _read_rows(data: Lines, layout: Layout, ctx: ParseContext) -> tuple[traces.Rows, dict[str, pa.Array]]:
+    """The lines with the header's field count as rows, and their values read column by column
+    (the `index` column too, when there is one); each bad value refuses its row."""
+    width = layout.width
     kept_lines, kept_texts, early = [], [], []
     for number, line in data:
         count = traces.field_count(line)
@@ -80,7 +104,7 @@ def parse(lines: Lines, ctx: ParseContext) -> Parsed:
     rows.rejects = early
     header = [f"c{i}" for i in range(width)]
     table = traces.read_csv_text(header, kept_texts)
-    column = {target: table[header[position]] for position, target in mapping.items()}
+    column = {target: table[header[position]] for position, target in layout.mapping.items()}
 
     found = {"sampled_at": traces.times(rows, column["sampled_at"], ctx.tz)}
     found["host"] = traces.hosts(column.get("host"), len(rows), ctx)
@@ -94,14 +118,9 @@ def parse(lines: Lines, ctx: ParseContext) -> Parsed:
             found[name] = traces.numbers(rows, readings, name, QUERY_NAMES[name])
     if "gpu_index" in column:
         found["gpu_index"] = traces.numbers(rows, traces.text(column["gpu_index"]), "gpu_index", "index")
-    elif "gpu_uuid" in found:
-        found["gpu_index"] = _index_by_first_appearance(found["gpu_uuid"])
-    else:
-        found["gpu_index"] = _index_by_row_order(rows, found["sampled_at"])
-    return traces.build(rows, found, KIND)
+    return rows, found
 
 
-stage = traces.staged(parse)
 totals = traces.totals
 
 
@@ -192,3 +211,222 @@ def _index_by_row_order(rows: traces.Rows, sampled_at: pa.Array) -> pa.Array:
             pending = []
     incomplete(pending)
     return pa.array(index, pa.int32())
+
+
+# --- columnar path: each batch of lines typed and checked in SQL -----------------------------
+# A plain line (one strict pattern for the whole line: readings as decimals with their unit or
+# an absent `[N/A]`, times as nvidia-smi or ISO writes them) is typed in SQL; a line with the
+# wrong field count and no quotes is refused in SQL; every other line is read by `_read_rows`
+# above, which names the exact reason. All rows wait in `smi_rows` until the file is read:
+# without an index column, which GPU a row is depends on rows anywhere in the file (the order
+# in which uuids appear, the commonest sample-group size), so GPU indices are assigned last.
+ROWS_TABLE = "smi_rows"
+_ABSENT = r"\[.*\]|N/A"  # as _absent_as_null
+# Each known column of a plain line, as a pattern with the groups it captures: a reading's
+# number (empty when absent: blank, `[N/A]`), the date and the rest of a time, text.
+_PIECES = {
+    "sampled_at": (f" *({line_sql.DAY}|\\d{{4}}/\\d{{2}}/\\d{{2}})[T ]({line_sql.CLOCK}{line_sql.OFFSET}?) *",
+                   ("day", "clock")),
+    "gpu_index": (r" *(\d{1,5})? *", ("gpu_index",)),
+    **{name: (f" *({line_sql.TEXT}) *", (name,)) for name in ("gpu_uuid", "gpu_name", "host")},
+    **{name: (f" *(?:({line_sql.DECIMAL})(?: *{re.escape(unit)})?|\\[[^],\"\\x00-\\x1f]*\\]|N/A)? *", (name,))
+       for name, unit in UNITS.items()},
+}
+
+
+def stage(src: staging.Source, con, ctx: ParseContext) -> staging.Staged:
+    """Stage the file's samples and rejects in `con` (see the columnar path above)."""
+    layout, data_after, zone = None, 0, line_sql.sql_zone(con, ctx.tz)
+    con.execute(f"""CREATE OR REPLACE TEMP TABLE {ROWS_TABLE} (
+        line BIGINT, sampled_at TIMESTAMPTZ, host VARCHAR, gpu_uuid VARCHAR, gpu_name VARCHAR, power_w DOUBLE,
+        gpu_util_pct DOUBLE, mem_used_mib DOUBLE, given_index BIGINT, reason VARCHAR, raw VARCHAR)""")
+    for batch in staging.line_batches(src):
+        con.register("batch", batch)
+        try:
+            if layout is None:
+                first_line, first = line_sql.first_filled(con)
+                if first_line is None:
+                    continue
+                layout = _layout(first)
+                if layout.problem:
+                    staging.add_rejects(con, src.name, [(first_line, layout.problem, first)])
+                    return traces.stage_totals(con, 0)
+                data_after = first_line - 1 if layout.noheader else first_line
+            _stage_batch(con, src, ctx, layout, data_after, zone)
+        finally:
+            con.unregister("batch")
+    if layout is None:
+        staging.add_rejects(con, src.name, [(0, "the file is empty", "")])
+        return traces.stage_totals(con, 0)
+    accepted = _index_and_load(con, src, layout)
+    con.execute(f"DROP TABLE {ROWS_TABLE}")
+    return traces.stage_totals(con, accepted)
+
+
+def _line_pattern(layout: Layout) -> tuple[str, list[str]]:
+    """The whole of a plain line, anchored: each known column in its strict form, the others any
+    text without commas, quotes or control characters, as many fields as the first line; and the
+    names of the groups it captures, in order."""
+    pieces, names = [], []
+    for position in range(layout.width):
+        piece, captured = _PIECES.get(layout.mapping.get(position), (line_sql.OTHER, ()))
+        pieces.append(piece)
+        names += captured
+    return "^" + ",".join(pieces) + "$", names
+
+
+def _stage_batch(con, src: staging.Source, ctx: ParseContext, layout: Layout, data_after: int,
+                 zone: str | None) -> None:
+    """Type one batch: plain lines in SQL into smi_rows (one match per line gives every value),
+    lines of the wrong width refused, the rest read by `_read_rows` into smi_rows with the reason
+    (if any) that refuses them."""
+    pattern, names = _line_pattern(layout)
+    where = set(names)
+
+    def text(name: str, absent: bool = True) -> str:
+        if name not in where:
+            return "NULL"
+        value = f"nullif(v.{name}, '')"
+        return f"CASE WHEN NOT regexp_full_match(v.{name}, '{_ABSENT}') THEN {value} END" if absent else value
+
+    host = "$host" if ctx.host else f"coalesce({text('host', absent=False)}, $file_host)"
+    readings = {name: f"TRY_CAST(nullif(v.{name}, '') AS DOUBLE)" if name in where else "NULL" for name in UNITS}
+    in_range = " AND ".join(f"({name} IS NULL OR {name} BETWEEN {traces.LIMITS[name][0]} AND {traces.LIMITS[name][1]})"
+                            for name in UNITS if name in where)
+    index_known = "given_index IS NOT NULL AND given_index <= 65535" if "gpu_index" in where else "true"
+    params = {"after": data_after, "pattern": pattern, "names": names}
+    params.update({"host": ctx.host} if ctx.host else {"file_host": traces.file_host(ctx.source)})
+    if zone not in (None, "UTC"):
+        params["zone"] = zone
+    con.execute(f"""
+        CREATE OR REPLACE TEMP TABLE smi_batch AS
+        WITH matched AS (
+            SELECT line, raw, regexp_extract(raw, $pattern, $names) AS v FROM batch WHERE line > $after
+        ), typed AS (
+            SELECT line, v.day <> '' AS plain,
+                   CASE WHEN v.day <> '' THEN {line_sql.instant("replace(v.day, '/', '-') || ' ' || v.clock", zone)}
+                   END AS sampled_at,
+                   {host} AS host, {text('gpu_uuid')} AS gpu_uuid, {text('gpu_name')} AS gpu_name,
+                   {", ".join(f"{readings[name]} AS {name}" for name in UNITS)},
+                   {"TRY_CAST(nullif(v.gpu_index, '') AS BIGINT)" if "gpu_index" in where else "NULL"} AS given_index
+            FROM matched
+        )
+        SELECT *, coalesce(plain AND {line_sql.in_years('sampled_at')} AND {in_range or 'true'} AND {index_known},
+                           false) AS ok
+        FROM typed""", params)
+    con.execute(f"""INSERT INTO {ROWS_TABLE} SELECT line, sampled_at, host, gpu_uuid, gpu_name, power_w,
+                    gpu_util_pct, mem_used_mib, given_index, NULL, NULL FROM smi_batch WHERE ok""")
+    # The others: a line without quotes of the wrong width is refused here, blank lines skipped.
+    con.execute("""CREATE OR REPLACE TEMP TABLE smi_other AS
+                   SELECT line, raw, len(string_split(raw, ',')) AS fields, contains(raw, '"') AS quoted
+                   FROM smi_batch JOIN batch USING (line) WHERE NOT ok AND NOT regexp_full_match(raw, $blank)""",
+                {"blank": line_sql.BLANK_LINE})
+    con.execute("INSERT INTO rejects SELECT NULL, ?, line, format('expected {} fields, got {}', ?, fields), "
+                "left(raw, 500) FROM smi_other WHERE NOT quoted AND fields <> ?", [src.name, layout.width, layout.width])
+    suspects = con.execute("SELECT line, raw FROM smi_other WHERE quoted OR fields = ? ORDER BY line",
+                           [layout.width]).fetchall()
+    if suspects:
+        _stage_read_rows(con, src, ctx, layout, suspects)
+
+
+def _stage_read_rows(con, src: staging.Source, ctx: ParseContext, layout: Layout, lines: Lines) -> None:
+    """The lines SQL did not settle, read by `_read_rows`, into smi_rows (each with its reason)."""
+    rows, found = _read_rows(lines, layout, ctx)
+    staging.add_rejects(con, src.name, [(r.line, r.reason, r.raw) for r in rows.rejects])
+    count = len(rows)
+    if not count:
+        return
+    columns = {"line": pa.array(rows.lines, pa.int64())}
+    for name in ("sampled_at", "host", "gpu_uuid", "gpu_name", *UNITS):
+        columns[name] = found[name].cast(traces.COLUMNS[name]) if name in found else pa.nulls(count, traces.COLUMNS[name])
+    columns["given_index"] = found["gpu_index"].cast(pa.int64()) if "gpu_index" in found else pa.nulls(count, pa.int64())
+    columns["reason"] = pa.array([rows.refused.get(row) for row in range(count)], pa.string())
+    columns["raw"] = pa.array(rows.raws, pa.string())
+    con.from_arrow(pa.table(columns)).insert_into(ROWS_TABLE)
+
+
+def _index_and_load(con, src: staging.Source, layout: Layout) -> int:
+    """Give every row its GPU index (the index column; else the uuids' order of appearance; else
+    the row's place in its sample group), then load the rows without a reason and refuse the
+    others with their first reason, as `traces.build` does. Returns the samples loaded."""
+    columns = {target for target in layout.mapping.values()}
+    group_reason = "NULL"
+    if "gpu_index" in columns:
+        index_sql, source = "given_index", ROWS_TABLE
+    elif "gpu_uuid" in columns:
+        con.execute(f"""CREATE OR REPLACE TEMP TABLE smi_index AS
+                        SELECT gpu_uuid, row_number() OVER (ORDER BY min(line)) - 1 AS gpu_index
+                        FROM {ROWS_TABLE} WHERE gpu_uuid IS NOT NULL GROUP BY gpu_uuid""")
+        index_sql, source = "i.gpu_index", f"{ROWS_TABLE} r LEFT JOIN smi_index i USING (gpu_uuid)"
+    else:
+        gpus = _group_rows(con)
+        index_sql = f"CASE WHEN d.grp IS NULL THEN g.pos % {gpus} WHEN d.start_at IS NOT NULL THEN d.start_at + g.pos END"
+        group_reason = (f"CASE WHEN d.pending IS NOT NULL THEN format('its sample group has {{}} rows where this file''s "
+                        f"groups have {gpus} (one per GPU): without an index or uuid column, which GPU each row is "
+                        f"cannot be told', d.pending) END")
+        source = f"{ROWS_TABLE} r LEFT JOIN smi_groups g USING (line) LEFT JOIN smi_decided d USING (grp)"
+    con.execute(f"""CREATE OR REPLACE TEMP TABLE smi_final AS
+        SELECT *, coalesce(reason, group_reason, CASE WHEN sampled_at IS NULL THEN 'timestamp is missing'
+                  WHEN gpu_index IS NULL THEN 'gpu_index is missing' WHEN host IS NULL THEN 'host is missing' END) AS why
+        FROM (SELECT line, sampled_at, host, gpu_uuid, gpu_name, power_w, gpu_util_pct, mem_used_mib, reason, raw,
+                     {index_sql} AS gpu_index, {group_reason} AS group_reason FROM {source})""")
+    loaded = con.execute(f"""
+        INSERT INTO {traces.TABLE} (host, gpu_index, sampled_at, gpu_uuid, gpu_name, power_w, gpu_util_pct,
+                                    mem_used_mib, source_kind, source_line)
+        SELECT host, gpu_index, sampled_at, gpu_uuid, gpu_name, power_w, gpu_util_pct, mem_used_mib, '{KIND}', line
+        FROM smi_final WHERE why IS NULL""").fetchall()[0][0]
+    con.execute("INSERT INTO rejects SELECT NULL, ?, line, why, left(raw, 500) FROM smi_final "
+                "WHERE why IS NOT NULL AND raw IS NOT NULL", [src.name])
+    # a row SQL read refused only now (its sample group is short): its text is read again
+    line_sql.add_rejects_reading_raw(con, src, "SELECT line, why FROM smi_final WHERE why IS NOT NULL AND raw IS NULL")
+    con.execute("DROP TABLE smi_final")
+    return loaded
+
+
+def _group_rows(con) -> int:
+    """Sample groups of the timed rows (smi_groups: line, grp, pos) and how the short ones are
+    settled (smi_decided: grp, start_at or pending), as _index_by_row_order; returns the GPU count."""
+    # One ordering for every window: a row's group is the count of group starts so far, its place
+    # the rows since the last start (running sums, no sort per group).
+    con.execute(f"""CREATE OR REPLACE TEMP TABLE smi_groups AS
+        WITH timed AS (
+            SELECT line, row_number() OVER by_line AS n,
+                   coalesce(epoch_us(sampled_at) - lag(epoch_us(sampled_at)) OVER by_line
+                            NOT BETWEEN 0 AND {GROUP_GAP_S * 1e6}, true) AS starts
+            FROM {ROWS_TABLE} WHERE sampled_at IS NOT NULL
+            WINDOW by_line AS (ORDER BY line)
+        )
+        SELECT line, sum(starts::INTEGER) OVER running AS grp, n - max(CASE WHEN starts THEN n END) OVER running AS pos
+        FROM timed WINDOW running AS (ORDER BY line ROWS UNBOUNDED PRECEDING)""")
+    con.execute("CREATE OR REPLACE TEMP TABLE smi_sizes AS SELECT grp, count(*) AS size FROM smi_groups GROUP BY grp")
+    con.execute("CREATE OR REPLACE TEMP TABLE smi_decided (grp BIGINT, start_at BIGINT, pending BIGINT)")
+    found = con.execute("SELECT size FROM smi_sizes GROUP BY size "
+                        "ORDER BY count(*) DESC, size DESC LIMIT 1").fetchall()
+    if not found:
+        return 1
+    gpus = found[0][0]
+    short = con.execute("SELECT grp, size FROM smi_sizes WHERE size % ? <> 0 ORDER BY grp", [gpus]).fetchall()
+    decided: list[tuple[int, int | None, int | None]] = []
+    pending: list[tuple[int, int]] = []
+
+    def incomplete() -> None:
+        total = sum(size for _, size in pending)
+        decided.extend((grp, None, total) for grp, _ in pending)
+        pending.clear()
+
+    for grp, size in short:  # a whole group between two short ones ends what is pending
+        if pending and (grp != pending[-1][0] + 1 or sum(s for _, s in pending) + size > gpus):
+            incomplete()
+        pending.append((grp, size))
+        if sum(s for _, s in pending) == gpus:  # a loop stamped far apart: one GPU each, in order
+            start = 0
+            for member, member_size in pending:
+                decided.append((member, start, None))
+                start += member_size
+            pending.clear()
+    incomplete()
+    if decided:
+        con.from_arrow(pa.table({"grp": pa.array([d[0] for d in decided], pa.int64()),
+                                 "start_at": pa.array([d[1] for d in decided], pa.int64()),
+                                 "pending": pa.array([d[2] for d in decided], pa.int64())})).insert_into("smi_decided")
+    return gpus

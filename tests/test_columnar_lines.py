@@ -1,0 +1,275 @@
+"""nvidia-smi, DCGM and CodeCarbon: the columnar `stage` (lines typed in SQL per batch) against
+the per-line `parse` it replaced, on the real files and on files mixing good lines with bad ones.
+
+Both paths stage into a private DuckDB each; the rows, rejects (line, reason, text), records
+accepted and --json totals must be identical. `parse` is what the format tests check against
+independent readings (tests/test_gpu_traces.py, tests/test_codecarbon.py); here it is the
+reference. Each test also counts the lines the columnar path hands to its Python fallback: none
+on the real files (but CodeCarbon's two incomplete rows), only lines this test broke elsewhere.
+"""
+from __future__ import annotations
+
+import random
+from datetime import datetime, timezone
+from pathlib import Path
+from zoneinfo import ZoneInfo
+
+import pytest
+
+from ingest import codecarbon, dcgm, nvidia_smi, staging
+from ingest.contract import ParseContext
+
+UTC, PARIS, BERLIN = timezone.utc, ZoneInfo("Europe/Paris"), ZoneInfo("Europe/Berlin")
+NVIDIA_SMI = "nvidia_gpu/powertracesim_burn_nvidia-smi_8gpu_first137lines.csv"
+DCGM = "nvidia_gpu/dcgm_exporter_scrape_L4_kops.prom"
+CODECARBON = ("codecarbon/codecarbon_examples_emissions.csv",
+              "codecarbon/codecarbon_tests_emissions_invalid_headers_oldschema.csv",
+              "codecarbon/greenmlbench_emissions_RTX4070_cc3.2.3_first200KB.csv")
+SCRAPE_AT = datetime(2025, 11, 20, 10, 0, tzinfo=UTC)
+
+
+def stage_both(module, path: Path, monkeypatch, tz=UTC, host=None, at=None) -> set[int]:
+    """Stage `path` by `parse` and by `stage`, assert both staged the same, and return the
+    line numbers the columnar path read in Python."""
+    ctx = ParseContext(str(path), tz, host, at)
+    src = staging.Source.of(path, str(path))
+    old, new = staging.open_stage(), staging.open_stage()
+    try:
+        parsed = module.parse(staging.lines(src), ctx)  # the old path, as loader._stage ran it
+        staging.insert_parsed(old, parsed, src.name)
+        old_totals = module.totals(parsed)
+        with monkeypatch.context() as patch:
+            in_python = _count_fallback(module, patch)
+            staged = module.stage(src, new, ctx)
+        for table in module.TABLES:
+            for con in (old, new):
+                if table in staging.UNIQUE_BY:
+                    staging.keep_last(con, table)
+            assert rows(new, table) == rows(old, table), table
+        assert rows(new, "rejects", "line, reason, raw") == rows(old, "rejects", "line, reason, raw")
+        assert (staged.accepted, staged.totals) == (parsed.accepted, old_totals)
+        return in_python
+    finally:
+        old.close()
+        new.close()
+
+
+def rows(con, table: str, columns: str = "*") -> list[tuple]:
+    return con.execute(f"SELECT {columns} FROM {table} ORDER BY ALL").fetchall()
+
+
+def _count_fallback(module, monkeypatch) -> set[int]:
+    """Record the lines the columnar path passes to its per-line Python reader."""
+    seen: set[int] = set()
+    if module is nvidia_smi:
+        read_rows = nvidia_smi._read_rows
+
+        def counting(data, layout, ctx):
+            data = list(data)
+            seen.update(number for number, _ in data)
+            return read_rows(data, layout, ctx)
+        monkeypatch.setattr(nvidia_smi, "_read_rows", counting)
+    elif module is dcgm:
+        suspects = dcgm._stage_suspects
+
+        def counting(con, src, ctx, lines):
+            seen.update(number for number, _ in lines)
+            return suspects(con, src, ctx, lines)
+        monkeypatch.setattr(dcgm, "_stage_suspects", counting)
+    else:
+        parse = codecarbon.parse
+
+        def counting(lines, ctx):
+            lines = list(lines)
+            seen.update(number for number, _ in lines[1:])  # the first is the header
+            return parse(lines, ctx)
+        monkeypatch.setattr(codecarbon, "parse", counting)
+    return seen
+
+
+def write(tmp_path: Path, name: str, lines: list[str]) -> Path:
+    path = tmp_path / name
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+# --- nvidia-smi -------------------------------------------------------------------------------
+
+def smi_variants(lines: list[str]) -> dict[str, list[str]]:
+    """The shapes nvidia-smi logs come in, from the real log (as tests/test_gpu_traces.py makes them)."""
+    head, data = lines[0], lines[1:]
+    return {
+        "as_logged": lines,
+        "noheader": data,
+        "nounits": [head] + [line.replace(" W", "").replace(" %", "").replace(" MiB", "") for line in data],
+        "index": ["index, " + head] + [f"{n % 8 if n < 120 else (0 if n == 120 else n - 120)}, {line}"
+                                       for n, line in enumerate(data)],
+        "uuid": ["timestamp, uuid, name, " + head.split(", ", 1)[1]]
+        + [line.replace(", ", f", GPU-{n % 8:04d}, NVIDIA A100-SXM4-80GB, ", 1) for n, line in enumerate(data)],
+        "offset": [head] + [line.replace(",", "+02:00,", 1) for line in data],
+    }
+
+
+def smi_broken(lines: list[str], rnd: random.Random) -> tuple[list[str], set[int]]:
+    """The log with every 7th row given a bad or odd value, and a short, a quoted and blank
+    lines inserted; returns the lines and the (1-based) numbers of the lines changed."""
+    broken, changed = list(lines), set()
+    for n in range(3, len(broken), 7):
+        fields = broken[n].split(",")
+        spot = rnd.randrange(len(fields))
+        fields[spot] = (" " + rnd.choice(["abc W", "140 %", "-5 W", "1e3 W", "nan W", "12 %", " 62.5  W"]) if spot
+                        else rnd.choice(["2025/13/05 20:58:44.813", "noon", "2025-05-05T20:58:44.9Z", " 2025/05/05 20:58:45"]))
+        broken[n] = ",".join(fields)
+        changed.add(n + 1)
+    for at, line in ((30, "2025/05/05 20:58:46.000, 1 W, 2 %"), (40, ""), (60, "   "),
+                     (50, '"2025/05/05 20:58:47.000", " 1 W", "2 %", "3 MiB"')):
+        broken.insert(at, line)
+        changed = {n + 1 if n > at else n for n in changed} | {at + 1}
+    return broken, changed
+
+
+@pytest.mark.parametrize("tz", [UTC, PARIS], ids=["utc", "paris"])
+def test_nvidia_smi_real_log_and_its_variants(formats_dir, tmp_path, monkeypatch, tz):
+    lines = (formats_dir / NVIDIA_SMI).read_text().splitlines()
+    for variant, text in smi_variants(lines).items():
+        in_python = stage_both(nvidia_smi, write(tmp_path, f"gpu-node-9_{variant}.csv", text), monkeypatch, tz)
+        assert in_python == set(), variant
+
+
+@pytest.mark.parametrize("variant", ["as_logged", "noheader", "index", "uuid", "nounits"])
+def test_nvidia_smi_mixed_good_and_bad_lines(formats_dir, tmp_path, monkeypatch, variant):
+    lines = smi_variants((formats_dir / NVIDIA_SMI).read_text().splitlines())[variant]
+    broken, changed = smi_broken(lines, random.Random(42))
+    if variant == "index":  # and indices missing, unreadable or out of range
+        for n in range(5, len(broken), 11):
+            if broken[n].strip():
+                broken[n] = random.Random(n).choice(["", "x", "70000", " 3 "]) + broken[n][broken[n].index(","):]
+                changed.add(n + 1)
+    in_python = stage_both(nvidia_smi, write(tmp_path, f"node_{variant}.csv", broken), monkeypatch, PARIS,
+                           host="gpu-node-3" if variant == "uuid" else None)
+    assert in_python and in_python <= changed
+
+
+def test_nvidia_smi_header_problems_refuse_the_file_alike(formats_dir, tmp_path, monkeypatch):
+    lines = (formats_dir / NVIDIA_SMI).read_text().splitlines()
+    bare = [line.replace(" W", "").replace(" %", "").replace(" MiB", "") for line in lines[1:]]
+    stage_both(nvidia_smi, write(tmp_path, "bare.csv", bare), monkeypatch)
+    stage_both(nvidia_smi, write(tmp_path, "no_time.csv", ["index, power.draw [W]", "0, 12 W"]), monkeypatch)
+
+
+# --- DCGM -------------------------------------------------------------------------------------
+
+def scrapes(scrape: str, count: int, gpus: int) -> list[str]:
+    """`count` scrapes a minute apart of `gpus` GPUs, each sample stamped (ms), the energy counter rising."""
+    out = []
+    for k in range(count):
+        for gpu in range(gpus):
+            for line in scrape.splitlines():
+                if line.startswith("DCGM_FI_"):
+                    line = line.replace('gpu="0"', f'gpu="{gpu}"').replace('Hostname="', 'pod="p-0",namespace="ml",Hostname="')
+                    if line.startswith("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"):
+                        line = line.rsplit(" ", 1)[0] + f" {4_742_776 + 1_200_000 * k}"
+                    line += f" {1_763_632_800_000 + 60_000 * k}"
+                out.append(line)
+    return out
+
+
+def test_dcgm_real_scrape(formats_dir, monkeypatch):
+    assert stage_both(dcgm, formats_dir / DCGM, monkeypatch, at=SCRAPE_AT) == set()
+    with pytest.raises(dcgm.NoTime):  # no timestamps and no --at: the file fails, as before
+        dcgm.stage(staging.Source.of(formats_dir / DCGM), staging.open_stage(), ParseContext("x", UTC))
+
+
+def test_dcgm_mixed_good_and_bad_lines(formats_dir, tmp_path, monkeypatch):
+    lines = scrapes((formats_dir / DCGM).read_text(), 6, 3)
+    rnd = random.Random(42)
+    ours = [n for n, line in enumerate(lines) if line.split("{")[0] in dcgm.METRICS]
+    changed = set()
+    repeated, spaced = lines[ours[1]], lines[ours[2]].replace("} ", "}  ")
+    for n in rnd.sample(ours[3:], 30):
+        head, tail = lines[n].rsplit("} ", 1)
+        value, ms = tail.split(" ")
+        lines[n] = rnd.choice([
+            f"{head}}} NaN {ms}", f"{head}}} 120 {ms}", f"{head}}} -3 {ms}", f"{head}}} 1.5 {ms}", f"{head}}} 1e16 {ms}",
+            f"{head}}} {value} 99999999999999", f"  {lines[n]}  ", head.replace('gpu="', 'gpu="x') + f"}} {value} {ms}",
+            head.replace('gpu="0",', "") + f"}} {value} {ms}", f'{head},gpu="1"}} {value} {ms}',
+            head.replace('modelName="NVIDIA L4"', 'modelName="a\\"b"') + f"}} {value} {ms}", f"{head} {value} {ms}",
+            head.replace('modelName="NVIDIA L4"', 'modelName="L4,UUID="') + f"}} {value} {ms}",
+            f"{head}}} 70000 {ms}", f"{head}}} {value} {int(ms) + 60_000}",
+        ])
+        changed.add(n + 1)
+    lines[ours[0]] = lines[ours[0]].rsplit(" ", 1)[0] + " 1763632800123"  # a time with milliseconds, in SQL
+    lines += [repeated, spaced, 'DCGM_FI_DEV_POWER_USAGE{gpu="0" 12',
+              "DCGM_FI_DEV_POWER_USAGE", 'DCGM_FI_DEV_GPU_UTIL{gpu="70000",Hostname="h"} 5 1763632800000']
+    changed |= set(range(len(lines) - 3, len(lines) + 1))
+    path = write(tmp_path, "dcgm_mixed.prom", lines)
+    in_python = stage_both(dcgm, path, monkeypatch)
+    assert in_python and in_python <= changed
+    assert stage_both(dcgm, path, monkeypatch, host="box", at=SCRAPE_AT) <= changed
+
+
+def test_dcgm_one_scrape_of_many_gpus_without_timestamps(formats_dir, tmp_path, monkeypatch):
+    """Each GPU once, no sample timestamps, loaded with --at; a metric repeated for a GPU is refused."""
+    lines = [line.rsplit(" ", 1)[0] for line in scrapes((formats_dir / DCGM).read_text(), 1, 4)]
+    lines = [line if not line.startswith("DCGM_FI_") else line.rsplit(" ", 1)[0] + " " + line.rsplit(" ", 1)[1]
+             for line in lines]
+    power = next(line for line in lines if line.startswith("DCGM_FI_DEV_POWER_USAGE"))
+    path = write(tmp_path, "dcgm_once.prom", [*(line.replace(f' {line.rsplit(" ", 1)[1]}', " 12.5")
+                                                if line.startswith("DCGM_FI_DEV_POWER_USAGE") else line
+                                                for line in lines), power])
+    assert stage_both(dcgm, path, monkeypatch, at=SCRAPE_AT) == set()
+
+
+# --- CodeCarbon -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("tz", [UTC, BERLIN], ids=["utc", "berlin"])
+def test_codecarbon_real_files(formats_dir, monkeypatch, tz):
+    """Every generation; only the examples file's two incomplete rows (lines 6, 7) go to Python."""
+    found = {name: stage_both(codecarbon, formats_dir / name, monkeypatch, tz) for name in CODECARBON}
+    assert found == {CODECARBON[0]: {6, 7}, CODECARBON[1]: set(), CODECARBON[2]: set()}
+
+
+def test_codecarbon_mixed_good_and_bad_lines(formats_dir, tmp_path, monkeypatch):
+    lines = (formats_dir / CODECARBON[2]).read_text(encoding="utf-8").splitlines()
+    header = lines[0].split(",")
+    column = {name: header.index(name) for name in header}
+    rnd = random.Random(42)
+    changed = set()
+    for n in range(2, len(lines), 9):
+        fields = lines[n].split(",")
+        name, value = rnd.choice([
+            ("duration", "abc"), ("duration", "-5"), ("duration", "1e400"), ("energy_consumed", ""),
+            ("energy_consumed", "-0.5"), ("emissions", "NaN"), ("timestamp", "noon"), ("timestamp", "2026-02-30T10:00:00"),
+            ("timestamp", "1780000000"), ("gpu_count", "1.5"), ("gpu_count", "-1"), ("run_id", "unknown"),
+            ("run_id", " padded "), ("gpu_model", "Tesla T4"), ("project_name", '"quoted, with a comma"'),
+            ("duration", "1_000"), ("timestamp", "2026-05-10 23:47:11+02:00"), ("region", "\u00a0berlin"),
+        ])
+        fields[column[name]] = value
+        lines[n] = ",".join(fields)
+        changed.add(n + 1)
+    lines[20] = lines[20].replace(",1.0,1 x NVIDIA GeForce RTX 4070,", ",2,NVIDIA L4,")  # priced by the catalog
+    lines[30] = lines[9]  # a run written twice: the later line wins
+    lines += ["", "a,b,c", lines[40] + ",extra", "   "]
+    changed |= {21, len(lines) - 1, len(lines) - 2}
+    path = write(tmp_path, "emissions.csv", lines)
+    for tz in (UTC, BERLIN):
+        in_python = stage_both(codecarbon, path, monkeypatch, tz)
+        assert in_python and in_python <= changed
+
+
+def test_codecarbon_summer_time_change_and_oldest_schema(tmp_path, monkeypatch):
+    """Naive times at Berlin's autumn change (02:30 happens twice) read by Python's rule, as before."""
+    lines = ["timestamp,project_name,duration,emissions,energy_consumed,country_name,on_cloud,cloud_region,region",
+             "2025-10-26T02:30:00,p,10,0.1,0.2,Germany,Y,eu-central-1,berlin",
+             "2025-10-26T12:30:00,p,0.000001,0.1,0.2,Germany,N,eu-central-1,",
+             "2025-03-30T02:30:00,p,3600,0.1,0.2,,N,,",
+             "2025-01-15T12:00:00.5,p,7200.25,0,0,Germany,y,,berlin"]
+    path = write(tmp_path, "emissions.csv", lines)
+    assert stage_both(codecarbon, path, monkeypatch, BERLIN) == {2, 4}
+    assert stage_both(codecarbon, path, monkeypatch, UTC) == set()
+
+
+def test_codecarbon_header_without_energy_is_refused_alike(tmp_path, monkeypatch):
+    path = write(tmp_path, "emissions.csv", ["timestamp,project_name,run_id,duration,emissions",
+                                             "2025-01-15T12:00:00,p,r1,3600,0.1"])
+    assert stage_both(codecarbon, path, monkeypatch) == set()
