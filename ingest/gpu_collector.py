@@ -9,11 +9,7 @@ column, else the file name up to its first `_`.
 """
 from __future__ import annotations
 
-from datetime import timezone
-
-import duckdb
-
-from ingest import staging, traces, values
+from ingest import line_sql, staging, traces, values
 from ingest.contract import Lines, ParseContext, Parsed, Reject
 
 KIND = "gpu-collector"
@@ -96,7 +92,7 @@ SUSPECT_PAGE = 50_000  # placeholders read back into Python at a time (memory st
 
 def stage(src, con, ctx: ParseContext):
     """Stage the file's samples and rejects in `con` (see the columnar path above)."""
-    header_line, header, zone, insert = 0, None, _sql_zone(con, ctx), None
+    header_line, header, zone, insert = 0, None, line_sql.sql_zone(con, ctx.tz), None
     for batch in staging.line_batches(src):
         con.register("batch", batch)
         try:
@@ -129,18 +125,6 @@ def _first_filled(con, after: int) -> tuple[int | None, str | None]:
 
 
 BLANK = " \t\x0b\x0c\x1c\x1d\x1e\x1f\x85\xa0"  # what Python's str.strip() removes (ASCII and common)
-
-
-def _sql_zone(con, ctx: ParseContext) -> str | None:
-    """The IANA name of --tz when DuckDB knows it (naive times are then read in SQL), else None."""
-    if ctx.tz is timezone.utc:
-        return "UTC"
-    name = getattr(ctx.tz, "key", None)
-    try:
-        con.execute("SELECT timezone(?, TIMESTAMP '2000-01-01')", [name]).fetchall()[0]
-    except duckdb.Error:
-        return None
-    return name
 
 
 def _line_pattern(header: list[str], spaced: bool = True) -> str:
