@@ -516,8 +516,9 @@ END;
 -- [alloc_start, alloc_end) and that has an effective cost is cut into pieces, each with a bucket
 -- (training, serving, idle_gpu, shared, unallocated), the rule that put it there and a weight;
 -- a line's pieces share its effective cost in proportion to their weights, rounded so that they
--- add up to the line exactly (cumulative rounding: the last piece takes the remainder). First
--- rule that applies wins:
+-- add up to the line exactly (cumulative rounding: the last piece takes the remainder; a line of
+-- one piece, nearly every line, skips the rounding and takes its cost whole). First rule that
+-- applies wins:
 --   1. a usage line of a run (billing_run_lines: run tag, else resource id + time overlap): training;
 --   2. a usage line of a traced GPU node (resource_name or resource_id is a host with traces in
 --      the period; its GPUs are the ones traced in the period):
