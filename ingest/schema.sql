@@ -552,8 +552,9 @@ END;
 -- [alloc_start, alloc_end) and that has an effective cost is cut into pieces, each with a bucket
 -- (training, serving, idle_gpu, shared, unallocated), the rule that put it there and a weight;
 -- a line's pieces share its effective cost in proportion to their weights, rounded so that they
--- add up to the line exactly (cumulative rounding: the last piece takes the remainder). First
--- rule that applies wins:
+-- add up to the line exactly (cumulative rounding: the last piece takes the remainder; a line of
+-- one piece, nearly every line, skips the rounding and takes its cost whole). First rule that
+-- applies wins:
 --   1. a usage line of a run (billing_run_lines: run tag, else resource id + time overlap): training;
 --   2. a usage line of a traced GPU node (resource_name or resource_id is a host with traces in
 --      the period; its GPUs are the ones traced in the period):
@@ -567,7 +568,9 @@ END;
 --   5. taxes, credits, purchases and adjustments: shared, as themselves.
 CREATE OR REPLACE MACRO bill_allocation(alloc_start, alloc_end, run_tag, slack_s, service_tag, families, words) AS TABLE
 WITH lines AS MATERIALIZED (
-    SELECT l.*, epoch(l.charge_period_end - l.charge_period_start) AS line_s
+    SELECT l.*, epoch(l.charge_period_end - l.charge_period_start) AS line_s,
+           -- once per line: its regular expressions cost more than the rest of the allocation
+           gpu_line_rule(l.instance_family, l.service_name, l.charge_description, families, words) AS gpu_rule
     FROM billing_costs l
     WHERE l.charge_period_start >= alloc_start AND l.charge_period_start < alloc_end
       AND l.effective_cost IS NOT NULL
@@ -658,13 +661,13 @@ WITH lines AS MATERIALIZED (
            CASE WHEN l.charge_category <> 'usage' THEN 'shared'
                 WHEN l.tags[run_tag] IS NOT NULL THEN 'unallocated'
                 WHEN l.instance_type IS NOT NULL
-                     OR gpu_line_rule(l.instance_family, l.service_name, l.charge_description, families, words) IS NOT NULL
+                     OR l.gpu_rule IS NOT NULL
                     THEN 'unallocated'
                 ELSE 'shared' END AS bucket,
            CASE WHEN l.charge_category <> 'usage' THEN l.charge_category
                 WHEN l.tags[run_tag] IS NOT NULL THEN 'run tag names a run that is not loaded'
                 WHEN l.instance_type IS NOT NULL
-                     OR gpu_line_rule(l.instance_family, l.service_name, l.charge_description, families, words) IS NOT NULL
+                     OR l.gpu_rule IS NOT NULL
                     THEN 'compute matching no run, node or service'
                 ELSE 'shared service' END AS rule,
            NULL AS run_id, NULL AS model_version, 1 AS weight
@@ -680,28 +683,37 @@ WITH lines AS MATERIALIZED (
     UNION ALL SELECT line_key, bucket, rule, run_id, model_version, weight FROM node_pieces
     UNION ALL SELECT line_key, bucket, rule, run_id, model_version, weight FROM serving_pieces
     UNION ALL SELECT line_key, bucket, rule, run_id, model_version, weight FROM other_pieces
-), ordered AS (
+), split_lines AS MATERIALIZED (   -- lines cut into more than one piece: the only ones to round
+    SELECT line_key FROM pieces GROUP BY line_key HAVING count(*) > 1
+), ordered AS (   -- window functions over the split lines only (almost every line is one piece)
     SELECT p.*, l.effective_cost,
            sum(p.weight) OVER (PARTITION BY p.line_key ORDER BY p.bucket, p.rule, p.run_id, p.model_version
                                ROWS UNBOUNDED PRECEDING) AS weight_to_here,
            sum(p.weight) OVER (PARTITION BY p.line_key) AS line_weight,
            row_number() OVER (PARTITION BY p.line_key ORDER BY p.bucket, p.rule, p.run_id, p.model_version) AS piece,
            count(*) OVER (PARTITION BY p.line_key) AS pieces
-    FROM pieces p JOIN lines l USING (line_key)
+    FROM pieces p JOIN split_lines s USING (line_key) JOIN lines l USING (line_key)
 ), cumulative AS (
     SELECT *, CASE WHEN piece = pieces OR line_weight = 0 THEN effective_cost
                    ELSE CAST(effective_cost * CAST(weight_to_here / line_weight AS DECIMAL(18, 15)) AS DECIMAL(38, 12))
               END AS cost_to_here
     FROM ordered
+), allocated AS (   -- a split line's pieces with their share; a one-piece line's piece takes the line whole
+    SELECT line_key, bucket, rule, run_id, model_version, weight, true AS split,
+           cost_to_here - coalesce(lag(cost_to_here) OVER (PARTITION BY line_key ORDER BY piece), 0) AS piece_cost
+    FROM cumulative
+    UNION ALL
+    SELECT line_key, bucket, rule, run_id, model_version, weight, false, NULL
+    FROM pieces p ANTI JOIN split_lines s USING (line_key)
 )
-SELECT c.line_key, l.billing_currency, c.bucket, c.rule, c.run_id, n.host, l.tags[service_tag] AS service,
-       c.model_version,
-       c.cost_to_here - coalesce(lag(c.cost_to_here) OVER (PARTITION BY c.line_key ORDER BY c.piece), 0) AS effective_cost,
-       CASE WHEN n.line_key IS NOT NULL THEN c.weight / 3600.0 END AS gpu_hours,
+SELECT a.line_key, l.billing_currency, a.bucket, a.rule, a.run_id, n.host, l.tags[service_tag] AS service,
+       a.model_version,
+       CASE WHEN a.split THEN a.piece_cost ELSE l.effective_cost END AS effective_cost,
+       CASE WHEN n.line_key IS NOT NULL THEN a.weight / 3600.0 END AS gpu_hours,
        l.effective_cost AS line_effective_cost, l.charge_period_start, l.charge_period_end,
        l.charge_category, l.service_name, l.resource_id, l.resource_name, l.instance_type, l.tags,
-       gpu_line_rule(l.instance_family, l.service_name, l.charge_description, families, words) AS gpu_rule
-FROM cumulative c JOIN lines l USING (line_key) LEFT JOIN node_lines n USING (line_key);
+       l.gpu_rule
+FROM allocated a JOIN lines l USING (line_key) LEFT JOIN node_lines n USING (line_key);
 
 -- Alerts (app/alerts.py): one row per rule, subject, threshold and period that fired. A row is
 -- written once (OK -> alarm), resolved when its condition no longer holds, and never fires again
