@@ -282,3 +282,24 @@ def test_lines_of_many_pieces_are_cut_as_by_the_reference(warehouse, tmp_path):
         assert sorted(v for (v,) in versions.fetchall()) == ["v1", "v2"]
     assert found["split_lines"] >= 3  # both node lines and the served line
     assert found["sums"] == bill_sums(list(csv.DictReader(io.StringIO(BILL))))
+
+
+def test_the_gpu_word_rule_is_any_word_on_its_own(warehouse):
+    """gpu_line_rule's word test (one pattern for all words) says what testing each word apart
+    with Python's re says: a word counts only between word boundaries, regex characters are
+    plain text, and no words match nothing."""
+    import re
+
+    from ingest import warehouse as store
+
+    descriptions = ["2x NVIDIA A100 80GB", "a100x is not a GPU", "Tesla T4 (spot)", "t4g.medium burstable",
+                    "gpu-hours", "GPUs", "c++ build box", "p4d.24xlarge", "", None, "h100 h100", "L4 l40s", "nogpu here", "xh100"]
+    for words in (["a100", "t4", "gpu"], ["c++", "p4d.24xlarge"], ["l40s", "a100x"], [], ["h100"]):
+        with store.connect() as con:
+            got = [row[0] for row in con.execute(
+                "SELECT gpu_line_rule(NULL, 'Compute', d, []::VARCHAR[], ?::VARCHAR[]) "
+                "FROM unnest(?::VARCHAR[]) WITH ORDINALITY AS t(d, i) ORDER BY i", [words, descriptions]).fetchall()]
+        expected = ["description names a GPU" if d is not None and any(
+            re.search(r"\b" + re.escape(w) + r"\b", d.lower(), re.ASCII) for w in words) else None
+            for d in descriptions]
+        assert got == expected, words
