@@ -188,15 +188,25 @@ def open_stage() -> duckdb.DuckDBPyConnection:
     con.execute("SET TimeZone = 'UTC'")
     con.execute("SET enable_progress_bar = false")  # the CLI draws its own
     con.execute("SET temp_directory = ?", [str(Path(tempfile.gettempdir()) / "mlcost-staging")])  # where it spills
-    con.execute("ATTACH ':memory:' AS shape")
-    con.execute("USE shape")
-    con.execute(resources.files("ingest").joinpath("schema.sql").read_text())
-    con.execute("USE memory")
-    tables = con.execute("SELECT table_name FROM duckdb_tables() WHERE database_name = 'shape'").fetchall()
-    for (table,) in tables:
-        con.execute(f"CREATE TABLE {table} AS SELECT * FROM shape.{table} LIMIT 0")
-    con.execute("DETACH shape")
+    global _table_ddl
+    if _table_ddl is None:  # the warehouse's tables, stripped of keys: worked out once per process
+        con.execute("ATTACH ':memory:' AS shape")
+        con.execute("USE shape")
+        con.execute(resources.files("ingest").joinpath("schema.sql").read_text())
+        con.execute("USE memory")
+        tables = con.execute("SELECT table_name FROM duckdb_tables() WHERE database_name = 'shape'").fetchall()
+        for (table,) in tables:
+            con.execute(f"CREATE TABLE {table} AS SELECT * FROM shape.{table} LIMIT 0")
+        con.execute("DETACH shape")
+        _table_ddl = [sql for (sql,) in con.execute(
+            "SELECT sql FROM duckdb_tables() WHERE database_name = 'memory' ORDER BY table_name").fetchall()]
+    else:  # running schema.sql again (views, macros) costs ~80 ms a file
+        for sql in _table_ddl:
+            con.execute(sql)
     return con
+
+
+_table_ddl: list[str] | None = None
 
 
 # Rows unique by these columns: a key repeated within one file keeps its last line.
