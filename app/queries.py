@@ -191,7 +191,8 @@ def training_runs(filters: Filters, metric: str | None, target: float | None) ->
                        ELSE e.value >= r.goal_value END
             GROUP BY r.run_id
         )
-        SELECT r.run_id, r.project, r.team, r.owner, r.model, r.status, r.started_at, r.ended_at,
+        SELECT r.run_id, r.tags['run_name'] AS run_name, r.project, r.team, r.owner, r.model, r.status,
+               r.started_at, r.ended_at,
                r.duration_h, r.instance_type, r.gpu_type, r.gpu_count, r.gpu_hours,
                r.price_per_hour_usd, r.cost_usd, r.cost_source,
                r.val_metric_name, r.val_metric, r.metric_goal,

@@ -97,6 +97,11 @@ def test_file_store_with_quirks(warehouse, tmp_path, capsys):
     assert host == "gpu-node-1" and list(indices) == [0, 1]  # joins the host's GPU traces
     tags = dict(a["tags"]) if not isinstance(a["tags"], dict) else a["tags"]
     assert tags["param.lr"] == "0.001" and tags["run_name"] == "aaa-name" and "mlflow.user" not in tags
+    # the Training runs table names each run as MLflow does (its meta.yaml run_name)
+    from app import filters, queries
+
+    table = queries.training_runs(filters.Filters(), None, None).set_index("run_id")
+    assert table.loc["aaa", "run_name"] == "aaa-name" and table.loc["ddd", "run_name"] == "ddd-name"
     evals = wh.query("SELECT step, elapsed_s, value FROM run_evals WHERE run_id = 'aaa' ORDER BY seq")
     assert evals.values.tolist() == [[0, 1.0, 0.5], [1, 3600.0, 0.7], [2, 7000.0, 0.81]]
     assert (got["bbb"]["status"], got["bbb"]["ended_at"], got["bbb"]["cost_usd"]) == ("running", None, None)

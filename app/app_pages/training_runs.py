@@ -86,6 +86,7 @@ if len(runs) > TABLE_ROWS:  # a browser table of 100k rows costs seconds to send
                "to see others, or download the CSV of them all.")
 shown = runs.head(TABLE_ROWS)
 st.dataframe(shown, hide_index=True, width="stretch", **table(
-    shown, first=("run_id", "project", "cost_usd", "val_metric", "val_metric_name", "status", "started_at")))
+    shown, first=("run_id", "run_name", "project", "cost_usd", "cost_source", "energy_kwh", "val_metric",
+           "val_metric_name", "status", "started_at")))
 st.download_button(f"Download CSV ({len(runs):,} runs)", cache.training_runs_csv(picked, metric, target, factors),
                    file_name="training_runs.csv", mime="text/csv", icon=":material/download:")
