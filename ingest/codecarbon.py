@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import csv
 import hashlib
-from decimal import Decimal
 
 from ingest import config, line_sql, run_record, staging, values
 from ingest.contract import BadValue, Lines, ParseContext, Parsed, Reject
@@ -113,27 +112,13 @@ def stage(src: staging.Source, con, ctx: ParseContext) -> staging.Staged:
                 if missing:
                     staging.add_rejects(con, src.name, [(header_line, "not a CodeCarbon header: missing "
                                                                       f"{', '.join(missing)}", header_text)])
-                    return staging.Staged(0, stage_totals(con))
+                    return staging.Staged(0, run_record.staged_run_totals(con))
             accepted += _stage_batch(con, src, ctx, (header_line, header_text), header, zone, prices)
         finally:
             con.unregister("batch")
     if header is None:  # no line at all: refused as `parse` refuses it
         staging.add_rejects(con, src.name, [(0, f"not a CodeCarbon header: missing {', '.join(REQUIRED)}", "")])
-    return staging.Staged(accepted, stage_totals(con))
-
-
-def stage_totals(con) -> dict:
-    """run_totals of the staged runs (a run_id repeated keeps its last line)."""
-    staging.keep_last(con, "runs")
-    runs, cost, with_cost, energy, with_energy = con.execute(
-        "SELECT count(*), sum(cost_usd), count(cost_usd), fsum(energy_kwh), count(energy_kwh) FROM runs").fetchall()[0]
-    return {
-        "runs": runs,
-        "cost_usd_total": str(Decimal(cost).quantize(run_record.CENT)) if with_cost else None,
-        "runs_with_cost": with_cost,
-        "energy_kwh_total": round(energy, 9) if with_energy else None,
-        "runs_with_energy": with_energy,
-    }
+    return staging.Staged(accepted, run_record.staged_run_totals(con))
 
 
 def _stage_batch(con, src: staging.Source, ctx: ParseContext, header_row: tuple[int, str], header: list[str],

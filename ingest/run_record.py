@@ -173,6 +173,22 @@ def run_totals(parsed: Parsed) -> dict:
     }
 
 
+def staged_run_totals(con) -> dict:
+    """run_totals of the runs staged in `con` (a run_id repeated keeps its last line), in SQL."""
+    from ingest import staging
+
+    staging.keep_last(con, "runs")
+    runs, cost, with_cost, energy, with_energy = con.execute(
+        "SELECT count(*), sum(cost_usd), count(cost_usd), fsum(energy_kwh), count(energy_kwh) FROM runs").fetchall()[0]
+    return {
+        "runs": runs,
+        "cost_usd_total": str(Decimal(cost).quantize(CENT)) if with_cost else None,
+        "runs_with_cost": with_cost,
+        "energy_kwh_total": round(energy, 9) if with_energy else None,
+        "runs_with_energy": with_energy,
+    }
+
+
 def _evals(history: object, run_id: str, started, tz) -> list[dict]:
     if values.is_absent(history):
         return []

@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import logging
 from datetime import timezone
-from decimal import Decimal
 
 import pyarrow as pa
 
@@ -65,7 +64,7 @@ def stage(src: Source, con, ctx: ParseContext) -> Staged:
     elif whole:  # one object over many lines (run_meta.json), or an array DuckDB does not read: as before
         parsed = runs_json.parse(staging.lines(src), ctx)
         staging.insert_parsed(con, parsed, src.name)
-        return Staged(parsed.accepted, totals(con))
+        return Staged(parsed.accepted, run_record.staged_run_totals(con))
     else:
         for batch in staging.line_batches(src):
             # in DuckDB-sized chunks: one Arrow chunk would be scanned by one thread
@@ -75,21 +74,7 @@ def stage(src: Source, con, ctx: ParseContext) -> Staged:
             finally:
                 con.unregister("batch")
     _keep_latest(con)
-    return Staged(accepted, totals(con))
-
-
-def totals(con) -> dict:
-    """The runs summary over the staged runs: run count, cost (USD, decimal text) and energy totals."""
-    staging.keep_last(con, "runs")
-    runs, cost, costed, energy, energized = con.execute(
-        "SELECT count(*), sum(cost_usd), count(cost_usd), sum(energy_kwh), count(energy_kwh) FROM runs").fetchall()[0]
-    return {
-        "runs": runs,
-        "cost_usd_total": str(Decimal(cost).quantize(run_record.CENT)) if costed else None,
-        "runs_with_cost": costed,
-        "energy_kwh_total": round(energy, 9) if energized else None,
-        "runs_with_energy": energized,
-    }
+    return Staged(accepted, run_record.staged_run_totals(con))
 
 
 def _first_line(src: Source) -> tuple[int, str] | None:
