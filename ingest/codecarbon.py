@@ -106,7 +106,9 @@ def stage(src: staging.Source, con, ctx: ParseContext) -> staging.Staged:
         con.register("batch", batch)
         try:
             if header is None:
-                header_line, header_text = con.execute("SELECT line, raw FROM batch ORDER BY line LIMIT 1").fetchall()[0]
+                header_line, header_text = line_sql.first_filled(con, src, skip_blank=False)  # even blank, as `parse`
+                if header_line is None:  # only lines too long so far
+                    continue
                 header = next(csv.reader([header_text.lstrip("\ufeff")]), [])
                 missing = [column for column in REQUIRED if column not in header]
                 if missing:

@@ -83,7 +83,6 @@ totals = traces.totals
 # patterns do not cover, a bad value) goes through `parse` above, which names the exact reason.
 ISO_TIME = r"\d{4}-\d{2}-\d{2}([T ]([01]\d|2[0-3]):[0-5]\d(:[0-5]\d(\.\d{1,6})?)?)?"
 OFFSET = r"(Z|[+-]([01]\d|2[0-3]):[0-5]\d)"
-ISO_WITH_OFFSET = ISO_TIME.removesuffix("?") + OFFSET
 NUMBER = values.NUMBER_TEXT  # the one spelling of a number, as the Python path reads it
 WHOLE = r"[+-]?\d{1,18}"
 NUMERIC = ("power_w", "energy_mj", "gpu_util_pct", "mem_used_mib")
@@ -97,7 +96,7 @@ def stage(src, con, ctx: ParseContext):
         con.register("batch", batch)
         try:
             if header is None:
-                header_line, text = _first_filled(con, 0)
+                header_line, text = line_sql.first_filled(con, src)
                 if header_line is None:
                     continue
                 header = [c.strip().strip('"').lstrip("\ufeff") for c in text.split(",")]
@@ -116,15 +115,6 @@ def stage(src, con, ctx: ParseContext):
     accepted = con.execute(f"SELECT count(*) FROM {traces.TABLE} WHERE source_line > 0").fetchall()[0][0]
     return traces.stage_totals(con, accepted + _settle(con, src, ctx, header_line, header))
 
-
-
-def _first_filled(con, after: int) -> tuple[int | None, str | None]:
-    rows = con.execute("SELECT line, raw FROM batch WHERE line > ? AND trim(raw, ?) <> '' ORDER BY line LIMIT 1",
-                       [after, BLANK]).fetchall()
-    return (rows[0][0], rows[0][1]) if rows else (None, None)
-
-
-BLANK = " \t\x0b\x0c\x1c\x1d\x1e\x1f\x85\xa0"  # what Python's str.strip() removes (ASCII and common)
 
 
 def _line_pattern(header: list[str], spaced: bool = True) -> str:
@@ -166,15 +156,7 @@ def _insert_sql(ctx: ParseContext, header: list[str], zone: str | None) -> str:
     stamp = field("timestamp")
     stamp = f"CASE WHEN contains({stamp}, '/') THEN regexp_replace({stamp}, '^(\\d{{4}})/(\\d{{2}})/(\\d{{2}})', " \
             f"'\\1-\\2-\\3') ELSE {stamp} END"
-    # With --tz UTC (the default) a naive time casts as it is; in another zone it is read there,
-    # except near a change of offset (summer time), which is left to Python's rule (fold=0).
-    sampled_at = ("TRY_CAST(stamp AS TIMESTAMPTZ)" if zone == "UTC" else
-                  f"CASE WHEN regexp_full_match(stamp, '{ISO_WITH_OFFSET}') THEN TRY_CAST(stamp AS TIMESTAMPTZ) END"
-                  if zone is None else
-                  f"CASE WHEN regexp_full_match(stamp, '{ISO_WITH_OFFSET}') THEN TRY_CAST(stamp AS TIMESTAMPTZ) "
-                  "ELSE (CASE WHEN timezone($zone, @t - INTERVAL 3 HOUR) + INTERVAL 3 HOUR = timezone($zone, @t) "
-                  "AND timezone($zone, @t + INTERVAL 3 HOUR) - INTERVAL 3 HOUR = timezone($zone, @t) "
-                  "THEN timezone($zone, @t) END) END").replace("@t", "TRY_CAST(stamp AS TIMESTAMP)")
+    sampled_at = line_sql.instant("stamp", zone)
     host = "$host" if ctx.host else f"coalesce({field('host')}, $file_host)"
     in_range = " AND ".join(
         f"({name}_t IS NULL OR (isfinite({name}::DOUBLE) "
@@ -219,7 +201,7 @@ def _settle(con, src, ctx: ParseContext, header_line: int, header: list[str]) ->
         return 0
     con.execute(f"""CREATE OR REPLACE TEMP TABLE suspects AS
         SELECT -source_line AS line, pod AS raw, contains(pod, '"') AS quoted, len(string_split(pod, ',')) AS fields
-        FROM {traces.TABLE} WHERE source_line < 0 AND trim(pod, $blank) <> ''""", {"blank": BLANK})  # blank: skipped
+        FROM {traces.TABLE} WHERE source_line < 0 AND NOT regexp_full_match(pod, $blank)""", {"blank": line_sql.BLANK_LINE})  # blank: skipped
     con.execute(f"DELETE FROM {traces.TABLE} WHERE source_line < 0")
     width = len(header)
     con.execute("INSERT INTO rejects SELECT NULL, $path, line, format('expected {} fields as in the header, got {}', "

@@ -15,7 +15,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ingest import staging
+from ingest import limits, staging
 
 # What Python's str.strip() removes (str.isspace): a field with one of these at an edge is not plain.
 UNICODE_SPACE = r"\x85\xa0\x{1680}\x{2000}-\x{200a}\x{2028}\x{2029}\x{202f}\x{205f}\x{3000}"
@@ -69,11 +69,23 @@ def in_years(instant_sql: str) -> str:
             f"AND {instant_sql} < TIMESTAMPTZ '2100-01-01 00:00:00+00')")
 
 
-def first_filled(con: duckdb.DuckDBPyConnection) -> tuple[int | None, str | None]:
-    """The batch's first line that is not blank: (line, text), or (None, None)."""
-    rows = con.execute("SELECT line, raw FROM batch WHERE NOT regexp_full_match(raw, ?) ORDER BY line LIMIT 1",
-                       [BLANK_LINE]).fetchall()
-    return rows[0] if rows else (None, None)
+def first_filled(con: duckdb.DuckDBPyConnection, src: staging.Source,
+                 skip_blank: bool = True) -> tuple[int | None, str | None]:
+    """The batch's first line a per-line parser would take for the file's first line: (line,
+    text), or (None, None). A line over [ingest] max_line_bytes never is (the loader hands the
+    per-line path the lines without it): each one before it is staged as refused, with its size.
+    With `skip_blank`, a blank line (Python's `not line.strip()`) is passed over too."""
+    found = con.execute("SELECT line, raw FROM batch WHERE NOT starts_with(raw, $marker) "
+                        "AND NOT ($skip AND regexp_full_match(raw, $blank)) ORDER BY line LIMIT 1",
+                        {"marker": TOO_LONG, "skip": skip_blank, "blank": BLANK_LINE}).fetchall()
+    line, text = found[0] if found else (None, None)
+    too_long = con.execute("SELECT line, raw FROM batch WHERE starts_with(raw, $marker) AND line < $before "
+                           "ORDER BY line", {"marker": TOO_LONG, "before": line or 2**62}).fetchall()
+    staging.add_rejects(con, src.name, [(number, limits.too_long_reason(raw), "") for number, raw in too_long])
+    return line, text
+
+
+TOO_LONG = limits.too_long_marker(0)[:-1]  # how every line staging drops for its length begins
 
 
 def add_rejects_reading_raw(con: duckdb.DuckDBPyConnection, src: staging.Source, query: str) -> None:

@@ -244,7 +244,7 @@ def stage(src: staging.Source, con, ctx: ParseContext) -> staging.Staged:
         con.register("batch", batch)
         try:
             if layout is None:
-                first_line, first = line_sql.first_filled(con)
+                first_line, first = line_sql.first_filled(con, src)
                 if first_line is None:
                     continue
                 layout = _layout(first)

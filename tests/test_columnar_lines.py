@@ -10,13 +10,13 @@ on the real files (but CodeCarbon's two incomplete rows), only lines this test b
 from __future__ import annotations
 
 import random
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import pytest
 
-from ingest import codecarbon, dcgm, nvidia_smi, staging
+from ingest import codecarbon, dcgm, gpu_collector, limits, loader, nvidia_smi, staging
 from ingest.contract import ParseContext
 
 UTC, PARIS, BERLIN = timezone.utc, ZoneInfo("Europe/Paris"), ZoneInfo("Europe/Berlin")
@@ -76,6 +76,14 @@ def _count_fallback(module, monkeypatch) -> set[int]:
             seen.update(number for number, _ in lines)
             return suspects(con, src, ctx, lines)
         monkeypatch.setattr(dcgm, "_stage_suspects", counting)
+    elif module is gpu_collector:
+        parse = gpu_collector.parse
+
+        def counting(lines, ctx):
+            lines = list(lines)
+            seen.update(number for number, _ in lines[1:])  # the first is the header
+            return parse(lines, ctx)
+        monkeypatch.setattr(gpu_collector, "parse", counting)
     else:
         parse = codecarbon.parse
 
@@ -273,3 +281,66 @@ def test_codecarbon_header_without_energy_is_refused_alike(tmp_path, monkeypatch
     path = write(tmp_path, "emissions.csv", ["timestamp,project_name,run_id,duration,emissions",
                                              "2025-01-15T12:00:00,p,r1,3600,0.1"])
     assert stage_both(codecarbon, path, monkeypatch) == set()
+
+
+# --- gpu-collector ----------------------------------------------------------------------------
+
+COLLECTOR_HEADER = "timestamp,host,gpu_index,gpu_uuid,gpu_name,power_w,energy_mj,gpu_util_pct,mem_used_mib"
+# Spellings of a sample's time: with and without seconds, fraction, offset, `T`; slashed dates;
+# days alone; naive times at Berlin's summer-time changes (02:30 does not exist on 30 March and
+# happens twice on 26 October) and next to them; out of range and impossible ones.
+STAMPS = ("2025-06-01T12:00:00Z", "2025-06-01 12:00:00", "2025-06-01T12:00", "2025-06-01T12:00Z",
+          "2025-06-01T12:00:00.123456", "2025-06-01T12:00:00.5+02:00", "2025/06/01 12:00:00",
+          "2025/06/01T12:00:00-05:30", "2025-06-01", "2025-06-01Z", "2025-03-30T02:30:00",
+          "2025-03-30T01:59:59", "2025-03-30T04:00:00", "2025-10-26T02:30:00", "2025-10-26T01:30:00",
+          "2025-10-26T03:30:00+01:00", "2025-10-26T05:00:00", "1989-12-31T23:59:59Z", "2099-12-31T23:00:00",
+          "2100-01-01T00:00:00Z", "2025-02-30T00:00:00", "2025-06-01T23:59:59.9999999", "2025-06-01T12:00:00+24:00")
+# Lines Python's `not line.strip()` skips, though none is empty or ASCII blank alone.
+BLANKS = ("\u3000", " \u2007 ", "\u2028", "\x1c\x1d", "\u205f\t", "\r")
+
+
+def test_collector_times_and_blank_lines_as_the_per_line_path_reads_them(tmp_path, monkeypatch):
+    """Every time spelling in UTC, in Berlin (summer time) and in a zone DuckDB does not know,
+    and lines of Unicode blanks before the header and among the rows: what `parse` made of them."""
+    lines = list(BLANKS) + [COLLECTOR_HEADER]
+    for n, stamp in enumerate(STAMPS):
+        lines.append(f"{stamp},n1,{n % 4},GPU-{n % 4},L4,{50 + n},{1000 * n},{n},{n * 10}")
+        lines.append(BLANKS[n % len(BLANKS)])
+    path = write(tmp_path, "node-1_times.csv", lines)
+    fixed = timezone(timedelta(hours=-3))  # no IANA name: its naive times are read in Python
+    for tz in (UTC, BERLIN, fixed):
+        stage_both(gpu_collector, path, monkeypatch, tz)
+
+
+@pytest.mark.parametrize("module, lines", [
+    (gpu_collector, [COLLECTOR_HEADER, "2025-06-01T12:00:00Z,n1,0,GPU-0,L4,50,1000,40,10"]),
+    (nvidia_smi, ["timestamp, index, power.draw [W], utilization.gpu [%]", "2025/05/05 20:58:44.813, 0, 62.5 W, 3 %"]),
+    (codecarbon, ["timestamp,project_name,run_id,duration,emissions,energy_consumed",
+                  "2025-01-15T12:00:00,p,r1,3600,0.1,0.5"]),
+], ids=["gpu-collector", "nvidia-smi", "codecarbon"])
+def test_a_too_long_first_line_is_refused_and_the_next_one_is_the_header(tmp_path, monkeypatch, module, lines):
+    """As the per-line path reads it: the too-long line is refused with its size, the file loads."""
+    monkeypatch.setattr(limits, "_current", limits.current())
+    limits.configure(limits.Limits(max_line_bytes=100))
+    path = write(tmp_path, "node-1_long.csv", ["x" * 300] + lines)
+    ctx = ParseContext(str(path), UTC)
+    src = staging.Source.of(path, str(path))
+    old, new = staging.open_stage(), staging.open_stage()
+    try:
+        too_long: list = []
+        parsed = module.parse(loader._within_limit(staging.lines(src), too_long), ctx)  # as loader._stage runs it
+        parsed.rejects.extend(too_long)
+        staging.insert_parsed(old, parsed, src.name)
+        staged = module.stage(src, new, ctx)
+        loader._name_too_long_lines(new)
+        for table in module.TABLES:
+            if table in staging.UNIQUE_BY:
+                staging.keep_last(new, table)
+            assert rows(new, table) == rows(old, table)
+        assert rows(new, "rejects", "line, reason, raw") == rows(old, "rejects", "line, reason, raw")
+        assert staged.accepted == parsed.accepted == 1
+        [(line, reason)] = rows(new, "rejects", "line, reason")
+        assert line == 1 and "longer than the 100" in reason
+    finally:
+        old.close()
+        new.close()
