@@ -145,7 +145,9 @@ def line_batches(src: Source) -> Iterator[pa.Table]:
             lines = pc.list_flatten(pc.split_pattern(text, "\n"))
             if b"\r" in chunk:
                 lines = pc.utf8_rtrim(lines, "\r")
-            if len(chunk) > max_line:  # a line over the limit within the batch: its marker instead
+            # A line over the limit within the batch: its marker instead. Asked first without a
+            # Python scalar (pyarrow turning one into Arrow imports pandas: ~1 s of every big file).
+            if len(chunk) > max_line and pc.max(pc.binary_length(lines)).as_py() > max_line:
                 sizes = pc.binary_length(lines)
                 long = pc.greater(sizes, max_line)
                 if pc.any(long).as_py():
