@@ -176,9 +176,12 @@ def context(con: duckdb.DuckDBPyConnection, db: str, gpu) -> int:
 
 def derive(con: duckdb.DuckDBPyConnection, gpu, with_context: bool) -> None:
     """Temp tables new_minutes and new_gaps: the touched GPUs' rollups from `since` on, from the
-    staged samples' intervals (file_intervals) or, with stored samples around them, from the
-    intervals of both."""
+    staged samples' intervals (file_intervals, computed again if gone) or, with stored samples
+    around them, from the intervals of both; the intervals are dropped after."""
     source = "file_intervals"
+    if not with_context and not con.execute("SELECT count(*) FROM duckdb_tables() WHERE temporary "
+                                            "AND table_name = 'file_intervals'").fetchall()[0][0]:
+        intervals(con, "gpu_samples", source, gpu)  # dropped by an earlier derive (another load came in between)
     if with_context:
         columns = "host, gpu_index, sampled_at, gpu_uuid, gpu_name, power_w, energy_mj, gpu_util_pct, mem_used_mib"
         intervals(con, f"(SELECT {columns} FROM gpu_samples UNION ALL SELECT {columns} FROM gpu_context)",
@@ -187,6 +190,10 @@ def derive(con: duckdb.DuckDBPyConnection, gpu, with_context: bool) -> None:
     for table, query, column in (("new_minutes", MINUTES_OF, "minute"), ("new_gaps", GAPS_OF, "gap_end")):
         _run(con, f"CREATE OR REPLACE TEMP TABLE {table} AS SELECT r.* FROM ({query.format(intervals=source)}) r "
                   f"JOIN touched_gpus t USING (host, gpu_index) WHERE r.{column} >= t.since", gpu)
+    # The merge writes next: the intervals (as many rows as the samples) no longer hold memory then.
+    con.execute(f"DROP TABLE {source}")
+    if with_context:
+        con.execute("DROP TABLE IF EXISTS file_intervals")
 
 
 def replace(con: duckdb.DuckDBPyConnection, db: str, gpu, stored: tuple | None) -> None:
