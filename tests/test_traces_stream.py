@@ -153,3 +153,28 @@ def test_a_header_with_only_the_required_columns_loads_with_the_host_given_or_th
         stamp, index, power = next(csv.reader([lines[line - 1]]))
         want.append((line, host or "node-4", int(index), float(power), None, None))
     assert rows == want
+
+
+def test_rollups_derived_again_after_their_intervals_were_dropped(tmp_path):
+    """The merge derives the rollups a second time when another load came in between: the staged
+    samples' intervals, dropped after the first, are computed again, to the same minutes."""
+    from ingest import config, gpu_rollups
+    from ingest.contract import ParseContext
+
+    lines = [HEADER] + [good(START + timedelta(seconds=10 * n), 0, "L4,100,,40,10") for n in range(60)]
+    path = write(tmp_path / "n1_twice.csv", lines, None)
+    con = staging.open_stage()
+    try:
+        gpu_collector.stage(staging.Source.of(path), con, ParseContext(str(path), timezone.utc))
+        gpu = config.load().gpu
+        gpu_rollups.touched(con, gpu)
+        minutes = []
+        for _ in range(2):
+            gpu_rollups.derive(con, gpu, with_context=False)
+            minutes.append(con.execute("SELECT minute, coverage_s, energy_kwh FROM new_minutes ORDER BY minute").fetchall())
+        # ten whole minutes, each covered by six 10 s intervals at 100 W: 6000 J
+        assert [(m, c) for m, c, _ in minutes[0]] == [(START + timedelta(minutes=n), 60.0) for n in range(10)]
+        assert all(abs(kwh - 100 * 60 / 3.6e6) < 1e-12 for _, _, kwh in minutes[0])
+        assert minutes[1] == minutes[0]
+    finally:
+        con.close()
