@@ -220,7 +220,8 @@ def _settle(con, src, ctx: ParseContext, header_line: int, header: list[str]) ->
         return 0
     con.execute(f"""CREATE OR REPLACE TEMP TABLE suspects AS
         SELECT -source_line AS line, pod AS raw, contains(pod, '"') AS quoted, len(string_split(pod, ',')) AS fields
-        FROM {traces.TABLE} WHERE source_line < 0 AND NOT regexp_full_match(pod, $blank)""", {"blank": line_sql.BLANK_LINE})  # blank: skipped
+        FROM {traces.TABLE} WHERE source_line < 0 AND NOT regexp_full_match(pod, $blank)""",
+                {"blank": line_sql.BLANK_LINE})  # a blank line: skipped, as `parse` skips it
     con.execute(f"DELETE FROM {traces.TABLE} WHERE source_line < 0")
     width = len(header)
     con.execute("INSERT INTO rejects SELECT NULL, $path, line, format('expected {} fields as in the header, got {}', "

@@ -171,7 +171,8 @@ def test_rollups_derived_again_after_their_intervals_were_dropped(tmp_path):
         minutes = []
         for _ in range(2):
             gpu_rollups.derive(con, gpu, with_context=False)
-            minutes.append(con.execute("SELECT minute, coverage_s, energy_kwh FROM new_minutes ORDER BY minute").fetchall())
+            minutes.append(con.execute("SELECT minute, coverage_s, energy_kwh FROM new_minutes "
+                                       "ORDER BY minute").fetchall())
         # ten whole minutes, each covered by six 10 s intervals at 100 W: 6000 J
         assert [(m, c) for m, c, _ in minutes[0]] == [(START + timedelta(minutes=n), 60.0) for n in range(10)]
         assert all(abs(kwh - 100 * 60 / 3.6e6) < 1e-12 for _, _, kwh in minutes[0])
