@@ -238,6 +238,18 @@ def find_load(sha256: str, kind: str, path: Path | None = None, options: str | N
     return row[0] if row else None
 
 
+def earlier_loads(stage: duckdb.DuckDBPyConnection, sha256: str, path: Path | None = None) -> list[tuple[int, str, str]]:
+    """Every load of this exact content, oldest first: (load_id, kind, options text, '' for none).
+    Read with the warehouse attached read-only to the file's staging connection (a few ms) rather
+    than a connection of its own (20-60 ms each under load; once per file)."""
+    path = path or db_path()
+    _ensure_schema(path)
+    with _attached(stage, path, read_only=True):
+        return [tuple(row) for row in stage.execute(
+            "SELECT load_id, kind, coalesce(options, '') FROM wh.loads WHERE sha256 = ? ORDER BY load_id",
+            [sha256]).fetchall()]
+
+
 # --- Managing loads: the options a file was read with, replacing and removing loads -----------
 
 def load_options(tz_name: str | None = None, host: str | None = None, at: datetime | None = None,
