@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import codecs
 import glob
-import gzip
 import hashlib
 import re
 from dataclasses import dataclass, field
