@@ -100,15 +100,17 @@ _turns = _Turns()
 _held = threading.local()
 
 
-def _open(path: Path, read_only: bool = False) -> duckdb.DuckDBPyConnection:
-    return _retry_on_lock(path, lambda: duckdb.connect(str(path), read_only=read_only), writer=not read_only)
+def _open(path: Path, read_only: bool = False, deadline: float | None = None) -> duckdb.DuckDBPyConnection:
+    return _retry_on_lock(path, lambda: duckdb.connect(str(path), read_only=read_only), writer=not read_only,
+                          deadline=deadline)
 
 
-def _retry_on_lock(path: Path, action: Callable[[], T], writer: bool = False) -> T:
+def _retry_on_lock(path: Path, action: Callable[[], T], writer: bool = False, deadline: float | None = None) -> T:
     """action(), retried with backoff while another process holds the file's lock (or, for the
-    merge's ATTACH, a connection of this process has the file open). A writer posts a marker
-    file while it waits, so that readers give way to it."""
-    deadline = time.monotonic() + LOCK_WAIT_S
+    merge's ATTACH, a connection of this process has the file open), until `deadline`
+    (time.monotonic(); default LOCK_WAIT_S from now). A writer posts a marker file while it
+    waits, so that readers give way to it."""
+    deadline = deadline if deadline is not None else time.monotonic() + LOCK_WAIT_S
     delay_s = 0.05
     marker = None
     try:
@@ -166,15 +168,17 @@ def writer_waiting(path: Path) -> bool:
     return False
 
 
-def _give_way(path: Path) -> None:
+def _give_way(path: Path) -> float:
     """Before opening a read connection, and before taking its turn: wait (at most LOCK_WAIT_S)
     while a writer waits for the file, unless this thread already holds a connection (the writer
-    waits for that one too)."""
-    if getattr(_held, "ro", 0) or getattr(_held, "rw", 0):
-        return
+    waits for that one too). Returns the deadline for the open that follows: the wait counts
+    against LOCK_WAIT_S, so a page says "busy" no later than before."""
     deadline = time.monotonic() + LOCK_WAIT_S
+    if getattr(_held, "ro", 0) or getattr(_held, "rw", 0):
+        return deadline
     while writer_waiting(path) and time.monotonic() < deadline:
         time.sleep(READER_POLL_S)
+    return deadline
 
 
 @contextmanager
@@ -231,9 +235,9 @@ def read(path: Path | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
         with session.use() as con:
             yield con
         return
-    _give_way(path)
+    deadline = _give_way(path)
     with _turns.take(read_only=True):
-        con = _open(path, read_only=True)
+        con = _open(path, read_only=True, deadline=deadline)
         _held.ro = getattr(_held, "ro", 0) + 1
         try:
             _settings(con)
@@ -278,10 +282,10 @@ class _Session:
                 self.used_at = time.monotonic()
 
     def _open(self) -> None:
-        _give_way(self.path)
+        deadline = _give_way(self.path)
         _turns.acquire(read_only=True)
         try:
-            con = _open(self.path, read_only=True)
+            con = _open(self.path, read_only=True, deadline=deadline)
             _settings(con)
         except BaseException:
             _turns.release()
@@ -348,14 +352,16 @@ def attached(stage: duckdb.DuckDBPyConnection, path: Path, held: list[float] | N
     to `held`. Read-only, other processes' readers (pages) are not kept waiting."""
     literal = "'" + str(path).replace("'", "''") + "'"  # ATTACH takes no bound parameters
     mode = " (READ_ONLY)" if read_only else ""
+    deadline = None
     if read_only:
-        _give_way(path)
+        deadline = _give_way(path)
     else:
         session = getattr(_held, "session", None)
         if session is not None:
             session.close_idle()
     with _turns.take(read_only=read_only):  # this process's other kind of connection waits meanwhile
-        _retry_on_lock(path, lambda: stage.execute(f"ATTACH {literal} AS wh{mode}"), writer=not read_only)
+        _retry_on_lock(path, lambda: stage.execute(f"ATTACH {literal} AS wh{mode}"), writer=not read_only,
+                       deadline=deadline)
         attached_at = time.monotonic()
         try:
             yield

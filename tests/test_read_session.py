@@ -148,3 +148,19 @@ def test_a_dead_writers_marker_is_ignored(tmp_path):
         alive.kill()
         alive.wait()
     assert not wh.writer_waiting(db)
+
+
+def test_a_reader_gives_way_to_a_waiting_writer_for_at_most_the_lock_wait(tmp_path, monkeypatch):
+    db = tmp_path / "w.duckdb"
+    wh.query("SELECT 1", path=db)
+    monkeypatch.setattr(wh_connection, "LOCK_WAIT_S", 0.5)
+    waiting = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        (tmp_path / f"w.duckdb{wh_connection.WAITING_SUFFIX}{waiting.pid}").touch()
+        began = time.monotonic()
+        # the marker stays (its writer never gets to write): the read waits its turn, then reads
+        assert wh.query("SELECT count(*) AS n FROM loads", path=db)["n"].tolist() == [0]
+        assert time.monotonic() - began >= 0.5
+    finally:
+        waiting.kill()
+        waiting.wait()
