@@ -43,9 +43,11 @@ def busy(error: warehouse.WarehouseBusy) -> None:
 access.require_login()
 page = st.navigation(PAGES)
 try:
-    st.session_state["filters"] = filters.sidebar(cache.fetch(queries.filter_choices))
-    st.sidebar.caption(f"Warehouse: `{warehouse.db_path()}`"
-                       + (" (read-only)" if access.read_only() else ""))
-    page.run()
+    # one read connection for the render's queries, let go when idle or when a loader waits
+    with warehouse.session():
+        st.session_state["filters"] = filters.sidebar(cache.fetch(queries.filter_choices))
+        st.sidebar.caption(f"Warehouse: `{warehouse.db_path()}`"
+                           + (" (read-only)" if access.read_only() else ""))
+        page.run()
 except warehouse.WarehouseBusy as error:  # an ingest held the file longer than the lock wait
     busy(error)

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import codecs
 import glob
-import gzip
 import hashlib
 import re
 from dataclasses import dataclass, field
@@ -179,11 +178,12 @@ def _ingest_file(path: Path, kind: str | None, context: ParseContext, on_progres
     summary.kind = parser.KIND
     options = warehouse.load_options(getattr(tz, "key", None) or str(tz), context.host, context.at,
                                      context.started_at, context.scrape_interval_s)
-    if warehouse.find_load(sha256, parser.KIND, options=options) is not None:
-        summary.status = "already_loaded"
-        return summary
     stage = staging.open_stage()
     try:
+        earlier = warehouse.earlier_loads(stage, sha256)
+        if any(load[1:] == (parser.KIND, options) for load in earlier):
+            summary.status = "already_loaded"
+            return summary
         try:
             staged = _stage(parser, src, stage, context, binary)
         except BadValue as problem:  # the file cannot be read as given (e.g. a scrape without --at)
@@ -202,7 +202,7 @@ def _ingest_file(path: Path, kind: str | None, context: ParseContext, on_progres
             summary.error = f"{name}: {reason}"
             return summary
         # The same file read before with another kind or other options: this reading replaces it.
-        summary.replaced = [load_id for load_id in warehouse.loads_of_content(sha256)
+        summary.replaced = [load_id for load_id, _, _ in earlier
                             if warehouse.unload(load_id, reason="replaced") is not None]
         result = warehouse.merge(stage, name, sha256, parser.KIND, staged.accepted, options=options)
         summary.status = ("already_loaded" if result.already_loaded

@@ -3,7 +3,10 @@ from __future__ import annotations
 
 from decimal import ROUND_HALF_UP, Decimal
 
-from ingest.loader import FileSummary
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # annotations only: importing the loader imports every parser
+    from ingest.loader import FileSummary
 
 CENT = Decimal("0.01")
 

@@ -24,12 +24,12 @@ import tempfile
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import IO, Callable, Iterator
+from typing import IO, TYPE_CHECKING, Callable, Iterator
 
 import duckdb
-import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
+
+if TYPE_CHECKING:  # Arrow is imported by the functions that build tables: commands that
+    import pyarrow as pa  # only merge or read (loads, unload, the dashboard) start without it
 
 from ingest import limits
 from ingest.contract import Parsed
@@ -99,6 +99,10 @@ def line_batches(src: Source) -> Iterator[pa.Table]:
     """The file's lines as Arrow tables of about LINE_BATCH_BYTES: `line` (1-based) and `raw`,
     the text split at \\n as written, without its line end (\\r too), a leading BOM dropped.
     Raises NotText where the bytes are not UTF-8. Reports src.progress after each batch."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     number, offset, rest, first = 1, 0, b"", True
     max_line = limits.current().max_line_bytes
     skipping = 0  # bytes dropped so far of a line over max_line (never held whole)
@@ -149,9 +153,10 @@ def line_batches(src: Source) -> Iterator[pa.Table]:
             # Python scalar (pyarrow turning one into Arrow imports pandas: ~1 s of every big file).
             if len(chunk) > max_line and pc.max(pc.binary_length(lines)).as_py() > max_line:
                 sizes = pc.binary_length(lines)
-                long = pc.greater(sizes, max_line)
+                long = pc.greater(sizes, arrow_scalar(max_line))
                 if pc.any(long).as_py():
-                    markers = pc.binary_join_element_wise(limits.too_long_marker(0)[:-1], pc.cast(sizes, pa.string()), "")
+                    markers = pc.binary_join_element_wise(arrow_scalar(limits.too_long_marker(0)[:-1]),
+                                                          pc.cast(sizes, pa.string()), arrow_scalar(""))
                     lines = pc.if_else(long, markers, lines)
             count = len(lines)
             numbers = pa.Array.from_buffers(pa.int64(), count, [None, pa.py_buffer(
@@ -164,6 +169,20 @@ def line_batches(src: Source) -> Iterator[pa.Table]:
                 src.progress(raw.tell(), number - 1)
             if ended:
                 break
+
+
+def arrow_scalar(value: int | str) -> pa.Scalar:
+    """An Arrow int64 or string scalar built from its bytes: pa.scalar() and compute functions
+    handed a Python value import pandas to ask whether it is a Series (~0.5 s of a load)."""
+    import struct
+
+    import pyarrow as pa
+
+    if isinstance(value, int):
+        return pa.Array.from_buffers(pa.int64(), 1, [None, pa.py_buffer(struct.pack("<q", value))])[0]
+    data = value.encode()
+    return pa.Array.from_buffers(pa.string(), 1, [None, pa.py_buffer(struct.pack("<2i", 0, len(data))),
+                                                  pa.py_buffer(data)])[0]
 
 
 def lines(src: Source) -> Iterator[tuple[int, str]]:
@@ -217,27 +236,38 @@ UNIQUE_BY: dict[str, tuple[str, ...]] = {
     "gpu_samples": ("host", "gpu_index", "sampled_at"),
 }
 INSERT_BATCH_ROWS = 50_000
-_ARROW_TYPES = {
-    "VARCHAR": pa.string(), "DOUBLE": pa.float64(), "BIGINT": pa.int64(), "INTEGER": pa.int32(),
-    "BOOLEAN": pa.bool_(), "DATE": pa.date32(), "TIMESTAMP WITH TIME ZONE": pa.timestamp("us", tz="UTC"),
-    "VARCHAR[]": pa.list_(pa.string()), "INTEGER[]": pa.list_(pa.int32()),
-    "MAP(VARCHAR, VARCHAR)": pa.map_(pa.string(), pa.string()),
-}
+
+
+def _arrow_types() -> dict:
+    """DuckDB type name -> Arrow type, for the staging tables' columns."""
+    import pyarrow as pa
+
+    return {
+        "VARCHAR": pa.string(), "DOUBLE": pa.float64(), "BIGINT": pa.int64(), "INTEGER": pa.int32(),
+        "BOOLEAN": pa.bool_(), "DATE": pa.date32(), "TIMESTAMP WITH TIME ZONE": pa.timestamp("us", tz="UTC"),
+        "VARCHAR[]": pa.list_(pa.string()), "INTEGER[]": pa.list_(pa.int32()),
+        "MAP(VARCHAR, VARCHAR)": pa.map_(pa.string(), pa.string()),
+    }
 
 
 def arrow_schema(con: duckdb.DuckDBPyConnection, table: str) -> pa.Schema:
     """A staging table's columns as an Arrow schema (DECIMAL stays decimal128: money stays exact)."""
+    import pyarrow as pa
+
+    types = _arrow_types()
     fields = []
     for name, type_name, *_ in con.execute(f"DESCRIBE {table}").fetchall():
         decimal = re.fullmatch(r"DECIMAL\((\d+),\s*(\d+)\)", type_name)
         fields.append(pa.field(name, pa.decimal128(int(decimal[1]), int(decimal[2])) if decimal
-                               else _ARROW_TYPES[type_name]))
+                               else types[type_name]))
     return pa.schema(fields)
 
 
 def insert_parsed(con: duckdb.DuckDBPyConnection, parsed: Parsed, source: str) -> None:
     """Stage an old-style parser's Parsed: its rows (dicts or a pyarrow table) as Arrow batches
     into the tables of the same names, its rejects into `rejects` (raw cut to 500 characters)."""
+    import pyarrow as pa
+
     for table, rows in parsed.tables.items():
         schema = arrow_schema(con, table)
         if isinstance(rows, pa.Table):
@@ -260,13 +290,15 @@ def add_rejects(con: duckdb.DuckDBPyConnection, source: str, rejects: list[tuple
     if not rejects:
         return
     lines, reasons, raws = zip(*rejects)
-    table = pa.table({"load_id": pa.nulls(len(lines), pa.int64()), "path": pa.array([source] * len(lines)),
-                      "line": pa.array(lines, pa.int64()), "reason": pa.array(reasons, pa.string()),
-                      "raw": pa.array([(raw or "")[:500] for raw in raws], pa.string())})
-    con.from_arrow(table).insert_into("rejects")
+    # lists as bound parameters, unnested side by side: pa.array of a list would import pandas
+    # (~0.5 s of a load's start)
+    con.execute("INSERT INTO rejects SELECT NULL, ?, unnest(?::BIGINT[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[])",
+                [source, list(lines), list(reasons), [(raw or "")[:500] for raw in raws]])
 
 
 def _insert_batches(con: duckdb.DuckDBPyConnection, table: str, rows: pa.Table) -> None:
+    import pyarrow as pa
+
     # Columns are in the staging table's order, so a positional insert is exact.
     for batch in rows.to_batches(INSERT_BATCH_ROWS):
         con.from_arrow(pa.Table.from_batches([batch], schema=rows.schema)).insert_into(table)

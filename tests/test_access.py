@@ -20,6 +20,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from ingest import warehouse as wh
+from ingest import wh_connection
 from tests.conftest import IN_CI, REPO_ROOT
 from tests.test_browser import browser_page, chromium, free_port, wait_until_healthy  # noqa: F401 (fixture)
 
@@ -99,7 +100,7 @@ def shows_busy(at: AppTest) -> bool:
 
 def test_every_page_shows_busy_while_a_writer_holds_the_file(warehouse, monkeypatch):
     wh.query("SELECT 1")  # the file and its schema exist, as they do before any ingest
-    monkeypatch.setattr(wh, "LOCK_WAIT_S", 0.5)
+    monkeypatch.setattr(wh_connection, "LOCK_WAIT_S", 0.5)
     with held(warehouse, "rw"):
         at = AppTest.from_file(str(APP), default_timeout=120).run()
         assert shows_busy(at), [e.value for e in at.exception]
@@ -115,7 +116,7 @@ def test_a_write_refused_in_the_middle_of_a_page_shows_busy(warehouse, tmp_path,
     (tmp_path / "mlcost.toml").write_text('[[budgets]]\nname = "p"\nscope = "project:p"\namount = 10\n')
     monkeypatch.setenv("MLCOST_CONFIG", str(tmp_path / "mlcost.toml"))
     wh.query("SELECT 1")
-    monkeypatch.setattr(wh, "LOCK_WAIT_S", 0.5)
+    monkeypatch.setattr(wh_connection, "LOCK_WAIT_S", 0.5)
     at = AppTest.from_file(str(APP), default_timeout=120).run()
     at.switch_page("app_pages/alerts.py").run()
     assert not at.exception

@@ -16,6 +16,7 @@ import pytest
 
 from ingest import loader, runs_json
 from ingest import warehouse as wh
+from ingest import wh_connection
 from ingest.contract import ParseContext, Parsed, numbered
 
 TABLES = ("loads", "rejects", "run_evals", "runs")
@@ -84,7 +85,7 @@ def test_schema_creation_is_idempotent(tmp_path, warehouse, monkeypatch):
     first = schema_objects()
     assert_schema_once(first)
     # forget that this process created the schema, so the next connection runs schema.sql again
-    monkeypatch.setattr(wh, "_schema_ready", set())
+    monkeypatch.setattr(wh_connection, "_schema_ready", set())
     assert schema_objects() == first
     assert counts() == {"loads": 1, "rejects": 2, "run_evals": 2, "runs": 1}  # nothing dropped
     # the load id sequence was not restarted either
@@ -182,7 +183,7 @@ def test_connections_are_closed_after_use(tmp_path, warehouse):
 # --- the file lock ------------------------------------------------------------------------------
 
 def test_a_lock_held_briefly_is_waited_for(tmp_path, warehouse, monkeypatch):
-    monkeypatch.setattr(wh, "LOCK_WAIT_S", 60.0)
+    monkeypatch.setattr(wh_connection, "LOCK_WAIT_S", 60.0)
     path = write_runs(tmp_path)
     with lock_held(warehouse, 2) as holder:
         assert holder.poll() is None  # the other process still has the file
@@ -192,7 +193,7 @@ def test_a_lock_held_briefly_is_waited_for(tmp_path, warehouse, monkeypatch):
 
 
 def test_a_lock_that_persists_is_warehouse_busy(tmp_path, warehouse, monkeypatch):
-    monkeypatch.setattr(wh, "LOCK_WAIT_S", 0.5)
+    monkeypatch.setattr(wh_connection, "LOCK_WAIT_S", 0.5)
     path = write_runs(tmp_path)
     with lock_held(warehouse, 30) as holder, pytest.raises(wh.WarehouseBusy) as busy:
         loader.ingest_file(path)

@@ -5,7 +5,6 @@ import argparse
 import json
 from pathlib import Path
 
-from ingest import loader
 from ingest.report import summary_lines
 from mlcost.common import EXIT_PROBLEMS, EXIT_USAGE, say
 
@@ -27,7 +26,7 @@ def run_fetch(args: argparse.Namespace) -> int:
     import boto3
     import botocore.exceptions
 
-    from ingest import s3_fetch
+    from ingest import loader, s3_fetch
 
     try:
         bucket, prefix = s3_fetch.parse_uri(args.location)

@@ -8,12 +8,15 @@ import re
 import sys
 from datetime import datetime, timedelta, timezone
 from decimal import Decimal
+from typing import TYPE_CHECKING
 
 from ingest import values
 from ingest.contract import BadValue, ParseContext, numbered
-from ingest.loader import FileSummary
 from ingest.report import summary_lines
 from mlcost.common import EXIT_PROBLEMS, EXIT_USAGE, say
+
+if TYPE_CHECKING:  # annotations only: the loader imports every parser
+    from ingest.loader import FileSummary
 
 DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhdw]?)$")
 SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
@@ -136,11 +139,11 @@ def run_wandb(args: argparse.Namespace) -> int:
             summaries.append(loader.ingest_file(path, kind=wandb_runs.KIND))
             continue
         if not path.is_dir():
-            summaries.append(FileSummary(name, wandb_runs.KIND, error=f"{name}: no such file or folder"))
+            summaries.append(loader.FileSummary(name, wandb_runs.KIND, error=f"{name}: no such file or folder"))
             continue
         runs, rejects, content = wandb_runs.read_run_folders(path)
         if not runs and not rejects:
-            summaries.append(FileSummary(name, wandb_runs.KIND, error=f"{name}: no W&B run folders "
+            summaries.append(loader.FileSummary(name, wandb_runs.KIND, error=f"{name}: no W&B run folders "
                                          "(run-*/files/wandb-metadata.json or wandb-summary.json) in it"))
             continue
         parsed = tracked_runs.parse_runs(runs, ParseContext(name, timezone.utc), wandb_runs.KIND)

@@ -9,18 +9,21 @@ import sys
 import time
 from pathlib import Path
 
-from tqdm import tqdm
-
-from ingest import loader, values, warehouse
+from ingest import values
 from ingest.contract import BadValue
 from ingest.report import summary_lines
 from mlcost.common import EXIT_PROBLEMS, EXIT_USAGE, say
+
+# loader.KINDS' names, written out so that registering `--kind` does not import every parser
+# (tests/test_startup.py checks the two agree)
+KIND_CHOICES = ("billing_aws", "billing_azure", "billing_focus", "billing_gcp", "codecarbon", "dcgm",
+                "gpu-collector", "nvidia-smi", "runs", "serving", "serving-metrics", "slurm", "wandb")
 
 
 def register(commands) -> None:
     ingest = commands.add_parser("ingest", help="load files, folders or globs into the warehouse")
     ingest.add_argument("paths", nargs="+", metavar="PATH", help="file, folder (recursive) or glob; .gz is read too")
-    ingest.add_argument("--kind", choices=sorted(loader.KINDS), help="skip detection and read every file as this kind")
+    ingest.add_argument("--kind", choices=KIND_CHOICES, help="skip detection and read every file as this kind")
     ingest.add_argument("--json", action="store_true", help="print a JSON array with one summary per file")
     ingest.add_argument("--tz", default="UTC", help="time zone of timestamps written without an offset (default UTC)")
     ingest.add_argument("--host", help="GPU traces: the host the samples come from (overrides the file's host column or label)")
@@ -46,6 +49,8 @@ def register(commands) -> None:
 
 
 def run_ingest(args: argparse.Namespace) -> int:
+    from ingest import loader
+
     tz = values.zone(args.tz)
     if tz is None:
         say(f"unknown time zone {args.tz!r} (use an IANA name such as Europe/Paris)")
@@ -89,6 +94,8 @@ def run_collect(args: argparse.Namespace) -> int:
 
 
 def run_rollup(args: argparse.Namespace) -> int:
+    from ingest import warehouse
+
     gpus = warehouse.rebuild_gpu_rollups()
     print(f"mlcost: recomputed the per-minute figures of {gpus} GPUs with the current [gpu] settings")
     return 0
@@ -103,6 +110,8 @@ class _Progress:
     with its rate and time left. Disabled, it draws nothing and write() just prints."""
 
     def __init__(self, files: list[Path], enabled: bool) -> None:
+        from tqdm import tqdm
+
         self.enabled, self.files_total = enabled, len(files)
         self.files_done, self.bytes_before, self.started = 0, 0, 0.0
         total_bytes = sum(_size(path) for path in files)
@@ -145,7 +154,7 @@ class _Progress:
     def write(self, text: str) -> None:
         """A summary on stdout, above the bars."""
         if self.enabled:
-            tqdm.write(text, file=sys.stdout)
+            self.current.write(text, file=sys.stdout)
             sys.stdout.flush()
         else:
             print(text, flush=True)

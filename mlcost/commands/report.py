@@ -20,6 +20,13 @@ def register(commands) -> None:
 
 def run_report(args: argparse.Namespace) -> int:
     """The retrospective of one month (app/retrospective.py) rendered by app/report.py."""
+    from ingest import warehouse
+
+    with warehouse.session():  # one read connection for the report's queries
+        return _report(args)
+
+
+def _report(args: argparse.Namespace) -> int:
     from app import report, retrospective
 
     if args.month is None:

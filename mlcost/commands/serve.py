@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ingest import config, loader, warehouse
+from ingest import config, warehouse
 from ingest.report import summary_lines
 from mlcost.common import REPO_ROOT, SAMPLE_DIR
 
@@ -40,6 +40,8 @@ def run_dashboard(args: argparse.Namespace) -> int:
 
 
 def run_demo(args: argparse.Namespace) -> int:
+    from ingest import loader
+
     # The demo loads into the warehouse every command reads, so `mlcost report` or
     # `mlcost alerts check` afterwards (in the same folder) see the sample data.
     db = warehouse.db_path()
