@@ -119,3 +119,18 @@ def test_the_sql_built_fleet_warehouse_holds_what_it_says(tmp_path):
             assert con.execute(f"SELECT count(*) FROM {table}").fetchone()[0] == int(rows), table
     finally:
         con.close()
+
+
+def test_a_page_that_raised_is_not_met_however_fast():
+    """A page that raised drew nothing: fast seconds and no points must not read as targets met."""
+    sys.path.insert(0, str(BENCH))
+    try:
+        import fleet
+    finally:
+        sys.path.remove(str(BENCH))
+    lines = fleet.page_table({"source": "test", "pages": [["Costs", 0.1, 0.01, 0, "KeyError: 'cost_usd'"],
+                                                          ["Overview", 0.1, 0.01, 10, None]]})
+    (costs,) = [line for line in lines if line.startswith("| Costs |")]
+    (overview,) = [line for line in lines if line.startswith("| Overview |")]
+    assert costs.count("**not met**") == 3 and "KeyError: 'cost_usd'" in costs
+    assert "not met" not in overview and overview.count("met") == 3
