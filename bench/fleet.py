@@ -224,9 +224,10 @@ def ingest_table(results: list[dict]) -> list[str]:
             rss_cell += f" {verdict(rss <= RSS_TARGET_MB)}"
         loaded = f"{r['rows_loaded']:,} / {r['rows_rejected']:,}" + ("" if r["ok"] else " **(not all loaded)**")
         cpu_ratio = bare.cpu_s / ingest.cpu_s if ingest.cpu_s else float("nan")
+        merge = f"; longest merge {r['merge_s']:.1f} s" if r.get("merge_s") is not None else ""
         lines.append(
             f"| {LABELS[r['kind']]} | {r['rows']:,} | {ingest.wall_s:.1f} s ({r['rows'] / ingest.wall_s:,.0f} rows/s; "
-            f"{ingest.cpu_s:.1f} s CPU) | {bare.wall_s:.2f} s ({bare.cpu_s:.1f} s CPU) "
+            f"{ingest.cpu_s:.1f} s CPU{merge}) | {bare.wall_s:.2f} s ({bare.cpu_s:.1f} s CPU) "
             f"| {plain.wall_s:.2f} s ({r['plain_label']}) | {ratio:.3f}× {verdict(ratio >= THROUGHPUT_TARGET)} "
             f"(by CPU seconds {cpu_ratio:.3f}×) "
             f"| {rss_cell} | {bare.peak_rss_mb:,.0f} MB | {plain.peak_rss_mb:,.0f} MB | {loaded} |")
