@@ -257,6 +257,8 @@ def other_table(big: dict, idle: dict) -> list[str]:
     merge_note = (f"merge {merge_s:.2f} s (from the ingest summary)" if merge_s is not None
                   else "the ingest reports no merge time")
     speedup = idle["naive_query_s"] / idle["idle_query_s"]
+    slowest = reader.get("slow_reads_s", [])
+    slow_list = f" ({', '.join(f'{wait:.2f}' for wait in slowest)} s)" if slowest else ""
     return [
         "| figure | value | target |", "|---|---|---|",
         f"| Idle GPUs query (rollups) vs naive window query over raw samples | {idle['idle_query_s']:.3f} s vs "
@@ -265,7 +267,7 @@ def other_table(big: dict, idle: dict) -> list[str]:
         f"| a page read while the 4-host file ({big['rows']:,} rows) is ingested | longest wait "
         f"**{reader['max_wait_s']:.2f} s** during a {ingest_s:.1f} s ingest ({reader['max_wait_s'] / ingest_s:.0%} "
         f"of it); {reader['reads']} reads waited {reader['total_wait_s']:.1f} s in all, "
-        f"{reader.get('slow_reads', 0)} of them over 0.5 s ({', '.join(f'{w:.2f}' for w in reader.get('slow_reads_s', []))} s); an unlocked read "
+        f"{reader.get('slow_reads', 0)} of them over 0.5 s{slow_list}; an unlocked read "
         f"takes {reader['unlocked_read_s']:.3f} s; {merge_note} | ≤ the merge (+ 1 s, the reader's longest "
         f"backoff step) {verdict(wait_ok)} |",
     ]

@@ -61,8 +61,12 @@ def test_the_table_has_every_row_and_is_written(fleet_run):
                   "one 4-host trace file"):
         cells = table_row(text, label)
         assert len(cells) == 10 and re.search(r"[\d.]+× (met|\*\*not met\*\*)", cells[5]), cells
+        # wall and CPU seconds of both sides, and the ratio by CPU beside the wall one
+        assert re.search(r"[\d.]+ s CPU", cells[2]) and re.search(r"[\d.]+ s CPU", cells[3]), cells
+        assert re.search(r"by CPU seconds [\d.]+×", cells[5]), cells
     assert "Idle GPUs query (rollups) vs naive window query" in text
     assert "a page read while the 4-host file" in text
+    assert re.search(r"\d+ of them over 0\.5 s", text)  # the reader's slow reads, not only the longest
     pages = dashboard_pages()
     assert len(pages) >= 10
     for page in pages:
