@@ -332,6 +332,9 @@ def main() -> None:
     args = options.parse_args()
     if args.scale <= 0:
         options.error("--scale must be above 0")
+    if args.keep is not None and any((args.keep / name).exists() for name in ("fleet.duckdb", "big.duckdb")):
+        # its files would be loaded already: every ingest a no-op, every figure wrong
+        options.error(f"--keep {args.keep} already holds a warehouse of an earlier run; give an empty folder")
     began = time.perf_counter()
     folder, manifest = dataset(args.cache.expanduser(), args.scale)
     entries = manifest["files"]
