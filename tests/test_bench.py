@@ -138,3 +138,24 @@ def test_a_page_that_raised_is_not_met_however_fast():
     (overview,) = [line for line in lines if line.startswith("| Overview |")]
     assert costs.count("**not met**") == 3 and "KeyError: 'cost_usd'" in costs
     assert "not met" not in overview and overview.count("met") == 3
+
+
+def test_page_queries_names_each_slow_query_and_its_operators(tmp_path):
+    """bench/page_queries.py on a small SQL-built warehouse: the page's queries, the app function
+    that made each, and the operators of the slowest, as DuckDB profiled them."""
+    out = tmp_path / "fleet.duckdb"
+    env = {k: v for k, v in os.environ.items() if k != "MLCOST_CONFIG"}
+    built = subprocess.run([sys.executable, str(BENCH / "fleet_warehouse.py"), str(out), "--scale", "0.002",
+                            "--days", "1"], capture_output=True, text=True, timeout=600, cwd=tmp_path, env=env)
+    assert built.returncode == 0, built.stderr
+    done = subprocess.run([sys.executable, str(BENCH / "page_queries.py"), str(out), "--page", "Idle GPUs",
+                           "--queries", "2", "--operators", "3"], capture_output=True, text=True, timeout=600,
+                          cwd=tmp_path, env={**env, "PYTHONPATH": str(REPO_ROOT)})
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = done.stdout.splitlines()
+    assert re.match(r"== Idle GPUs: cold [\d.]+ s; \d+ queries", lines[0]) and "raised" not in lines[0], lines[:3]
+    made = [line for line in lines if re.match(r"\s+[\d.]+ s  app/\w+\.py:\w+  ", line)]
+    assert len(made) == 2, done.stdout
+    assert "app/queries.py:idle_by_gpu" in done.stdout  # the page's own query, by the function that made it
+    operator_lines = [line for line in lines if re.match(r"\s+[\d.]+ s\s+[\d,]+ rows  [A-Z_]+  ", line)]
+    assert 1 <= len(operator_lines) <= 6, done.stdout
