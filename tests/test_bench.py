@@ -149,13 +149,14 @@ def test_page_queries_names_each_slow_query_and_its_operators(tmp_path):
                             "--days", "1"], capture_output=True, text=True, timeout=600, cwd=tmp_path, env=env)
     assert built.returncode == 0, built.stderr
     done = subprocess.run([sys.executable, str(BENCH / "page_queries.py"), str(out), "--page", "Idle GPUs",
-                           "--queries", "2", "--operators", "3"], capture_output=True, text=True, timeout=600,
+                           "--queries", "50", "--operators", "2"], capture_output=True, text=True, timeout=600,
                           cwd=tmp_path, env={**env, "PYTHONPATH": str(REPO_ROOT)})
     assert done.returncode == 0, done.stderr[-3000:]
     lines = done.stdout.splitlines()
-    assert re.match(r"== Idle GPUs: cold [\d.]+ s; \d+ queries", lines[0]) and "raised" not in lines[0], lines[:3]
+    header = re.match(r"== Idle GPUs: cold [\d.]+ s; (\d+) queries", lines[0])
+    assert header and "raised" not in lines[0], lines[:3]
     made = [line for line in lines if re.match(r"\s+[\d.]+ s  app/\w+\.py:\w+  ", line)]
-    assert len(made) == 2, done.stdout
-    assert "app/queries.py:idle_by_gpu" in done.stdout  # the page's own query, by the function that made it
+    assert 0 < len(made) == int(header.group(1)), done.stdout  # every query listed (fewer than 50 here)
+    assert any("app/queries.py:idle_by_gpu" in line for line in made)  # the page's query, by who made it
     operator_lines = [line for line in lines if re.match(r"\s+[\d.]+ s\s+[\d,]+ rows  [A-Z_]+  ", line)]
-    assert 1 <= len(operator_lines) <= 6, done.stdout
+    assert len(made) <= len(operator_lines) <= 2 * len(made), done.stdout
