@@ -53,6 +53,7 @@ def json_lines(files: list[str]) -> dict:
     return {"rows": len(records)}
 
 
+SLOW_READ_S = 0.5  # a read this long waited for a lock (or for CPU): the merge's, or another one
 PAGE_READ = "SELECT count(*) AS gpus, sum(idle_s) / 3600 AS idle_h FROM gpu_minutes"
 
 
@@ -76,8 +77,10 @@ def reader(db: str, stop_file: str) -> dict:
         began = time.perf_counter()
         warehouse.query(PAGE_READ)
         idle.append(time.perf_counter() - began)
+    slow = sorted((wait for wait in reads if wait > SLOW_READ_S), reverse=True)
     return {"reads": len(reads), "max_wait_s": max(reads, default=0.0), "unlocked_read_s": min(idle),
-            "total_wait_s": sum(reads)}
+            "total_wait_s": sum(reads), "slow_reads_s": [round(wait, 2) for wait in slow[:10]],
+            "slow_reads": len(slow)}
 
 
 def naive_idle_sql() -> str:
@@ -109,13 +112,14 @@ def queries(db: str, repeats: int) -> dict:
 
 
 def pages(db: str) -> dict:
-    """(page, cold_s, warm_s, max_points) of every page, timed by bench/page_timings.py."""
+    """(page, cold_s, warm_s, max_points, error or None) of every page, timed by bench/page_timings.py."""
     os.environ["MLCOST_DB"] = db
     sys.path.insert(0, str(Path(__file__).parent))
     from page_timings import time_pages
 
     source = "bench/page_timings.py"
-    rows = [list(row) for row in time_pages(Path(db))]
+    # a page that raised is timed too, but its figures mean nothing: its error goes with them
+    rows = [[*row, timing.error] for timing in time_pages(Path(db)) for row in [list(timing)]]
     return {"source": source, "pages": rows}
 
 

@@ -61,8 +61,12 @@ def test_the_table_has_every_row_and_is_written(fleet_run):
                   "one 4-host trace file"):
         cells = table_row(text, label)
         assert len(cells) == 10 and re.search(r"[\d.]+× (met|\*\*not met\*\*)", cells[5]), cells
+        # wall and CPU seconds of both sides, and the ratio by CPU beside the wall one
+        assert re.search(r"[\d.]+ s CPU", cells[2]) and re.search(r"[\d.]+ s CPU", cells[3]), cells
+        assert re.search(r"by CPU seconds [\d.]+×", cells[5]), cells
     assert "Idle GPUs query (rollups) vs naive window query" in text
     assert "a page read while the 4-host file" in text
+    assert re.search(r"\d+ of them over 0\.5 s", text)  # the reader's slow reads, not only the longest
     pages = dashboard_pages()
     assert len(pages) >= 10
     for page in pages:
@@ -119,3 +123,40 @@ def test_the_sql_built_fleet_warehouse_holds_what_it_says(tmp_path):
             assert con.execute(f"SELECT count(*) FROM {table}").fetchone()[0] == int(rows), table
     finally:
         con.close()
+
+
+def test_a_page_that_raised_is_not_met_however_fast():
+    """A page that raised drew nothing: fast seconds and no points must not read as targets met."""
+    sys.path.insert(0, str(BENCH))
+    try:
+        import fleet
+    finally:
+        sys.path.remove(str(BENCH))
+    lines = fleet.page_table({"source": "test", "pages": [["Costs", 0.1, 0.01, 0, "KeyError: 'cost_usd'"],
+                                                          ["Overview", 0.1, 0.01, 10, None]]})
+    (costs,) = [line for line in lines if line.startswith("| Costs |")]
+    (overview,) = [line for line in lines if line.startswith("| Overview |")]
+    assert costs.count("**not met**") == 3 and "KeyError: 'cost_usd'" in costs
+    assert "not met" not in overview and overview.count("met") == 3
+
+
+def test_page_queries_names_each_slow_query_and_its_operators(tmp_path):
+    """bench/page_queries.py on a small SQL-built warehouse: the page's queries, the app function
+    that made each, and the operators of the slowest, as DuckDB profiled them."""
+    out = tmp_path / "fleet.duckdb"
+    env = {k: v for k, v in os.environ.items() if k != "MLCOST_CONFIG"}
+    built = subprocess.run([sys.executable, str(BENCH / "fleet_warehouse.py"), str(out), "--scale", "0.002",
+                            "--days", "1"], capture_output=True, text=True, timeout=600, cwd=tmp_path, env=env)
+    assert built.returncode == 0, built.stderr
+    done = subprocess.run([sys.executable, str(BENCH / "page_queries.py"), str(out), "--page", "Idle GPUs",
+                           "--queries", "50", "--operators", "2"], capture_output=True, text=True, timeout=600,
+                          cwd=tmp_path, env={**env, "PYTHONPATH": str(REPO_ROOT)})
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = done.stdout.splitlines()
+    header = re.match(r"== Idle GPUs: cold [\d.]+ s; (\d+) queries", lines[0])
+    assert header and "raised" not in lines[0], lines[:3]
+    made = [line for line in lines if re.match(r"\s+[\d.]+ s  app/\w+\.py:\w+  ", line)]
+    assert 0 < len(made) == int(header.group(1)), done.stdout  # every query listed (fewer than 50 here)
+    assert any("app/queries.py:idle_by_gpu" in line for line in made)  # the page's query, by who made it
+    operator_lines = [line for line in lines if re.match(r"\s+[\d.]+ s\s+[\d,]+ rows  [A-Z_]+  ", line)]
+    assert len(made) <= len(operator_lines) <= 2 * len(made), done.stdout
