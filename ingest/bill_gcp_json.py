@@ -1,0 +1,223 @@
+"""GCP billing exports as JSON lines (BigQuery's newline-delimited JSON), staged a batch of lines
+at a time: the fields read in SQL into the same raw text columns the CSV export gives, then
+converted and checked by billing_gcp's `plan`, so every value means what it means in CSV.
+
+A line is settled in SQL when it is plain: a JSON object Python's `json` reads alike (no
+trailing comma, NaN, NUL or lone-surrogate escape, control character, or number with 16 or more
+digits, which DuckDB would re-print from a double), every key lower-case `[a-z0-9_]` and none
+repeated (so billing.flatten's dotted names are the JSON paths), each field of the type the
+export writes (text as strings without blanks at an edge, amounts as plain decimals, labels and
+credits as lists of objects of strings), and no check of the plan fails. Every other line, and
+every line to reject, goes through billing.py's json_records and billing_gcp.build, which read
+the quirk or name the exact reason with the line's number and text: a file loads the same as
+line by line, in memory flat in its size.
+"""
+from __future__ import annotations
+
+import duckdb
+
+from ingest import bill_stage, billing, limits, line_sql, staging
+from ingest.bill_sql import Fields, Plan, literal
+from ingest.contract import BadValue, ParseContext, Parsed, Reject
+from ingest.staging import Source
+
+# Lines Python's json.loads reads otherwise than DuckDB (or at all): to billing.py.
+UNSAFE = (r"[\x00-\x0c\x0e-\x1f]|\r."  # a control character (a raw tab in a string is an error in Python)
+          r"|\\u(00[01]|[dD][89a-fA-F])"  # an escaped control character, NUL or surrogate
+          r"|[:\[,]\s*-?[0-9.]{16,}"  # a number DuckDB would round to a double
+          r"|,\s*[\]}]"  # a trailing comma (DuckDB allows it)
+          r"|NaN|Infinity")  # Python reads these constants, they are no amount
+KEYS = "[a-z0-9_]+(,[a-z0-9_]+)*"  # keys billing.flatten and normalize leave as they are
+EDGE = f"^[{line_sql.PY_SPACE}]|[{line_sql.PY_SPACE}]$"  # str.strip() would change the text
+# Amounts DuckDB's DECIMAL cast reads as Decimal.quantize does (a tie at the 13th place rounds
+# otherwise: half away from zero, not half even).
+MONEY = r"-?[0-9]{1,15}(\.[0-9]+)?"
+MONEY_TIE = r"\.[0-9]{12}50*$"
+SOURCE = "/*source*/"  # where _convert_sql's SELECT reads from
+NUMBERS = ("DOUBLE", "BIGINT", "UBIGINT")
+LISTS = ("labels", "system_labels", "credits")  # JSON lists (or their text) read by the plan
+AMOUNTS = ("cost",)
+QUANTITIES = ("usage.amount",)
+# The names billing_gcp.build reads (its plan reads the ones it needs of these).
+NAMES = ("billing_account_id", "cost", "cost_type", "credits", "currency", "invoice.month", "labels",
+         "location.location", "location.region", "project.id", "project.name", "resource.global_name",
+         "resource.name", "service.description", "sku.description", "sku.id", "system_labels",
+         "usage.amount", "usage.unit", "usage_end_time", "usage_start_time")
+
+
+def stage_lines(src: Source, con: duckdb.DuckDBPyConnection, ctx: ParseContext, family: billing.Family,
+                plan_of) -> int:
+    """Stage a GCP JSON-lines bill: plain lines in SQL into `bill_converted` (read by
+    bill_stage._finish through the view `bill_sql_rows`), other lines through billing.py into
+    bill_candidates and rejects; returns the records accepted."""
+    # every name the export may have, as a text column (a line without one reads NULL, as a
+    # CSV cell left empty); a record's names are its keys, so each is its own label
+    fields = Fields({n: f"c{i}" for i, n in enumerate(NAMES)}, {n: n for n in NAMES},
+                    dict.fromkeys(NAMES, "VARCHAR"))
+    plan: Plan = plan_of(fields)
+    names = sorted(fields.used)
+    types = dict(con.execute("SELECT column_name, data_type FROM duckdb_columns() "
+                             "WHERE table_name = 'bill_candidates'").fetchall())
+    extract = _extract_sql(names, fields)
+    convert = _convert_sql(plan)
+    accepted, created = 0, False
+    for batch in staging.line_batches(src, keep_cr=True):
+        con.register("bill_json_batch", batch)
+        try:
+            con.execute(f"CREATE OR REPLACE TEMP TABLE bill_json_converted AS {convert.replace(SOURCE, extract)}")
+        finally:
+            con.unregister("bill_json_batch")
+        keep = "SELECT * EXCLUDE (_ok, _text) FROM bill_json_converted WHERE _ok"
+        if created:
+            con.execute(f"INSERT INTO bill_converted {keep}")
+        else:
+            con.execute(f"CREATE TEMP TABLE bill_converted AS {keep}")
+            created = True
+        accepted += con.execute("SELECT count(*) FILTER (WHERE _ok) FROM bill_json_converted").fetchone()[0]
+        others = con.execute("SELECT _line, _text FROM bill_json_converted WHERE NOT _ok ORDER BY _line").fetchall()
+        accepted += _by_python(con, ctx, family, others)
+    con.execute("DROP TABLE IF EXISTS bill_json_converted")
+    if not created:
+        return accepted
+    con.execute("CREATE TEMP VIEW bill_lines AS SELECT * FROM bill_converted")
+    outputs = ", ".join(f"CAST(v_{c} AS {types[c]}) AS {c}" for c in plan.columns if not c.startswith("_"))
+    con.execute(f"""CREATE TEMP VIEW bill_sql_rows AS
+        SELECT {outputs}, {literal(ctx.source)} AS source_file, {literal(family.kind)} AS source_kind,
+            _line AS source_line, CAST(0 AS BIGINT) AS _sub, CAST(NULL AS VARCHAR) AS _key
+        FROM bill_lines""")
+    if plan.extra:  # a credit line per entry of `credits`
+        con.execute(f"""INSERT INTO bill_candidates BY NAME SELECT *, {literal(ctx.source)} AS source_file,
+            {literal(family.kind)} AS source_kind, NULL AS _key FROM ({plan.extra})""")
+    return accepted
+
+
+def _extract_sql(names: list[str], fields: Fields) -> str:
+    """SELECT of each non-blank line of the batch: _line, _end, the raw text `_text`, `_plain`
+    and the fields as the CSV export's text columns (c0, c1, ...)."""
+    prefixes = sorted({n.split(".")[0] for n in names if "." in n})
+    paths = [f"$.{n}" for n in names] + [f"$.{p}" for p in prefixes]
+    value = {n: f"_v[{i + 1}]" for i, n in enumerate(names)}
+    kind = {n: f"_t[{i + 1}]" for i, n in enumerate(names)}
+    columns, typed, valued = [], [], []
+    for name in names:
+        v, t, column = value[name], kind[name], fields.columns[name]
+        string = f"({v} ->> '$')"
+        if name in LISTS:
+            allowed = "('VARCHAR', 'ARRAY', 'NULL')"
+            text = f"CASE WHEN {t} = 'ARRAY' THEN CAST({v} AS VARCHAR) WHEN {t} = 'VARCHAR' THEN nullif({string}, '') END"
+        elif name in AMOUNTS or name in QUANTITIES:
+            allowed = f"('VARCHAR', 'NULL', {', '.join(literal(k) for k in NUMBERS)})"
+            text = f"CASE WHEN {t} <> 'NULL' THEN nullif({string}, '') END"
+        else:
+            allowed = "('VARCHAR', 'NULL')"
+            text = f"CASE WHEN {t} = 'VARCHAR' THEN nullif({string}, '') END"
+        columns.append(f"{text} AS {column}")
+        typed.append(f"{t} IN {allowed}")
+        typed.append(f"NOT ({t} = 'VARCHAR' AND regexp_matches({string}, {literal(EDGE)}))")
+        if name in AMOUNTS:
+            valued.append(f"({column} IS NULL OR ({_money_plain(column)}))")
+        if name in QUANTITIES:  # values.number's bound, which bill_number leaves to the check
+            valued.append(f"coalesce(abs(bill_number({column})) <= 1e15, true)")
+        if name == "credits":
+            valued.append(f"({column} IS NULL OR {_credits_plain(column)})")
+        elif name in LISTS:
+            valued.append(f"({column} IS NULL OR {_pairs_plain(column)})")
+    for index, prefix in enumerate(prefixes):
+        v = f"_v[{len(names) + index + 1}]"
+        typed.append(f"(json_type({v}) IS DISTINCT FROM 'OBJECT' OR {_keys_plain(f'json_keys({v})')})")
+    # (CASE, not AND: DuckDB may evaluate both sides of an AND, and json_keys fails on bad JSON)
+    valid = (f"CASE WHEN json_valid(raw) AND NOT regexp_matches(raw, {literal(UNSAFE)}) "
+             f"THEN json_type(raw) = 'OBJECT' AND {_keys_plain('json_keys(raw)')} ELSE false END")
+    # each step reads the one before: the line, its values and their JSON types, the text columns
+    return f"""(SELECT * EXCLUDE (_typed), coalesce(_typed AND {' AND '.join(valued)}, false) AS _plain FROM (
+        SELECT _line, _end, _text, coalesce(_ok_line AND {' AND '.join(typed)}, false) AS _typed,
+            {', '.join(columns)} FROM (
+            SELECT *, list_transform(_v, lambda x: coalesce(json_type(x), 'NULL')) AS _t FROM (
+                SELECT line AS _line, line AS _end, raw AS _text, _ok_line,
+                    CASE WHEN _ok_line THEN json_extract(raw, {_list(paths)}) END AS _v FROM (
+                    SELECT line, raw, coalesce({valid}, false) AS _ok_line FROM bill_json_batch
+                    WHERE NOT regexp_full_match(raw, {literal(line_sql.BLANK_LINE)}))))))"""
+
+
+def _list(items: list[str]) -> str:
+    return "[" + ", ".join(literal(i) for i in items) + "]"
+
+
+def _keys_plain(keys: str) -> str:
+    return (f"(regexp_full_match(array_to_string({keys}, ','), '{KEYS}') OR len({keys}) = 0) "
+            f"AND len(list_distinct({keys})) = len({keys})")
+
+
+def _money_plain(text: str) -> str:
+    return f"regexp_full_match({text}, '{MONEY}') AND NOT regexp_matches({text}, '{MONEY_TIE}')"
+
+
+def _pairs_plain(text: str) -> str:
+    """SQL: a JSON list of {"key": text, "value": text or null} objects, no key repeated in one
+    (or not a JSON list at all: the plan decides); billing.tags reads it alike."""
+    entry = ("json_type(e) = 'OBJECT' AND len(list_distinct(json_keys(e))) = len(json_keys(e)) "
+             "AND json_type(e, '$.key') = 'VARCHAR' AND coalesce(json_type(e, '$.value') IN ('VARCHAR', 'NULL'), true)")
+    return _each_entry(text, entry)
+
+
+def _credits_plain(text: str) -> str:
+    """SQL: a JSON list of credit objects with a plain amount and text names (or not a JSON list:
+    the plan sends it to billing.py)."""
+    amount = "json_extract_string(e, '$.amount')"
+    names = " AND ".join(f"coalesce(json_type(e, '$.{n}') IN ('VARCHAR', 'NULL'), true)"
+                         for n in ("name", "full_name", "type"))
+    entry = (f"json_type(e) = 'OBJECT' AND len(list_distinct(json_keys(e))) = len(json_keys(e)) "
+             f"AND json_type(e, '$.amount') IN ('VARCHAR', {', '.join(literal(k) for k in NUMBERS)}) "
+             f"AND {_money_plain(amount)} AND {names}")
+    return _each_entry(text, entry)
+
+
+def _each_entry(text: str, entry: str) -> str:
+    """SQL: `entry` holds for each element `e` when the text is a JSON list (nested CASE: DuckDB
+    may evaluate json_type of text that is not JSON, which fails)."""
+    return (f"CASE WHEN json_valid({text}) THEN CASE WHEN json_type({text}) = 'ARRAY' THEN coalesce(list_bool_and("
+            f"list_transform(json_extract({text}, '$[*]'), lambda e: {entry})), true) ELSE true END ELSE true END")
+
+
+def _convert_sql(plan: Plan) -> str:
+    """SELECT (from SOURCE, replaced by the caller) of the plan's values with `_ok`: the line is plain,
+    SQL can read all of it and no check fails; `_text` kept for the others."""
+    values = ", ".join(f"{sql} AS v_{column}" for column, sql in plan.columns.items())
+    helpers = "".join(f", {sql} AS v_{name}" for name, sql in plan.helpers.items())
+    fails = " ".join(f"WHEN {check.bad} THEN true" for check in plan.checks)
+    kept = ", ".join(f"v_{column}" for column in plan.columns if plan.extra or not column.startswith("_"))
+    ok = f"_plain AND NOT _python AND NOT (CASE {fails} ELSE false END)" if fails else "_plain AND NOT _python"
+    return f"""SELECT _line, _end, {kept}, false AS _python, CAST(NULL AS VARCHAR) AS _reason, _ok,
+            CASE WHEN NOT _ok THEN _text END AS _text FROM (
+        SELECT *, {ok} AS _ok FROM (
+            SELECT *, {values}, coalesce({plan.python}, false) AS _python FROM (
+                SELECT *{helpers} FROM {SOURCE})))"""
+
+
+def _by_python(con: duckdb.DuckDBPyConnection, ctx: ParseContext, family: billing.Family,
+               lines: list[tuple[int, str]]) -> int:
+    """Lines SQL left: read, built or rejected by billing.py as line by line; records accepted."""
+    if not lines:
+        return 0
+    parsed = Parsed()
+    readable = []
+    for number, text in lines:
+        too_long = limits.too_long_reason(text)
+        if too_long:
+            parsed.rejects.append(Reject(number, too_long))
+        else:
+            readable.append((number, text))
+    rows = []
+    for record in billing.json_records(readable, family, parsed):
+        try:
+            built = family.build(record, set(record.fields))
+        except BadValue as error:
+            parsed.rejects.append(Reject(record.line, str(error), record.raw))
+            continue
+        parsed.accepted += 1
+        for sub, row in enumerate(built):
+            rows.append({**row, "source_file": ctx.source, "source_kind": family.kind,
+                         "source_line": record.line, "_sub": sub, "_key": None})
+    bill_stage._insert_rejects(con, ctx, parsed.rejects)
+    bill_stage._insert_candidates(con, rows)
+    return parsed.accepted
