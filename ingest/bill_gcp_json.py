@@ -26,9 +26,14 @@ UNSAFE = (r"[\x00-\x0c\x0e-\x1f]|\r."  # a control character (a raw tab in a str
           r"|\\u(00[01]|[dD][89a-fA-F])"  # an escaped control character, NUL or surrogate
           r"|[:\[,]\s*-?[0-9.]{16,}"  # a number DuckDB would round to a double
           r"|,\s*[\]}]"  # a trailing comma (DuckDB allows it)
-          r"|NaN|Infinity")  # Python reads these constants, they are no amount
-KEYS = "[a-z0-9_]+(,[a-z0-9_]+)*"  # keys billing.flatten and normalize leave as they are
-EDGE = f"^[{line_sql.PY_SPACE}]|[{line_sql.PY_SPACE}]$"  # str.strip() would change the text
+          r"|NaN|Infinity"  # Python reads these constants, they are no amount
+          # a key billing.flatten or normalize would change (upper case, a blank, a dot): a quoted
+          # text followed by a colon (a value's text never is; a false alarm costs only time)
+          r'|"[^"]*[^a-z0-9_"][^"]*"\s*:')
+EDGES = f"(^|\x01)[{line_sql.PY_SPACE}]|[{line_sql.PY_SPACE}](\x01|$)"  # str.strip() would change it
+_STRING = r'"(?:[^"\\]|\\.)*"'
+_PAIR = '\\{"key":' + _STRING + ',"value":(?:' + _STRING + '|null)\\}'
+PAIRS = f"\\[(?:{_PAIR}(?:,{_PAIR})*)?\\]"  # labels as the export writes them, in DuckDB's compact text
 # Amounts DuckDB's DECIMAL cast reads as Decimal.quantize does (a tie at the 13th place rounds
 # otherwise: half away from zero, not half even).
 MONEY = r"-?[0-9]{1,15}(\.[0-9]+)?"
@@ -58,15 +63,17 @@ def stage_lines(src: Source, con: duckdb.DuckDBPyConnection, ctx: ParseContext, 
     names = sorted(fields.used)
     types = dict(con.execute("SELECT column_name, data_type FROM duckdb_columns() "
                              "WHERE table_name = 'bill_candidates'").fetchall())
-    extract = _extract_sql(names, fields)
+    values, texts = _extract_sql(names, fields)
     convert = _convert_sql(plan)
     accepted, created = 0, False
     for batch in staging.line_batches(src, keep_cr=True):
         con.register("bill_json_batch", batch)
         try:
-            con.execute(f"CREATE OR REPLACE TEMP TABLE bill_json_converted AS {convert.replace(SOURCE, extract)}")
+            con.execute(f"CREATE OR REPLACE TEMP TABLE bill_json_values AS {values}")
         finally:
             con.unregister("bill_json_batch")
+        con.execute(f"CREATE OR REPLACE TEMP TABLE bill_json_fields AS {texts}")
+        con.execute(f"CREATE OR REPLACE TEMP TABLE bill_json_converted AS {convert.replace(SOURCE, 'bill_json_fields')}")
         keep = "SELECT * EXCLUDE (_ok, _text) FROM bill_json_converted WHERE _ok"
         if created:
             con.execute(f"INSERT INTO bill_converted {keep}")
@@ -76,7 +83,8 @@ def stage_lines(src: Source, con: duckdb.DuckDBPyConnection, ctx: ParseContext, 
         accepted += con.execute("SELECT count(*) FILTER (WHERE _ok) FROM bill_json_converted").fetchone()[0]
         others = con.execute("SELECT _line, _text FROM bill_json_converted WHERE NOT _ok ORDER BY _line").fetchall()
         accepted += _by_python(con, ctx, family, others)
-    con.execute("DROP TABLE IF EXISTS bill_json_converted")
+    for table in ("bill_json_values", "bill_json_fields", "bill_json_converted"):
+        con.execute(f"DROP TABLE IF EXISTS {table}")
     if not created:
         return accepted
     con.execute("CREATE TEMP VIEW bill_lines AS SELECT * FROM bill_converted")
@@ -91,61 +99,58 @@ def stage_lines(src: Source, con: duckdb.DuckDBPyConnection, ctx: ParseContext, 
     return accepted
 
 
-def _extract_sql(names: list[str], fields: Fields) -> str:
-    """SELECT of each non-blank line of the batch: _line, _end, the raw text `_text`, `_plain`
-    and the fields as the CSV export's text columns (c0, c1, ...)."""
+def _extract_sql(names: list[str], fields: Fields) -> tuple[str, str]:
+    """Two SELECTs: of each non-blank line of the batch its JSON values (into bill_json_values),
+    then from those: _line, _end, the raw text `_text`, `_plain` and the fields as the CSV
+    export's text columns (c0, c1, ...)."""
     prefixes = sorted({n.split(".")[0] for n in names if "." in n})
-    paths = [f"$.{n}" for n in names] + [f"$.{p}" for p in prefixes]
-    value = {n: f"_v[{i + 1}]" for i, n in enumerate(names)}
-    kind = {n: f"_t[{i + 1}]" for i, n in enumerate(names)}
-    columns, typed, valued = [], [], []
-    for name in names:
-        v, t, column = value[name], kind[name], fields.columns[name]
-        string = f"({v} ->> '$')"
+    paths = _list([f"$.{n}" for n in names])
+    columns, typed, strings, valued = [], [], [], []
+    for index, name in enumerate(names, start=1):
+        s, t, column = f"_s[{index}]", f"coalesce(_t[{index}], 'NULL')", fields.columns[name]
         if name in LISTS:
             allowed = "('VARCHAR', 'ARRAY', 'NULL')"
-            text = f"CASE WHEN {t} = 'ARRAY' THEN CAST({v} AS VARCHAR) WHEN {t} = 'VARCHAR' THEN nullif({string}, '') END"
+            text = f"CASE WHEN {t} IN ('ARRAY', 'VARCHAR') THEN nullif({s}, '') END"
         elif name in AMOUNTS or name in QUANTITIES:
             allowed = f"('VARCHAR', 'NULL', {', '.join(literal(k) for k in NUMBERS)})"
-            text = f"CASE WHEN {t} <> 'NULL' THEN nullif({string}, '') END"
+            text = f"CASE WHEN {t} <> 'NULL' THEN nullif({s}, '') END"
         else:
             allowed = "('VARCHAR', 'NULL')"
-            text = f"CASE WHEN {t} = 'VARCHAR' THEN nullif({string}, '') END"
+            text = f"CASE WHEN {t} = 'VARCHAR' THEN nullif({s}, '') END"
         columns.append(f"{text} AS {column}")
         typed.append(f"{t} IN {allowed}")
-        typed.append(f"NOT ({t} = 'VARCHAR' AND regexp_matches({string}, {literal(EDGE)}))")
+        strings.append(f"CASE WHEN {t} = 'VARCHAR' THEN {s} END")
         if name in AMOUNTS:
             valued.append(f"({column} IS NULL OR ({_money_plain(column)}))")
         if name in QUANTITIES:  # values.number's bound, which bill_number leaves to the check
             valued.append(f"coalesce(abs(bill_number({column})) <= 1e15, true)")
         if name == "credits":
-            valued.append(f"({column} IS NULL OR {_credits_plain(column)})")
-        elif name in LISTS:
-            valued.append(f"({column} IS NULL OR {_pairs_plain(column)})")
-    for index, prefix in enumerate(prefixes):
-        v = f"_v[{len(names) + index + 1}]"
-        typed.append(f"(json_type({v}) IS DISTINCT FROM 'OBJECT' OR {_keys_plain(f'json_keys({v})')})")
-    # (CASE, not AND: DuckDB may evaluate both sides of an AND, and json_keys fails on bad JSON)
+            valued.append(f"({column} IS NULL OR {column} = '[]' OR {_credits_plain(column)})")
+        elif name in LISTS:  # a list as the export writes it (DuckDB's compact text of it), or checked
+            valued.append(f"({column} IS NULL OR CASE WHEN {t} = 'ARRAY' THEN regexp_full_match({column}, "
+                          f"{literal(PAIRS)}) ELSE {_pairs_plain(column)} END)")
+    # no text with a blank at an edge (str.strip() would change it), tested once over all of them
+    typed.append(f"NOT regexp_matches(concat_ws(chr(1), {', '.join(strings)}), {literal(EDGES)})")
+    # the objects on the way to a name have no key twice (Python keeps the last, DuckDB the first)
+    unique = "lambda k: k IS NULL OR len(k) = len(list_distinct(k))"
     valid = (f"CASE WHEN json_valid(raw) AND NOT regexp_matches(raw, {literal(UNSAFE)}) "
-             f"THEN json_type(raw) = 'OBJECT' AND {_keys_plain('json_keys(raw)')} ELSE false END")
-    # each step reads the one before: the line, its values and their JSON types, the text columns
-    return f"""(SELECT * EXCLUDE (_typed), coalesce(_typed AND {' AND '.join(valued)}, false) AS _plain FROM (
-        SELECT _line, _end, _text, coalesce(_ok_line AND {' AND '.join(typed)}, false) AS _typed,
-            {', '.join(columns)} FROM (
-            SELECT *, list_transform(_v, lambda x: coalesce(json_type(x), 'NULL')) AS _t FROM (
-                SELECT line AS _line, line AS _end, raw AS _text, _ok_line,
-                    CASE WHEN _ok_line THEN json_extract(raw, {_list(paths)}) END AS _v FROM (
-                    SELECT line, raw, coalesce({valid}, false) AS _ok_line FROM bill_json_batch
-                    WHERE NOT regexp_full_match(raw, {literal(line_sql.BLANK_LINE)}))))))"""
+             f"THEN json_type(raw) = 'OBJECT' AND list_bool_and(list_transform(json_keys(raw, "
+             f"{_list(['$'] + [f'$.{p}' for p in prefixes])}), {unique})) ELSE false END")
+    # in two statements, each into a table: DuckDB inlines a subquery's columns into every
+    # expression that reads them (the values would be extracted again for each field)
+    values = f"""SELECT line AS _line, line AS _end, raw AS _text, _ok_line,
+            CASE WHEN _ok_line THEN json_extract_string(raw, {paths}) END AS _s,
+            CASE WHEN _ok_line THEN json_type(raw, {paths}) END AS _t FROM (
+            SELECT line, raw, coalesce({valid}, false) AS _ok_line FROM bill_json_batch
+            WHERE NOT regexp_full_match(raw, {literal(line_sql.BLANK_LINE)}))"""
+    texts = f"""SELECT * EXCLUDE (_typed, _t), coalesce(_typed AND {' AND '.join(valued)}, false) AS _plain FROM (
+        SELECT _line, _end, _text, _t, coalesce(_ok_line AND {' AND '.join(typed)}, false) AS _typed,
+            {', '.join(columns)} FROM bill_json_values)"""
+    return values, texts
 
 
 def _list(items: list[str]) -> str:
     return "[" + ", ".join(literal(i) for i in items) + "]"
-
-
-def _keys_plain(keys: str) -> str:
-    return (f"(regexp_full_match(array_to_string({keys}, ','), '{KEYS}') OR len({keys}) = 0) "
-            f"AND len(list_distinct({keys})) = len({keys})")
 
 
 def _money_plain(text: str) -> str:
