@@ -3,16 +3,19 @@ at a time: the fields read in SQL into the same raw text columns the CSV export 
 converted and checked by billing_gcp's `plan`, so every value means what it means in CSV.
 
 A line is settled in SQL when it is plain: a JSON object Python's `json` reads alike (no
-trailing comma, NaN, NUL or lone-surrogate escape, control character, or number with 16 or more
-digits, which DuckDB would re-print from a double), every key lower-case `[a-z0-9_]` and none
+trailing comma, NaN, NUL or lone-surrogate escape, control character), every key lower-case `[a-z0-9_]` and none
 repeated (so billing.flatten's dotted names are the JSON paths), each field of the type the
 export writes (text as strings without blanks at an edge, amounts as plain decimals, labels and
-credits as lists of objects of strings), and no check of the plan fails. Every other line, and
+credits as lists of objects of strings), and no check of the plan fails.
+An amount written as a JSON number is read from DuckDB's double only where that is exact to the
+warehouse's 12 places (MONEY_DOUBLE); others go to billing.py, which reads the digits written. Every other line, and
 every line to reject, goes through billing.py's json_records and billing_gcp.build, which read
 the quirk or name the exact reason with the line's number and text: a file loads the same as
 line by line, in memory flat in its size.
 """
 from __future__ import annotations
+
+import logging
 
 import duckdb
 
@@ -21,23 +24,30 @@ from ingest.bill_sql import Fields, Plan, literal
 from ingest.contract import BadValue, ParseContext, Parsed, Reject
 from ingest.staging import Source
 
+LOG = logging.getLogger(__name__)
 # Lines Python's json.loads reads otherwise than DuckDB (or at all): to billing.py.
-UNSAFE = (r"[\x00-\x0c\x0e-\x1f]|\r."  # a control character (a raw tab in a string is an error in Python)
+UNSAFE = (r"[\x00-\x1f]"  # a control character (a raw tab in a string is an error in Python)
           r"|\\u(00[01]|[dD][89a-fA-F])"  # an escaped control character, NUL or surrogate
-          r"|[:\[,]\s*-?[0-9.]{16,}"  # a number DuckDB would round to a double
           r"|,\s*[\]}]"  # a trailing comma (DuckDB allows it)
           r"|NaN|Infinity"  # Python reads these constants, they are no amount
           # a key billing.flatten or normalize would change (upper case, a blank, a dot): a quoted
-          # text followed by a colon (a value's text never is; a false alarm costs only time)
-          r'|"[^"]*[^a-z0-9_"][^"]*"\s*:')
+          # text followed by a colon, its opening quote not escaped (a value's text never is; a
+          # false alarm costs only time)
+          r'|(^|[^\\])"[^"]*[^a-z0-9_"][^"]*"\s*:')
 EDGES = f"(^|\x01)[{line_sql.PY_SPACE}]|[{line_sql.PY_SPACE}](\x01|$)"  # str.strip() would change it
 _STRING = r'"(?:[^"\\]|\\.)*"'
 _PAIR = '\\{"key":' + _STRING + ',"value":(?:' + _STRING + '|null)\\}'
 PAIRS = f"\\[(?:{_PAIR}(?:,{_PAIR})*)?\\]"  # labels as the export writes them, in DuckDB's compact text
-# Amounts DuckDB's DECIMAL cast reads as Decimal.quantize does (a tie at the 13th place rounds
-# otherwise: half away from zero, not half even).
+# Amounts as text DuckDB's DECIMAL cast reads as Decimal.quantize does (a tie at the 13th place
+# rounds otherwise: half away from zero, not half even).
 MONEY = r"-?[0-9]{1,15}(\.[0-9]+)?"
 MONEY_TIE = r"\.[0-9]{12}50*$"
+# An amount written as a JSON number DuckDB holds as a double and prints shortest: exact to 12
+# places when that print is on the 10^-12 grid and under 2048 (the double's spacing, 2^-42, is
+# then under half a step, so the written number rounds to the same cent fraction); whole numbers
+# are kept exact.
+MONEY_DOUBLE = r"-?[0-9]{1,4}(\.[0-9]{1,12})?"
+MONEY_WHOLE = r"-?[0-9]{1,15}"
 SOURCE = "/*source*/"  # where _convert_sql's SELECT reads from
 NUMBERS = ("DOUBLE", "BIGINT", "UBIGINT")
 LISTS = ("labels", "system_labels", "credits")  # JSON lists (or their text) read by the plan
@@ -66,14 +76,23 @@ def stage_lines(src: Source, con: duckdb.DuckDBPyConnection, ctx: ParseContext, 
     values, texts = _extract_sql(names, fields)
     convert = _convert_sql(plan)
     accepted, created = 0, False
-    for batch in staging.line_batches(src, keep_cr=True):
+    for batch in staging.line_batches(src):
         con.register("bill_json_batch", batch)
         try:
             con.execute(f"CREATE OR REPLACE TEMP TABLE bill_json_values AS {values}")
         finally:
             con.unregister("bill_json_batch")
         con.execute(f"CREATE OR REPLACE TEMP TABLE bill_json_fields AS {texts}")
-        con.execute(f"CREATE OR REPLACE TEMP TABLE bill_json_converted AS {convert.replace(SOURCE, 'bill_json_fields')}")
+        try:
+            con.execute(f"CREATE OR REPLACE TEMP TABLE bill_json_converted AS "
+                        f"{convert.replace(SOURCE, '(SELECT * FROM bill_json_fields WHERE _plain)')}")
+        except duckdb.Error as error:  # a shape the checks let through and SQL cannot read
+            LOG.warning("%s: lines %s read by billing.py (%s)", ctx.source,
+                        con.execute("SELECT min(_line) || '-' || max(_line) FROM bill_json_fields").fetchone()[0],
+                        str(error).splitlines()[0])
+            con.execute("UPDATE bill_json_fields SET _plain = false")
+            con.execute(f"CREATE OR REPLACE TEMP TABLE bill_json_converted AS "
+                        f"{convert.replace(SOURCE, '(SELECT * FROM bill_json_fields WHERE _plain)')}")
         keep = "SELECT * EXCLUDE (_ok, _text) FROM bill_json_converted WHERE _ok"
         if created:
             con.execute(f"INSERT INTO bill_converted {keep}")
@@ -81,7 +100,8 @@ def stage_lines(src: Source, con: duckdb.DuckDBPyConnection, ctx: ParseContext, 
             con.execute(f"CREATE TEMP TABLE bill_converted AS {keep}")
             created = True
         accepted += con.execute("SELECT count(*) FILTER (WHERE _ok) FROM bill_json_converted").fetchone()[0]
-        others = con.execute("SELECT _line, _text FROM bill_json_converted WHERE NOT _ok ORDER BY _line").fetchall()
+        others = con.execute("SELECT _line, _text FROM bill_json_converted WHERE NOT _ok UNION ALL "
+                             "SELECT _line, _text FROM bill_json_fields WHERE NOT _plain ORDER BY _line").fetchall()
         accepted += _by_python(con, ctx, family, others)
     for table in ("bill_json_values", "bill_json_fields", "bill_json_converted"):
         con.execute(f"DROP TABLE IF EXISTS {table}")
@@ -121,14 +141,16 @@ def _extract_sql(names: list[str], fields: Fields) -> tuple[str, str]:
         typed.append(f"{t} IN {allowed}")
         strings.append(f"CASE WHEN {t} = 'VARCHAR' THEN {s} END")
         if name in AMOUNTS:
-            valued.append(f"({column} IS NULL OR ({_money_plain(column)}))")
+            valued.append(f"({column} IS NULL OR ({_money_plain(column, t)}))")
         if name in QUANTITIES:  # values.number's bound, which bill_number leaves to the check
             valued.append(f"coalesce(abs(bill_number({column})) <= 1e15, true)")
         if name == "credits":
             valued.append(f"({column} IS NULL OR {column} = '[]' OR {_credits_plain(column)})")
         elif name in LISTS:  # a list as the export writes it (DuckDB's compact text of it), or checked
+            keys = f"json_extract_string({column}, '$[*].key')"
             valued.append(f"({column} IS NULL OR CASE WHEN {t} = 'ARRAY' THEN regexp_full_match({column}, "
-                          f"{literal(PAIRS)}) ELSE {_pairs_plain(column)} END)")
+                          f"{literal(PAIRS)}) AND len(list_distinct({keys})) = len({keys}) "
+                          f"ELSE {_pairs_plain(column)} END)")
     # no text with a blank at an edge (str.strip() would change it), tested once over all of them
     typed.append(f"NOT regexp_matches(concat_ws(chr(1), {', '.join(strings)}), {literal(EDGES)})")
     # the objects on the way to a name have no key twice (Python keeps the last, DuckDB the first)
@@ -153,8 +175,11 @@ def _list(items: list[str]) -> str:
     return "[" + ", ".join(literal(i) for i in items) + "]"
 
 
-def _money_plain(text: str) -> str:
-    return f"regexp_full_match({text}, '{MONEY}') AND NOT regexp_matches({text}, '{MONEY_TIE}')"
+def _money_plain(text: str, kind: str) -> str:
+    """SQL: the amount `text` of JSON type `kind` reads in SQL exactly as values.money reads it."""
+    return (f"CASE {kind} WHEN 'VARCHAR' THEN regexp_full_match({text}, '{MONEY}') AND NOT regexp_matches("
+            f"{text}, '{MONEY_TIE}') WHEN 'DOUBLE' THEN regexp_full_match({text}, '{MONEY_DOUBLE}') "
+            f"AND abs(TRY_CAST({text} AS DOUBLE)) < 2048 ELSE regexp_full_match({text}, '{MONEY_WHOLE}') END")
 
 
 def _pairs_plain(text: str) -> str:
@@ -162,18 +187,21 @@ def _pairs_plain(text: str) -> str:
     (or not a JSON list at all: the plan decides); billing.tags reads it alike."""
     entry = ("json_type(e) = 'OBJECT' AND len(list_distinct(json_keys(e))) = len(json_keys(e)) "
              "AND json_type(e, '$.key') = 'VARCHAR' AND coalesce(json_type(e, '$.value') IN ('VARCHAR', 'NULL'), true)")
-    return _each_entry(text, entry)
+    keys = f"json_extract_string({text}, '$[*].key')"
+    distinct = (f"CASE WHEN json_valid({text}) THEN CASE WHEN json_type({text}) = 'ARRAY' "
+                f"THEN len(list_distinct({keys})) = len({keys}) ELSE true END ELSE true END")
+    return f"{_each_entry(text, entry)} AND {distinct}"
 
 
 def _credits_plain(text: str) -> str:
     """SQL: a JSON list of credit objects with a plain amount and text names (or not a JSON list:
     the plan sends it to billing.py)."""
-    amount = "json_extract_string(e, '$.amount')"
+    amount, kind = "json_extract_string(e, '$.amount')", "json_type(e, '$.amount')"
     names = " AND ".join(f"coalesce(json_type(e, '$.{n}') IN ('VARCHAR', 'NULL'), true)"
                          for n in ("name", "full_name", "type"))
     entry = (f"json_type(e) = 'OBJECT' AND len(list_distinct(json_keys(e))) = len(json_keys(e)) "
              f"AND json_type(e, '$.amount') IN ('VARCHAR', {', '.join(literal(k) for k in NUMBERS)}) "
-             f"AND {_money_plain(amount)} AND {names}")
+             f"AND {_money_plain(amount, kind)} AND {names}")
     return _each_entry(text, entry)
 
 

@@ -95,10 +95,9 @@ BATCH_CHUNK_ROWS = 8_192  # a batch in slices (no copy): DuckDB scans the slices
 BOM = b"\xef\xbb\xbf"
 
 
-def line_batches(src: Source, keep_cr: bool = False) -> Iterator[pa.Table]:
+def line_batches(src: Source) -> Iterator[pa.Table]:
     """The file's lines as Arrow tables of about LINE_BATCH_BYTES: `line` (1-based) and `raw`,
-    the text split at \\n as written, without its line end (\\r too, unless `keep_cr`: a parser
-    whose reasons quote the line as Python's split("\\n") gives it), a leading BOM dropped.
+    the text split at \\n as written, without its line end (\\r too), a leading BOM dropped.
     Raises NotText where the bytes are not UTF-8. Reports src.progress after each batch."""
     number, offset, rest, first = 1, 0, b"", True
     max_line = limits.current().max_line_bytes
@@ -144,7 +143,7 @@ def line_batches(src: Source, keep_cr: bool = False) -> Iterator[pa.Table]:
             text = pa.Array.from_buffers(pa.string(), 1, [None, pa.py_buffer(np.array([0, len(chunk)], np.int32)),
                                                           pa.py_buffer(chunk)])
             lines = pc.list_flatten(pc.split_pattern(text, "\n"))
-            if b"\r" in chunk and not keep_cr:
+            if b"\r" in chunk:
                 lines = pc.utf8_rtrim(lines, "\r")
             if len(chunk) > max_line:  # a line over the limit within the batch: its marker instead
                 sizes = pc.binary_length(lines)
