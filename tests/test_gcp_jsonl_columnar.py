@@ -117,6 +117,9 @@ ODD = [  # lines billing.py reads (or refuses) where SQL hands them over
     "{\"cost\": 1,", "not json", "[1, 2]", "\"text\"", "null", "{}",
     raw_line("NaN"), raw_line("Infinity"), raw_line("1e400"), raw_line("1E+20"), raw_line("1e20"),
     raw_line("0.1234567890123456789"), raw_line("12345678901234567"), raw_line("1e-7"),
+    # numbers a double cannot hold to 12 places: the digits written decide (billing.py reads them)
+    raw_line("0.12345678901249999999"), raw_line("123456789012.3456789"), raw_line("2048.0000000000004"),
+    line().replace('"amount": -1.1', '"amount": -0.12345678901249999999'),
     line(cost=True), line(cost=[1]), line(cost="1_000"), line(cost=" 12 "), line(cost="+1.5"), line(cost="1e3"),
     line(cost="١٢"), line(cost="１２"), line(cost="0.0000000000005"), line(cost="0.0000000000015"),
     line(cost="abc"), line(cost=...), line(cost=""), line(cost=None),
