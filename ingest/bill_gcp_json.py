@@ -29,11 +29,9 @@ LOG = logging.getLogger(__name__)
 UNSAFE = (r"[\x00-\x1f]"  # a control character (a raw tab in a string is an error in Python)
           r"|\\u(00[01]|[dD][89a-fA-F])"  # an escaped control character, NUL or surrogate
           r"|,\s*[\]}]"  # a trailing comma (DuckDB allows it)
-          r"|NaN|Infinity"  # Python reads these constants, they are no amount
-          # a key billing.flatten or normalize would change (upper case, a blank, a dot): a quoted
-          # text followed by a colon, its opening quote not escaped (a value's text never is; a
-          # false alarm costs only time)
-          r'|(^|[^\\])"[^"]*[^a-z0-9_"][^"]*"\s*:')
+          r"|NaN|Infinity")  # Python reads these constants, they are no amount
+# Keys billing.flatten and normalize leave as they are (no upper case, blank or dot).
+KEYS = "[a-z0-9_]+"
 EDGES = f"(^|\x01)[{line_sql.PY_SPACE}]|[{line_sql.PY_SPACE}](\x01|$)"  # str.strip() would change it
 _STRING = r'"(?:[^"\\]|\\.)*"'
 _PAIR = '\\{"key":' + _STRING + ',"value":(?:' + _STRING + '|null)\\}'
@@ -77,32 +75,12 @@ def stage_lines(src: Source, con: duckdb.DuckDBPyConnection, ctx: ParseContext, 
     convert = _convert_sql(plan)
     accepted, created = 0, False
     for batch in staging.line_batches(src):
-        con.register("bill_json_batch", batch)
+        con.register("bill_json_batch", batch)  # until the lines SQL leaves are read from it
         try:
-            con.execute(f"CREATE OR REPLACE TEMP TABLE bill_json_values AS {values}")
+            accepted += _stage_batch(con, ctx, family, values, texts, convert, created)
         finally:
             con.unregister("bill_json_batch")
-        con.execute(f"CREATE OR REPLACE TEMP TABLE bill_json_fields AS {texts}")
-        try:
-            con.execute(f"CREATE OR REPLACE TEMP TABLE bill_json_converted AS "
-                        f"{convert.replace(SOURCE, '(SELECT * FROM bill_json_fields WHERE _plain)')}")
-        except duckdb.Error as error:  # a shape the checks let through and SQL cannot read
-            LOG.warning("%s: lines %s read by billing.py (%s)", ctx.source,
-                        con.execute("SELECT min(_line) || '-' || max(_line) FROM bill_json_fields").fetchone()[0],
-                        str(error).splitlines()[0])
-            con.execute("UPDATE bill_json_fields SET _plain = false")
-            con.execute(f"CREATE OR REPLACE TEMP TABLE bill_json_converted AS "
-                        f"{convert.replace(SOURCE, '(SELECT * FROM bill_json_fields WHERE _plain)')}")
-        keep = "SELECT * EXCLUDE (_ok, _text) FROM bill_json_converted WHERE _ok"
-        if created:
-            con.execute(f"INSERT INTO bill_converted {keep}")
-        else:
-            con.execute(f"CREATE TEMP TABLE bill_converted AS {keep}")
-            created = True
-        accepted += con.execute("SELECT count(*) FILTER (WHERE _ok) FROM bill_json_converted").fetchone()[0]
-        others = con.execute("SELECT _line, _text FROM bill_json_converted WHERE NOT _ok UNION ALL "
-                             "SELECT _line, _text FROM bill_json_fields WHERE NOT _plain ORDER BY _line").fetchall()
-        accepted += _by_python(con, ctx, family, others)
+        created = True
     for table in ("bill_json_values", "bill_json_fields", "bill_json_converted"):
         con.execute(f"DROP TABLE IF EXISTS {table}")
     if not created:
@@ -119,9 +97,34 @@ def stage_lines(src: Source, con: duckdb.DuckDBPyConnection, ctx: ParseContext, 
     return accepted
 
 
+def _stage_batch(con: duckdb.DuckDBPyConnection, ctx: ParseContext, family: billing.Family, values: str,
+                 texts: str, convert: str, created: bool) -> int:
+    """The registered batch of lines: plain ones in SQL into bill_converted (created by the first
+    batch), the others through billing.py; returns the records accepted."""
+    con.execute(f"CREATE OR REPLACE TEMP TABLE bill_json_values AS {values}")
+    con.execute(f"CREATE OR REPLACE TEMP TABLE bill_json_fields AS {texts}")
+    try:
+        con.execute(f"CREATE OR REPLACE TEMP TABLE bill_json_converted AS "
+                    f"{convert.replace(SOURCE, '(SELECT * FROM bill_json_fields WHERE _plain)')}")
+    except duckdb.Error as error:  # a shape the checks let through and SQL cannot read
+        LOG.warning("%s: lines %s read by billing.py (%s)", ctx.source,
+                    con.execute("SELECT min(_line) || '-' || max(_line) FROM bill_json_fields").fetchone()[0],
+                    str(error).splitlines()[0])
+        con.execute("UPDATE bill_json_fields SET _plain = false")
+        con.execute(f"CREATE OR REPLACE TEMP TABLE bill_json_converted AS "
+                    f"{convert.replace(SOURCE, '(SELECT * FROM bill_json_fields WHERE _plain)')}")
+    keep = "SELECT * EXCLUDE (_ok) FROM bill_json_converted WHERE _ok"
+    con.execute(f"INSERT INTO bill_converted {keep}" if created else f"CREATE TEMP TABLE bill_converted AS {keep}")
+    accepted = con.execute("SELECT count(*) FILTER (WHERE _ok) FROM bill_json_converted").fetchone()[0]
+    # blank lines too: billing.py skips them
+    others = con.execute("""SELECT line, raw FROM bill_json_batch WHERE line NOT IN (
+        SELECT _line FROM bill_json_converted WHERE _ok) ORDER BY line""").fetchall()
+    return accepted + _by_python(con, ctx, family, others)
+
+
 def _extract_sql(names: list[str], fields: Fields) -> tuple[str, str]:
     """Two SELECTs: of each non-blank line of the batch its JSON values (into bill_json_values),
-    then from those: _line, _end, the raw text `_text`, `_plain` and the fields as the CSV
+    then from those: _line, _end, `_plain` and the fields as the CSV
     export's text columns (c0, c1, ...)."""
     prefixes = sorted({n.split(".")[0] for n in names if "." in n})
     paths = _list([f"$.{n}" for n in names])
@@ -154,19 +157,23 @@ def _extract_sql(names: list[str], fields: Fields) -> tuple[str, str]:
     # no text with a blank at an edge (str.strip() would change it), tested once over all of them
     typed.append(f"NOT regexp_matches(concat_ws(chr(1), {', '.join(strings)}), {literal(EDGES)})")
     # the objects on the way to a name have no key twice (Python keeps the last, DuckDB the first)
-    unique = "lambda k: k IS NULL OR len(k) = len(list_distinct(k))"
+    # the keys of the line and of the objects on the way to a name: as normalize leaves them, none
+    # twice (Python keeps the last, DuckDB the first); a key elsewhere names nothing read
+    keys = f"json_keys(raw, {_list(['$'] + [f'$.{p}' for p in prefixes])})"
+    plain_keys = (f"list_bool_and(list_transform(_k, lambda k: k IS NULL OR (len(k) = len(list_distinct(k)) "
+                  f"AND regexp_full_match(array_to_string(k, ','), '{KEYS}(,{KEYS})*'))))")
+    typed.append(f"coalesce({plain_keys}, true)")
     valid = (f"CASE WHEN json_valid(raw) AND NOT regexp_matches(raw, {literal(UNSAFE)}) "
-             f"THEN json_type(raw) = 'OBJECT' AND list_bool_and(list_transform(json_keys(raw, "
-             f"{_list(['$'] + [f'$.{p}' for p in prefixes])}), {unique})) ELSE false END")
+             f"THEN json_type(raw) = 'OBJECT' ELSE false END")
     # in two statements, each into a table: DuckDB inlines a subquery's columns into every
     # expression that reads them (the values would be extracted again for each field)
-    values = f"""SELECT line AS _line, line AS _end, raw AS _text, _ok_line,
+    values = f"""SELECT line AS _line, _ok_line,
             CASE WHEN _ok_line THEN json_extract_string(raw, {paths}) END AS _s,
-            CASE WHEN _ok_line THEN json_type(raw, {paths}) END AS _t FROM (
-            SELECT line, raw, coalesce({valid}, false) AS _ok_line FROM bill_json_batch
-            WHERE NOT regexp_full_match(raw, {literal(line_sql.BLANK_LINE)}))"""
-    texts = f"""SELECT * EXCLUDE (_typed, _t), coalesce(_typed AND {' AND '.join(valued)}, false) AS _plain FROM (
-        SELECT _line, _end, _text, _t, coalesce(_ok_line AND {' AND '.join(typed)}, false) AS _typed,
+            CASE WHEN _ok_line THEN json_type(raw, {paths}) END AS _t,
+            CASE WHEN _ok_line THEN {keys} END AS _k FROM (
+            SELECT line, raw, coalesce({valid}, false) AS _ok_line FROM bill_json_batch)"""
+    texts = f"""SELECT * EXCLUDE (_typed, _t, _k), coalesce(_typed AND {' AND '.join(valued)}, false) AS _plain FROM (
+        SELECT _line, _line AS _end, _t, _k, coalesce(_ok_line AND {' AND '.join(typed)}, false) AS _typed,
             {', '.join(columns)} FROM bill_json_values)"""
     return values, texts
 
@@ -214,14 +221,13 @@ def _each_entry(text: str, entry: str) -> str:
 
 def _convert_sql(plan: Plan) -> str:
     """SELECT (from SOURCE, replaced by the caller) of the plan's values with `_ok`: the line is plain,
-    SQL can read all of it and no check fails; `_text` kept for the others."""
+    SQL can read all of it and no check fails."""
     values = ", ".join(f"{sql} AS v_{column}" for column, sql in plan.columns.items())
     helpers = "".join(f", {sql} AS v_{name}" for name, sql in plan.helpers.items())
     fails = " ".join(f"WHEN {check.bad} THEN true" for check in plan.checks)
     kept = ", ".join(f"v_{column}" for column in plan.columns if plan.extra or not column.startswith("_"))
     ok = f"_plain AND NOT _python AND NOT (CASE {fails} ELSE false END)" if fails else "_plain AND NOT _python"
-    return f"""SELECT _line, _end, {kept}, false AS _python, CAST(NULL AS VARCHAR) AS _reason, _ok,
-            CASE WHEN NOT _ok THEN _text END AS _text FROM (
+    return f"""SELECT _line, _end, {kept}, false AS _python, CAST(NULL AS VARCHAR) AS _reason, _ok FROM (
         SELECT *, {ok} AS _ok FROM (
             SELECT *, {values}, coalesce({plan.python}, false) AS _python FROM (
                 SELECT *{helpers} FROM {SOURCE})))"""
