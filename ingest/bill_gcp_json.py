@@ -156,22 +156,25 @@ def _extract_sql(names: list[str], fields: Fields) -> tuple[str, str]:
                           f"ELSE {_pairs_plain(column)} END)")
     # no text with a blank at an edge (str.strip() would change it), tested once over all of them
     typed.append(f"NOT regexp_matches(concat_ws(chr(1), {', '.join(strings)}), {literal(EDGES)})")
-    # the objects on the way to a name have no key twice (Python keeps the last, DuckDB the first)
-    # the keys of the line and of the objects on the way to a name: as normalize leaves them, none
-    # twice (Python keeps the last, DuckDB the first); a key elsewhere names nothing read
+    # the keys of the line and of the objects on the way to a name (DuckDB's text of the lists):
+    # spelled as normalize leaves them, and no name read given twice in one object (Python keeps
+    # the last, DuckDB the first); keys elsewhere name nothing read
     keys = f"json_keys(raw, {_list(['$'] + [f'$.{p}' for p in prefixes])})"
-    plain_keys = (f"list_bool_and(list_transform(_k, lambda k: k IS NULL OR (len(k) = len(list_distinct(k)) "
-                  f"AND regexp_full_match(array_to_string(k, ','), '{KEYS}(,{KEYS})*'))))")
-    typed.append(f"coalesce({plain_keys}, true)")
-    valid = (f"CASE WHEN json_valid(raw) AND NOT regexp_matches(raw, {literal(UNSAFE)}) "
-             f"THEN json_type(raw) = 'OBJECT' ELSE false END")
+    listed = f"\\[({KEYS}(, {KEYS})*)?\\]"
+    spelled = f"\\[(NULL|{listed})(, (NULL|{listed}))*\\]"
+    twice = "|".join(f"[\\[ ]{word}(, {KEYS})*, {word}[,\\]]"
+                     for word in sorted({part for name in names for part in name.split(".")}))
+    typed.append(f"regexp_full_match(CAST(_k AS VARCHAR), '{spelled}') "
+                 f"AND NOT regexp_matches(CAST(_k AS VARCHAR), '{twice}')")
+    # one parse says whether the line is JSON (NULL when not), an object, and each field's type
+    types = f"try(json_type(raw, {_list(['$'] + [f'$.{n}' for n in names])}))"
     # in two statements, each into a table: DuckDB inlines a subquery's columns into every
     # expression that reads them (the values would be extracted again for each field)
-    values = f"""SELECT line AS _line, _ok_line,
+    values = f"""SELECT line AS _line, _ok_line, _types[2:] AS _t,
             CASE WHEN _ok_line THEN json_extract_string(raw, {paths}) END AS _s,
-            CASE WHEN _ok_line THEN json_type(raw, {paths}) END AS _t,
             CASE WHEN _ok_line THEN {keys} END AS _k FROM (
-            SELECT line, raw, coalesce({valid}, false) AS _ok_line FROM bill_json_batch)"""
+            SELECT *, coalesce(_types[1] = 'OBJECT' AND NOT regexp_matches(raw, {literal(UNSAFE)}), false) AS _ok_line
+            FROM (SELECT line, raw, {types} AS _types FROM bill_json_batch))"""
     texts = f"""SELECT * EXCLUDE (_typed, _t, _k), coalesce(_typed AND {' AND '.join(valued)}, false) AS _plain FROM (
         SELECT _line, _line AS _end, _t, _k, coalesce(_ok_line AND {' AND '.join(typed)}, false) AS _typed,
             {', '.join(columns)} FROM bill_json_values)"""
