@@ -82,6 +82,7 @@ def main() -> None:
     for _ in range(args.repeat):  # alternating, so a busy spell of the machine hits each alike
         for name in chosen:
             result = timed(runs[name])
+            print(f"  ({name}: wall {result[0]:.2f} s, cpu {result[1]:.2f} s)", flush=True)
             best = figures.get(name)
             figures[name] = result if best is None else (min(best[0], result[0]), min(best[1], result[1]), result[2])
     for name, (wall, cpu, rows) in figures.items():
