@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 
 import duckdb
+import pyarrow as pa
 
 from ingest import bill_stage, billing, limits, line_sql, staging
 from ingest.bill_sql import Fields, Plan, literal
@@ -73,18 +74,24 @@ def stage_lines(src: Source, con: duckdb.DuckDBPyConnection, ctx: ParseContext, 
                              "WHERE table_name = 'bill_candidates'").fetchall())
     values, texts = _extract_sql(names, fields)
     convert = _convert_sql(plan)
-    accepted, created = 0, False
+    accepted = 0
+    # bill_converted made empty from an empty batch, so each batch inserts alike
+    con.register("bill_json_batch", pa.table({"line": pa.array([], pa.int64()), "raw": pa.array([], pa.string())}))
+    try:
+        con.execute(f"CREATE OR REPLACE TEMP TABLE bill_json_values AS {values}")
+        con.execute(f"CREATE OR REPLACE TEMP TABLE bill_json_fields AS {texts}")
+        con.execute(f"CREATE TEMP TABLE bill_converted AS SELECT * EXCLUDE (_ok) FROM "
+                    f"({convert.replace(SOURCE, 'bill_json_fields')}) WHERE false")
+    finally:
+        con.unregister("bill_json_batch")
     for batch in staging.line_batches(src):
         con.register("bill_json_batch", batch)  # until the lines SQL leaves are read from it
         try:
-            accepted += _stage_batch(con, ctx, family, values, texts, convert, created)
+            accepted += _stage_batch(con, ctx, family, values, texts, convert)
         finally:
             con.unregister("bill_json_batch")
-        created = True
-    for table in ("bill_json_values", "bill_json_fields", "bill_json_converted"):
+    for table in ("bill_json_values", "bill_json_fields"):
         con.execute(f"DROP TABLE IF EXISTS {table}")
-    if not created:
-        return accepted
     con.execute("CREATE TEMP VIEW bill_lines AS SELECT * FROM bill_converted")
     outputs = ", ".join(f"CAST(v_{c} AS {types[c]}) AS {c}" for c in plan.columns if not c.startswith("_"))
     con.execute(f"""CREATE TEMP VIEW bill_sql_rows AS
@@ -98,27 +105,22 @@ def stage_lines(src: Source, con: duckdb.DuckDBPyConnection, ctx: ParseContext, 
 
 
 def _stage_batch(con: duckdb.DuckDBPyConnection, ctx: ParseContext, family: billing.Family, values: str,
-                 texts: str, convert: str, created: bool) -> int:
-    """The registered batch of lines: plain ones in SQL into bill_converted (created by the first
-    batch), the others through billing.py; returns the records accepted."""
+                 texts: str, convert: str) -> int:
+    """The registered batch of lines: plain ones in SQL into bill_converted, the others through
+    billing.py; returns the records accepted."""
+    first, last = con.execute("SELECT min(line), max(line) FROM bill_json_batch").fetchone()
     con.execute(f"CREATE OR REPLACE TEMP TABLE bill_json_values AS {values}")
     con.execute(f"CREATE OR REPLACE TEMP TABLE bill_json_fields AS {texts}")
     try:
-        con.execute(f"CREATE OR REPLACE TEMP TABLE bill_json_converted AS "
-                    f"{convert.replace(SOURCE, '(SELECT * FROM bill_json_fields WHERE _plain)')}")
-    except duckdb.Error as error:  # a shape the checks let through and SQL cannot read
-        LOG.warning("%s: lines %s read by billing.py (%s)", ctx.source,
-                    con.execute("SELECT min(_line) || '-' || max(_line) FROM bill_json_fields").fetchone()[0],
-                    str(error).splitlines()[0])
-        con.execute("UPDATE bill_json_fields SET _plain = false")
-        con.execute(f"CREATE OR REPLACE TEMP TABLE bill_json_converted AS "
-                    f"{convert.replace(SOURCE, '(SELECT * FROM bill_json_fields WHERE _plain)')}")
-    keep = "SELECT * EXCLUDE (_ok) FROM bill_json_converted WHERE _ok"
-    con.execute(f"INSERT INTO bill_converted {keep}" if created else f"CREATE TEMP TABLE bill_converted AS {keep}")
-    accepted = con.execute("SELECT count(*) FILTER (WHERE _ok) FROM bill_json_converted").fetchone()[0]
+        con.execute(f"INSERT INTO bill_converted SELECT * EXCLUDE (_ok) FROM "
+                    f"({convert.replace(SOURCE, '(SELECT * FROM bill_json_fields WHERE _plain)')}) WHERE _ok")
+    except duckdb.Error as error:  # a shape the checks let through and SQL cannot read: all to billing.py
+        LOG.warning("%s: lines %s-%s read by billing.py (%s)", ctx.source, first, last, str(error).splitlines()[0])
+    settled = f"SELECT _line FROM bill_converted WHERE _line BETWEEN {int(first or 0)} AND {int(last or 0)}"
+    accepted = con.execute(f"SELECT count(*) FROM ({settled})").fetchone()[0]
     # blank lines too: billing.py skips them
-    others = con.execute("""SELECT line, raw FROM bill_json_batch WHERE line NOT IN (
-        SELECT _line FROM bill_json_converted WHERE _ok) ORDER BY line""").fetchall()
+    others = con.execute(f"SELECT line, raw FROM bill_json_batch WHERE line NOT IN ({settled}) ORDER BY line"
+                         ).fetchall()
     return accepted + _by_python(con, ctx, family, others)
 
 
