@@ -3,15 +3,16 @@ at a time: the fields read in SQL into the same raw text columns the CSV export 
 converted and checked by billing_gcp's `plan`, so every value means what it means in CSV.
 
 A line is settled in SQL when it is plain: a JSON object Python's `json` reads alike (no
-trailing comma, NaN, NUL or lone-surrogate escape, control character), every key lower-case `[a-z0-9_]` and none
-repeated (so billing.flatten's dotted names are the JSON paths), each field of the type the
-export writes (text as strings without blanks at an edge, amounts as plain decimals, labels and
-credits as lists of objects of strings), and no check of the plan fails.
-An amount written as a JSON number is read from DuckDB's double only where that is exact to the
-warehouse's 12 places (MONEY_DOUBLE); others go to billing.py, which reads the digits written. Every other line, and
-every line to reject, goes through billing.py's json_records and billing_gcp.build, which read
-the quirk or name the exact reason with the line's number and text: a file loads the same as
-line by line, in memory flat in its size.
+trailing comma, NaN, NUL or lone-surrogate escape, control character), the keys on the way to
+each name read lower-case `[a-z0-9_]` and none of those names given twice (so billing.flatten's
+dotted names are the JSON paths), each field of the type the export writes (text as strings
+without blanks at an edge, amounts as plain decimals, labels and credits as lists of objects of
+strings), and no check of the plan fails. An amount written as a JSON number is read from
+DuckDB's double only where that is exact to the warehouse's 12 places (MONEY_DOUBLE).
+
+Every other line, and every line to refuse, goes through billing.py's json_records and
+billing_gcp.build, which read the quirk or name the exact reason with the line's number and
+text: a file loads the same as line by line, in memory flat in its size.
 """
 from __future__ import annotations
 

@@ -166,7 +166,9 @@ def write(path: Path, lines: list[str], newline: str = "\n", bom: bool = False, 
 class WholeFile:
     """The path JSON lines took before: the whole text through billing.py in bill_stage."""
 
-    stage = staticmethod(lambda src, con, ctx: bill_stage.stage(src, con, ctx, billing_gcp.FAMILY, billing_gcp.plan))
+    @staticmethod
+    def stage(src, con, ctx):
+        return bill_stage.stage(src, con, ctx, billing_gcp.FAMILY, billing_gcp.plan)
 
 
 def assert_same(path: Path, before: str = "parse") -> dict:
