@@ -1,12 +1,15 @@
-"""Write big deterministic bills for timing ingest: a FOCUS 1.0 CSV and an AWS CUR CSV.
+"""Write big deterministic bills for timing ingest: a FOCUS 1.0 CSV, an AWS CUR CSV and a GCP
+export as JSON lines (BigQuery's newline-delimited JSON).
 
-python bench/bill_files.py OUT_DIR [--lines 1000000]  ->  OUT_DIR/focus_<n>.csv, OUT_DIR/cur_<n>.csv
+python bench/bill_files.py OUT_DIR [--lines 1000000] [--only focus|cur|gcp_jsonl]
+    ->  OUT_DIR/focus_<n>.csv, OUT_DIR/cur_<n>.csv, OUT_DIR/gcp_<n>.jsonl
 Rows are drawn from random.Random(42), so the same flags give the same bytes.
 """
 from __future__ import annotations
 
 import argparse
 import csv
+import json
 import random
 from pathlib import Path
 
@@ -74,6 +77,53 @@ def cur_rows(lines: int, rng: random.Random):
                f"run-{rng.randrange(5000)}" if number % 2 else "", team, "IAMUser:x", team]
 
 
+GCP_SKUS = [("Compute Engine", "A2 Instance Core running in Americas", "a2-highgpu-1g"),
+            ("Compute Engine", "Nvidia Tesla A100 GPU running in Americas", "a2-highgpu-1g"),
+            ("Compute Engine", "Spot Preemptible Nvidia L4 GPU running in Americas", "g2-standard-8"),
+            ("Cloud Storage", "Standard Storage US Multi-region", None),
+            ("Vertex AI", "Vertex AI: Online/Batch Prediction", None)]
+
+
+def gcp_lines(lines: int, rng: random.Random):
+    """JSON lines shaped as BigQuery writes the standard usage cost export."""
+    for number in range(1, lines + 1):
+        service, sku, machine = rng.choice(GCP_SKUS)
+        hour = rng.randrange(30 * 24)
+        day = f"2026-09-{hour // 24 + 1:02d}"
+        amount = round(rng.uniform(1, 3600), 3)
+        cost = round(amount * rng.choice([0.000972, 0.0001, 0.00036, 0.0000123]), 6)
+        team = rng.choice(TEAMS)
+        credits = ([{"name": "Committed use discount: GPU", "amount": -round(cost * 0.3, 6),
+                     "full_name": "Committed use discount", "id": "CUD-1", "type": "COMMITTED_USAGE_DISCOUNT"}]
+                   if number % 4 == 0 else [])
+        yield json.dumps({
+            "billing_account_id": "0123AB-CDEF01-234567",
+            "service": {"id": "6F81-5844-456A", "description": service},
+            "sku": {"id": f"{rng.randrange(16**4):04X}-{rng.randrange(16**4):04X}", "description": sku},
+            "usage_start_time": f"{day} {hour % 24:02d}:00:00 UTC",
+            "usage_end_time": f"{day} {hour % 24:02d}:59:59 UTC",
+            "project": {"id": f"ml-{team}", "name": f"ML {team}", "labels": [], "ancestry_numbers": "/123/456/"},
+            "labels": [{"key": "team", "value": team}] + ([{"key": "run_id", "value": f"run-{rng.randrange(5000)}"}]
+                                                          if number % 3 else []),
+            "system_labels": [{"key": "compute.googleapis.com/machine_spec", "value": machine}] if machine else [],
+            "location": {"location": "us-central1", "country": "US", "region": "us-central1", "zone": "us-central1-a"},
+            "export_time": f"{day} 23:10:00.066000 UTC",
+            "cost": cost, "currency": "USD" if number % 50 else "EUR", "currency_conversion_rate": 1.0,
+            "usage": {"amount": amount, "unit": "seconds", "amount_in_pricing_units": round(amount / 3600, 6),
+                      "pricing_unit": "hour"},
+            "credits": credits, "invoice": {"month": "202609"},
+            "cost_type": "regular" if number % 101 else "tax",
+            "resource": {"name": f"vm-{rng.randrange(300)}", "global_name": f"//compute/vm-{rng.randrange(300)}"},
+        })
+
+
+def write_lines(path: Path, lines) -> Path:
+    with open(path, "w", newline="") as handle:
+        for line in lines:
+            handle.write(line + "\n")
+    return path
+
+
 def write(path: Path, header: list[str], rows) -> Path:
     with open(path, "w", newline="") as handle:
         writer = csv.writer(handle)
@@ -86,10 +136,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out", type=Path)
     parser.add_argument("--lines", type=int, default=1_000_000)
+    parser.add_argument("--only", choices=("focus", "cur", "gcp_jsonl"))
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    print(write(args.out / f"focus_{args.lines}.csv", FOCUS_HEADER, focus_rows(args.lines, random.Random(42))))
-    print(write(args.out / f"cur_{args.lines}.csv", CUR_HEADER, cur_rows(args.lines, random.Random(42))))
+    if args.only in (None, "focus"):
+        print(write(args.out / f"focus_{args.lines}.csv", FOCUS_HEADER, focus_rows(args.lines, random.Random(42))))
+    if args.only in (None, "cur"):
+        print(write(args.out / f"cur_{args.lines}.csv", CUR_HEADER, cur_rows(args.lines, random.Random(42))))
+    if args.only in (None, "gcp_jsonl"):
+        print(write_lines(args.out / f"gcp_{args.lines}.jsonl", gcp_lines(args.lines, random.Random(42))))
 
 
 if __name__ == "__main__":

@@ -68,8 +68,9 @@ class Unreadable(Exception):
 
 
 def stage(src: Source, con: duckdb.DuckDBPyConnection, ctx: ParseContext, family: Family,
-          plan_of) -> Staged:
-    """Stage one bill file; `plan_of(fields) -> Plan` is the family's SQL."""
+          plan_of, json_lines=None) -> Staged:
+    """Stage one bill file; `plan_of(fields) -> Plan` is the family's SQL; `json_lines(src, con,
+    ctx, family, plan_of) -> accepted` the family's own reader of JSON lines (else billing.py's)."""
     bill_sql.install(con)
     if con.execute("SELECT current_setting('temp_directory')").fetchone()[0] in ("", ".tmp"):
         # an in-memory database spills into ./.tmp of the working directory by default
@@ -89,8 +90,9 @@ def stage(src: Source, con: duckdb.DuckDBPyConnection, ctx: ParseContext, family
                 if _exists(con, "bill_sql_rows"):
                     con.execute("INSERT INTO bill_candidates BY NAME SELECT * FROM bill_sql_rows")
                 _drop(con, keep_candidates=True)  # nothing may still read the spooled copy
-        elif head.lstrip(b"\xef\xbb\xbf \t\r\n")[:1] == b"{":  # JSON lines: billing.py, as before
-            accepted = _stage_by_python(src, con, ctx, family)
+        elif head.lstrip(b"\xef\xbb\xbf \t\r\n")[:1] == b"{":  # JSON lines
+            accepted = (json_lines(src, con, ctx, family, plan_of) if json_lines
+                        else _stage_by_python(src, con, ctx, family))
         else:
             accepted = _stage_frame(src, con, ctx, family, plan_of, _read_csv(src, con, family, ctx))
     except Unreadable as why:

@@ -13,7 +13,7 @@ usage on-demand (the export names no pricing model, so the raw value is NULL).
 """
 from __future__ import annotations
 
-from ingest import bill_stage, billing, values
+from ingest import bill_gcp_json, bill_stage, billing, values
 from ingest.bill_sql import Builder, Fields, Plan, ident, literal
 from ingest.billing import Record
 from ingest.contract import BadValue, ParseContext
@@ -177,8 +177,8 @@ def _credits_sql(b: Builder, fields: Fields) -> str | None:
 
 
 def stage(src: Source, con, ctx: ParseContext) -> Staged:
-    """Stage a GCP billing export (CSV or Parquet; JSON lines through billing.py) into staging."""
-    return bill_stage.stage(src, con, ctx, FAMILY, plan)
+    """Stage a GCP billing export (CSV, Parquet or JSON lines) into staging."""
+    return bill_stage.stage(src, con, ctx, FAMILY, plan, json_lines=bill_gcp_json.stage_lines)
 
 
 FAMILY = billing.Family(
