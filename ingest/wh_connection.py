@@ -41,6 +41,7 @@ from ingest import derived
 DEFAULT_DB = "mlcost.duckdb"
 LOCK_WAIT_S = float(os.environ.get("MLCOST_LOCK_WAIT_S", "30"))
 SESSION_IDLE_S = 0.1  # a session's connection idle this long is closed (pages compute between queries)
+READER_BACKOFF_S = 0.25  # a page notices the end of a merge at most this late (it was 1 s)
 WRITER_BACKOFF_S = 0.2  # a waiting writer tries this often at most (readers wait for it meanwhile)
 WAITING_SUFFIX = ".writer-waiting."  # + pid: a writer of that process waits for the file's lock
 READER_POLL_S = 0.02
@@ -131,7 +132,7 @@ def _retry_on_lock(path: Path, action: Callable[[], T], writer: bool = False, de
                 if writer and marker is None:
                     marker = _post_marker(path)
                 time.sleep(delay_s)
-                delay_s = min(delay_s * 2, WRITER_BACKOFF_S if marker else 1.0)
+                delay_s = min(delay_s * 2, WRITER_BACKOFF_S if marker else READER_BACKOFF_S)
     finally:
         if marker is not None:
             marker.unlink(missing_ok=True)
