@@ -91,9 +91,9 @@ def stage(src: Source, con, ctx: ParseContext) -> Staged:
                     if reason:  # the file is refused at its header, as line by line
                         staging.add_rejects(con, src.name, [(header_line, reason, text)])
                         return Staged(0, totals(con))
-                    insert = _typed_sql(ctx, _csv_fields(header), csv=True)
+                    insert = (_typed_sql(ctx, _csv_fields(header), csv=True),)
                 else:
-                    insert = _typed_sql(ctx, _json_fields(), csv=False)
+                    insert = (_typed_sql(ctx, _lenient_fields(ctx), lenient=True), _typed_sql(ctx, _json_fields("rest")))
             accepted += _stage_batch(con, src, ctx, prices, insert, header, header_line)
         finally:
             con.unregister("batch")
@@ -117,36 +117,31 @@ def totals(con) -> dict:
     }
 
 
-def _stage_batch(con, src: Source, ctx: ParseContext, prices, typed_sql: str,
+def _stage_batch(con, src: Source, ctx: ParseContext, prices, passes: tuple[str, ...],
                  header: list[str] | None, header_line: int) -> int:
-    """Stage one batch of lines (JSON, or CSV under `header`); returns the windows it accepted."""
+    """Stage one batch of lines (JSON, or CSV under `header`); returns the windows it accepted.
+    Each of `passes` types the lines the one before did not load (JSON: lenient, then strict);
+    the lines none loads go to Python."""
     from ingest import serving
 
+    params = {}
     if header is not None:  # unquoted lines with the wrong number of fields: refused here
         width = len(header)
+        params = {"header_line": header_line, "quirk": CSV_QUIRK, "blank": line_sql.BLANK_LINE}
         con.execute(f"""
             INSERT INTO rejects (path, line, reason, raw)
             SELECT $path, line, 'has ' || fields || ' fields, the header has {width}', left(raw, 500)
             FROM (SELECT line, raw, len(string_split(raw, ',')) AS fields FROM batch
                   WHERE line > $header_line AND NOT regexp_matches(raw, $quirk))
-            WHERE fields <> {width} AND NOT regexp_full_match(raw, $blank)""",
-                    {"path": src.name, "header_line": header_line, "quirk": CSV_QUIRK, "blank": line_sql.BLANK_LINE})
-    params = {"header_line": header_line, "quirk": CSV_QUIRK, "blank": line_sql.BLANK_LINE} if header is not None else {}
-    con.execute(typed_sql, params)
-    _price_from_catalog(con, prices)
-    accepted = con.execute("""
-        INSERT INTO serving_windows BY NAME
-        SELECT concat_ws('|', service, model_version, coalesce(host, ''),
-                         strftime(start_at AT TIME ZONE 'UTC', '%Y-%m-%dT%H:%M:%S')
-                         || CASE WHEN microsecond(start_at) <> 0 THEN '.' || lpad(CAST(microsecond(start_at) AS VARCHAR), 6, '0')
-                                 ELSE '' END || '+00:00') AS window_key,
-               start_at AS window_start, window_end, seconds AS window_s, service, model_version,
-               requests_total, requests_success, requests_error, latency_ms_p50, latency_ms_p95, latency_ms_p99,
-               throughput_rps, avg_gpu_util_pct, avg_cpu_util_pct, cost_usd, cost_source, price_per_hour_usd,
-               energy_kwh, CASE WHEN energy_kwh IS NOT NULL THEN 'given' END AS energy_source, instance_type, gpu_type,
-               gpu_count, replicas, host, gpu_uuids, prompt_tokens, output_tokens, 'serving' AS source_kind, line AS source_line
-        FROM typed WHERE ok""").fetchall()[0][0]
-    suspects = con.execute("SELECT line, raw FROM typed JOIN batch USING (line) WHERE NOT ok ORDER BY line").fetchall()
+            WHERE fields <> {width} AND NOT regexp_full_match(raw, $blank)""", {"path": src.name, **params})
+    accepted, source = 0, "batch"
+    for typed_sql in passes:
+        con.execute(typed_sql, params)
+        _price_from_catalog(con, prices)
+        accepted += con.execute(INSERT_TYPED).fetchall()[0][0]
+        con.execute(f"CREATE OR REPLACE TEMP TABLE rest AS SELECT line, raw FROM typed JOIN {source} USING (line) WHERE NOT ok")
+        source = "rest"
+    suspects = con.execute("SELECT line, raw FROM rest ORDER BY line").fetchall()
     if suspects:  # the exact reason, or a quirk the SQL does not read: Python, line by line
         log.debug("%s: %d lines read in Python", src.name, len(suspects))
         if header is None:
@@ -158,7 +153,21 @@ def _stage_batch(con, src: Source, ctx: ParseContext, prices, typed_sql: str,
     return accepted
 
 
-def _json_fields() -> str:
+INSERT_TYPED = """
+    INSERT INTO serving_windows BY NAME
+    SELECT concat_ws('|', service, model_version, coalesce(host, ''),
+                     strftime(start_at AT TIME ZONE 'UTC', '%Y-%m-%dT%H:%M:%S')
+                     || CASE WHEN microsecond(start_at) <> 0 THEN '.' || lpad(CAST(microsecond(start_at) AS VARCHAR), 6, '0')
+                             ELSE '' END || '+00:00') AS window_key,
+           start_at AS window_start, window_end, seconds AS window_s, service, model_version,
+           requests_total, requests_success, requests_error, latency_ms_p50, latency_ms_p95, latency_ms_p99,
+           throughput_rps, avg_gpu_util_pct, avg_cpu_util_pct, cost_usd, cost_source, price_per_hour_usd,
+           energy_kwh, CASE WHEN energy_kwh IS NOT NULL THEN 'given' END AS energy_source, instance_type, gpu_type,
+           gpu_count, replicas, host, gpu_uuids, prompt_tokens, output_tokens, 'serving' AS source_kind, line AS source_line
+    FROM typed WHERE ok"""
+
+
+def _json_fields(source: str = "batch") -> str:
     """CTEs ending in `fields` for JSON lines: each column's value as text (`<c>_text`, the first
     spelling present), its JSON type (`<c>_type`), whether the line is one plain object, the GPU uuids."""
     names = [name for _, spellings, _ in FIELDS for name in spellings] + ["gpu_uuids"]
@@ -176,9 +185,10 @@ def _json_fields() -> str:
     return f"""
         parsed AS (  -- each line's JSON read twice: its keys, and the JSON text of each field's value
             SELECT line, raw, TRY(json_keys(raw)) AS keys, TRY(json_transform(raw, '{structure}')) AS j
-            FROM batch WHERE trim(raw) <> ''
+            FROM {source} WHERE trim(raw) <> ''
         ), objects AS (  -- an object without a repeated key (Python keeps a repeat's last value, SQL its first)
             SELECT line, raw, j, coalesce(keys IS NOT NULL AND j IS NOT NULL AND regexp_matches(raw, '^[ \t\r\n]*[{{]')
+                                          AND NOT regexp_matches(raw, '{TRAILING_COMMA}')
                                           AND len(keys) = list_unique(keys), false) AS object
             FROM parsed
         ), texts AS (  -- each field's JSON text once (NULL for null or missing)
@@ -199,6 +209,67 @@ def _json_fields() -> str:
                    coalesce({uuids_type}, 'NULL') IN ('NULL', 'ARRAY')
                        AND coalesce(list_bool_and(list_transform(uuid_types, lambda x: x = 'VARCHAR')), true) AS uuids_plain
             FROM valued
+        )"""
+
+
+def _keys(*sorts: str) -> str:
+    return "|".join(name for _, spellings, sort in FIELDS if sort in sorts for name in spellings)
+
+
+BLANK = r"[\s\x0b\x1c-\x1f\x85\xa0\x{1680}\x{2000}-\x{200a}\x{2028}\x{2029}\x{202f}\x{205f}\x{3000}]"
+TRAILING_COMMA = r",\s*[}\]]"  # DuckDB's JSON reader takes `[1,]` and `{"a": 1,}`; Python's json refuses them
+# A line the lenient read may take otherwise than Python: any match sends it to the strict read. A
+# string without escapes holds no quote, so `"key":` is always a key (a nested one only costs a
+# strict read); numbers the lenient read would round or cast (text, true, 1.5 or 1e3 as a count,
+# long digits) and text that is not a JSON string or has a blank at an edge are all caught here.
+QUIRK = "|".join((
+    r"\\",                                    # an escape: a key or text spelled with escapes
+    r"[0-9.]{17,}", r"[0-9.][eE][-+]?[0-9]",   # more digits than a double keeps; an exponent
+    TRAILING_COMMA,
+    r"^\s*[^{\s]",                              # not an object
+    r'"\s+:',                                   # a blank before a key's colon (keys are counted as `":`)
+    rf'"(?:{_keys("count")})"\s*:\s*(?:[^-0-9n\s]|-[^0-9]|n[^u]|-?[0-9]+[.eE])',
+    rf'"(?:{_keys("number", "percent", "money")})"\s*:\s*(?:[^-0-9n\s]|-[^0-9]|n[^u])',
+    rf'"(?:{_keys("text", "time")})"\s*:\s*(?:[^"n\s]|n[^u])',
+    r'"gpu_uuids"\s*:',
+    rf':\s*"{BLANK}', rf'{BLANK}"\s*[,}}\]]',    # a string starting or ending with a blank
+))
+
+
+def _lenient_fields(ctx: ParseContext) -> str:
+    """CTEs ending in `typed` for JSON lines: every field read straight to its type by one
+    json_transform, trusted only on lines without a QUIRK whose every key is a known field with a
+    value (`object`; a repeated key, where Python keeps the last value and SQL the first, fails it:
+    a string without escapes holds no quote, so each `":` ends a key)."""
+    sql_type = {"text": "VARCHAR", "time": "VARCHAR", "count": "BIGINT", "number": "DOUBLE", "percent": "DOUBLE",
+                "money": "VARCHAR"}  # money as DuckDB prints the double, checked as the strict read does
+    structure = "{" + ", ".join(f'"{name}": "{sql_type[sort]}"' for _, spellings, sort in FIELDS for name in spellings) + "}"
+    filled = " + ".join(f"CAST(v.{name} IS NOT NULL AS INTEGER)" for _, spellings, _ in FIELDS for name in spellings)
+    naive_ok = ctx.tz is timezone.utc
+    time_ok = " OR ".join([f"regexp_full_match(@, '{ISO_WITH_OFFSET}')"]
+                          + ([f"regexp_full_match(@, '{ISO_NAIVE}')"] if naive_ok else []))
+    columns = []
+    for column, spellings, sort in FIELDS:
+        found = [f"nullif(v.{name}, '')" if sort in ("text", "time") else f"v.{name}" for name in spellings]
+        value = found[0] if len(found) == 1 else f"coalesce({', '.join(found)})"
+        columns.append(f"{value} AS {column}_text")
+    return f"""
+        read AS (
+            SELECT line, raw, TRY(json_transform(raw, '{structure}')) AS v, regexp_matches(raw, '{QUIRK}') AS quirk
+            FROM batch WHERE trim(raw) <> ''
+        ), fields AS (  -- as many keys (each `":`) as known fields with a value: no key repeated, none unknown
+            SELECT line, raw, coalesce(NOT quirk AND v IS NOT NULL
+                                       AND (length(raw) - length(replace(raw, '":', ''))) // 2 = {filled}, false) AS object,
+                   {", ".join(columns)}
+            FROM read
+        ), typed AS (
+            SELECT *,
+                   CASE WHEN {time_ok.replace('@', 'window_start_text')} THEN TRY_CAST(window_start_text AS TIMESTAMPTZ) END AS start_at,
+                   CASE WHEN {time_ok.replace('@', 'window_end_text')} THEN TRY_CAST(window_end_text AS TIMESTAMPTZ) END AS end_at,
+                   {", ".join(f"{c}_text AS {c}" for c, _, sort in FIELDS if sort in ("count", "number", "percent", "text"))},
+                   CASE WHEN regexp_full_match(cost_usd_text, '{MONEY_TEXT}') THEN CAST(cost_usd_text AS DECIMAL(38, 12)) END AS cost_usd,
+                   CAST(NULL AS VARCHAR[]) AS uuids
+            FROM fields
         )"""
 
 
@@ -239,9 +310,10 @@ def _csv_fields(header: list[str]) -> str:
         )"""
 
 
-def _typed_sql(ctx: ParseContext, fields_sql: str, csv: bool) -> str:
+def _typed_sql(ctx: ParseContext, fields_sql: str, csv: bool = False, lenient: bool = False) -> str:
     """The statement typing and checking a batch into TEMP TABLE `typed` (`ok`: plain and loadable
-    straight from SQL) from the CTEs `fields_sql` (_json_fields, or _csv_fields when `csv`)."""
+    straight from SQL) from the CTEs `fields_sql` (_json_fields, or _csv_fields when `csv`; or
+    _lenient_fields, which end in the typed values themselves and vouch for their types and blanks)."""
     plain = []
     for column, _, sort in FIELDS:
         allowed = {"text": "('VARCHAR')", "time": "('VARCHAR')", "count": "('UBIGINT', 'BIGINT')",
@@ -256,9 +328,8 @@ def _typed_sql(ctx: ParseContext, fields_sql: str, csv: bool) -> str:
     numbers_ok = " AND ".join(f"({c}_text IS NULL OR (isfinite({c}) AND {c} BETWEEN 0 AND {values.NUMBER_LIMIT}))" for c, _, sort in FIELDS if sort == "number")
     percents_ok = " AND ".join(f"({c}_text IS NULL OR {c} BETWEEN 0 AND 100)" for c, _, sort in FIELDS if sort == "percent")
     texts = ", ".join(f"coalesce({c}, '')" for c, _, sort in FIELDS if sort == "text")
-    return f"""
-        CREATE OR REPLACE TEMP TABLE typed AS
-        WITH {fields_sql}, typed AS (
+    typed_cte = f"""
+        , typed AS (
             SELECT *,
                    CASE WHEN {time_ok.replace('@', 'window_start_text')} THEN TRY_CAST(window_start_text AS TIMESTAMPTZ) END AS start_at,
                    CASE WHEN {time_ok.replace('@', 'window_end_text')} THEN TRY_CAST(window_end_text AS TIMESTAMPTZ) END AS end_at,
@@ -269,13 +340,17 @@ def _typed_sql(ctx: ParseContext, fields_sql: str, csv: bool) -> str:
                    {", ".join(f"{c}_text AS {c}" for c, _, sort in FIELDS if sort == "text")},
                    list_filter(uuid_list, lambda u: u <> '') AS uuids
             FROM fields
-        ), checked AS (
+        )"""
+    plain_check = "true" if lenient else (
+        " AND ".join(plain) + " AND uuids_plain AND NOT regexp_matches(concat_ws(chr(1), "
+        f"{texts}, coalesce(array_to_string(uuid_list, chr(1)), '')), '{EDGE_BLANK}')")
+    return f"""
+        CREATE OR REPLACE TEMP TABLE typed AS
+        WITH {fields_sql}{"" if lenient else typed_cte}, checked AS (
             SELECT *, coalesce(end_at, CASE WHEN window_s < 1e9 THEN start_at + to_microseconds(CAST(window_s * 1e6 AS BIGINT)) END) AS window_end,
                    CASE WHEN end_at IS NOT NULL THEN epoch(end_at - start_at) ELSE window_s END AS seconds,
                    coalesce(
-                       object AND {" AND ".join(plain)} AND uuids_plain
-                       AND NOT regexp_matches(concat_ws(chr(1), {texts}, coalesce(array_to_string(uuid_list, chr(1)), '')),
-                                              '{EDGE_BLANK}')
+                       object AND {plain_check}
                        AND start_at >= TIMESTAMPTZ '1990-01-01 00:00:00+00' AND start_at < TIMESTAMPTZ '2100-01-01 00:00:00+00'
                        AND (window_end_text IS NULL OR (end_at >= TIMESTAMPTZ '1990-01-01 00:00:00+00'
                                                         AND end_at < TIMESTAMPTZ '2100-01-01 00:00:00+00' AND end_at > start_at))
@@ -289,7 +364,7 @@ def _typed_sql(ctx: ParseContext, fields_sql: str, csv: bool) -> str:
                        AND requests_success + coalesce(requests_error, 0) <= requests_total
                        AND (cost_usd IS NOT NULL OR cost_usd_text IS NULL)
                        -- from 1,000 USD a JSON double's last digit is past 12 decimals: a longer number is Python's
-                       AND ({'true' if csv else 'false'} OR cost_usd IS NULL OR cost_usd < 1000 OR NOT regexp_matches(raw, '{LONG_NUMBER}')), false) AS ok
+                       AND ({'true' if csv or lenient else 'false'} OR cost_usd IS NULL OR cost_usd < 1000 OR NOT regexp_matches(raw, '{LONG_NUMBER}')), false) AS ok
             FROM typed
         )
         SELECT line, ok, start_at, window_end, seconds, service, model_version, requests_total, requests_success,

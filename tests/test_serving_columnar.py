@@ -284,3 +284,58 @@ def test_random_csv_stages_the_same(tmp_path, caplog):
         after = assert_same(path)
     assert len(after["serving_windows"]) > 1000 and len(after["rejects"]) > 100
     assert read_in_python(caplog) < 900  # the odd and corrupted lines, not the file
+
+
+# --- JSON lines: the lenient read and its quirk detector ----------------------------------------
+PLAIN = json.dumps(BASE)[:-1]  # an object missing its closing brace, to add one field and close
+QUIRKY_JSON = [
+    json.dumps(BASE),                                                          # plain: the lenient read
+    PLAIN.replace('"svc-00"', '"svc-01"') + ', "service": "svc-02"}',          # a key repeated: Python's last
+    PLAIN.replace("serve-00-0", "q1") + ', "region": "eu"}',                   # an unknown key
+    PLAIN.replace("serve-00-0", "q2") + ', "meta": {"requests_total": "9"}}',  # a known key nested
+    PLAIN.replace("serve-00-0", "q3") + ', "energy_kwh" : 0.5}',               # a blank before the colon
+    PLAIN.replace("serve-00-0", "q4") + ', "energy_\\u006bwh": 0.5}',          # an escaped key
+    PLAIN.replace("serve-00-0", "q5").replace("459", '"459"') + "}",           # a count as text
+    PLAIN.replace("serve-00-0", "q6").replace("459", "459.0") + "}",           # a count as 459.0
+    PLAIN.replace("serve-00-0", "q7").replace("459", "4.59e2") + "}",
+    PLAIN.replace("serve-00-0", "q8").replace("454", "true") + "}",
+    PLAIN.replace("serve-00-0", "q9").replace("454", "1.5") + "}",
+    PLAIN.replace("serve-00-0", "q10").replace('"v1"', "1") + "}",             # text as a number
+    PLAIN.replace("serve-00-0", "q11").replace('"v1"', "1.50") + "}",
+    PLAIN.replace("serve-00-0", "q12").replace('"svc-00"', '" svc-00"') + "}",  # blanks at an edge
+    PLAIN.replace("serve-00-0", "q13").replace('"svc-00"', '"svc-00\u00a0"') + "}",
+    PLAIN.replace("serve-00-0", "q14").replace('"svc-00"', '"svc-00\u3000"') + "}",
+    PLAIN.replace("serve-00-0", "q15") + ", }",                                # a trailing comma
+    PLAIN.replace("serve-00-0", "q16") + ', "gpu_uuids": ["a", ]}',
+    PLAIN.replace("serve-00-0", "q17") + ', "energy_kwh": NaN}',
+    PLAIN.replace("serve-00-0", "q18") + ', "energy_kwh": -Infinity}',
+    PLAIN.replace("serve-00-0", "q19") + ', "energy_kwh": null, "cost_usd": null}',  # nulls
+    PLAIN.replace("serve-00-0", "q20") + ', "instance_type": ""}',             # empty text: absent
+    PLAIN.replace("serve-00-0", "q21").replace("459", "99999999999999999999") + "}",
+    PLAIN.replace("serve-00-0", "q22") + ', "cost_usd": 1234567.1234567891}',  # more digits than a double
+    PLAIN.replace("serve-00-0", "q23") + ', "cost_usd": 12345.5}',
+    PLAIN.replace("serve-00-0", "q24") + ', "energy_kwh": 1e400}',
+    PLAIN.replace("serve-00-0", "q25") + ', "gpu_uuids": ["GPU-a", "GPU-b"], "gpu_type": "L4"}',
+    PLAIN.replace("serve-00-0", "q26").replace('"window_end": "2026-10-01T00:08:00Z", ', "")
+    + ', "window_seconds": 60, "window_s": null, "start_time": "2026-10-01T01:00:00Z"}',  # spellings
+    PLAIN.replace("serve-00-0", "q27").replace("459", "-459") + "}",
+    PLAIN.replace("serve-00-0", "q28") + ', "energy_kwh": -0.5}',
+    PLAIN.replace("serve-00-0", "q29") + ', "avg_gpu_util": 100.5}',
+    PLAIN.replace("serve-00-0", "q30").replace('"svc-00"', '"svc-\u00fc\u4e2d"') + "}",
+    '   ' + PLAIN.replace("serve-00-0", "q31") + '}  ',                          # blanks around the object
+    PLAIN.replace("serve-00-0", "q32") + '} {"a": 1}',                         # two objects
+    PLAIN.replace("serve-00-0", "q33") + ', "window_start": 1790000000}',      # epoch start, repeated key
+    PLAIN.replace("serve-00-0", "q34").replace("2026-10-01T00:00:00Z", "2026-10-01 00:00:00") + "}",
+    PLAIN.replace("serve-00-0", "q35").replace('"v1"', '"v1:x"') + "}",        # a colon in text
+    PLAIN.replace("serve-00-0", "q36").replace('"v1"', '"v1\\":"') + "}",      # a quote and colon, escaped
+    PLAIN.replace("serve-00-0", "q37").replace('"svc-00"', '"\\u0020svc-00"') + "}",  # an escaped blank at an edge
+]
+
+
+def test_quirky_json_lines_stage_the_same(tmp_path, caplog):
+    """Each quirk the lenient read could take otherwise than Python reaches the strict read or Python."""
+    with caplog.at_level(logging.DEBUG, logger="ingest.serving_columnar"):
+        after = assert_same(write(tmp_path / "quirky.jsonl", QUIRKY_JSON))
+    assert len(after["rejects"]) >= 10 and len(after["serving_windows"]) >= 15
+    with caplog.at_level(logging.DEBUG, logger="ingest.serving_columnar"):
+        assert_same(write(tmp_path / "quirky_berlin.jsonl", QUIRKY_JSON), tz=ZoneInfo("Europe/Berlin"))
