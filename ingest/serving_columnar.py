@@ -65,8 +65,8 @@ FIELDS = (
     ("prompt_tokens", ("prompt_tokens",), "count"),
     ("output_tokens", ("output_tokens",), "count"),
 )
-COUNT_MAX = {"gpu_count": 2**31 - 1, "replicas": 2**31 - 1}  # other counts: BIGINT
 INTEGER_MAX = 2**31 - 1
+COUNT_MAX = {"gpu_count": INTEGER_MAX, "replicas": INTEGER_MAX}  # other counts: BIGINT
 VECTOR_ROWS = 2048  # DuckDB's vector size
 log = logging.getLogger(__name__)
 
