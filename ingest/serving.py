@@ -172,30 +172,69 @@ def _records(lines: Lines, parsed: Parsed):
         if not text.strip():
             continue
         opening, first = first, False
-        if opening and "," in text and not text.lstrip("\ufeff").lstrip().startswith("{"):
-            header = [c.strip() for c in next(csv.reader([text.lstrip("\ufeff")]))]
-            missing = [n for n in ("requests_total", "requests_success", "service", "model_version")
-                       if n not in header]
-            if not any(n in header for n in NAMES["window_start"]):
-                missing.insert(0, "window_start")
-            if missing:
-                parsed.rejects.append(Reject(line, f"not a serving-window header: missing {', '.join(missing)}", text))
+        if opening and is_csv_header(text):
+            header = csv_header(text)
+            reason = header_problem(header)
+            if reason:
+                parsed.rejects.append(Reject(line, reason, text))
                 return
             continue
         if header is not None:
-            try:
-                fields = next(csv.reader([text]))
-            except csv.Error as error:
-                parsed.rejects.append(Reject(line, f"unreadable CSV: {error}", text[:500]))
-                continue
-            if len(fields) != len(header):
-                parsed.rejects.append(Reject(line, f"has {len(fields)} fields, the header has {len(header)}", text))
-                continue
-            yield line, dict(zip(header, fields)), text
+            record = _csv_record(line, text, header, parsed)
+            if record is not None:
+                yield line, record, text
             continue
         record = _json_record(line, text, parsed)
         if record is not None:
             yield line, record, text
+
+
+def is_csv_header(text: str) -> bool:
+    """Whether a file's first non-blank line is a CSV header (a comma, and not a JSON object)."""
+    return "," in text and not text.lstrip("\ufeff").lstrip().startswith("{")
+
+
+def csv_header(text: str) -> list[str]:
+    """The header line's column names, stripped."""
+    return [c.strip() for c in next(csv.reader([text.lstrip("\ufeff")]))]
+
+
+def header_problem(header: list[str]) -> str | None:
+    """Why a CSV header cannot be a serving file's, or None when it can."""
+    missing = [n for n in ("requests_total", "requests_success", "service", "model_version") if n not in header]
+    if not any(n in header for n in NAMES["window_start"]):
+        missing.insert(0, "window_start")
+    return f"not a serving-window header: missing {', '.join(missing)}" if missing else None
+
+
+def _csv_record(line: int, text: str, header: list[str], parsed: Parsed) -> dict | None:
+    """One CSV line's fields by header name; None (and a reject) when it cannot be split to the header."""
+    try:
+        fields = next(csv.reader([text]))
+    except csv.Error as error:
+        parsed.rejects.append(Reject(line, f"unreadable CSV: {error}", text[:500]))
+        return None
+    if len(fields) != len(header):
+        parsed.rejects.append(Reject(line, f"has {len(fields)} fields, the header has {len(header)}", text))
+        return None
+    return dict(zip(header, fields))
+
+
+def parse_csv_lines(header: list[str], lines: Lines, ctx: ParseContext, prices: config.Prices) -> Parsed:
+    """Windows from CSV data lines under `header`: what serving_columnar leaves to Python."""
+    parsed = Parsed()
+    for line, text in lines:
+        if not text.strip():
+            continue
+        record = _csv_record(line, text, header, parsed)
+        if record is None:
+            continue
+        try:
+            parsed.rows("serving_windows").append(build_window(record, line, ctx, prices))
+            parsed.accepted += 1
+        except BadValue as error:
+            parsed.rejects.append(Reject(line, str(error), text))
+    return parsed
 
 
 def _json_record(line: int, text: str, parsed: Parsed) -> object | None:
