@@ -69,20 +69,28 @@ def in_years(instant_sql: str) -> str:
             f"AND {instant_sql} < TIMESTAMPTZ '2100-01-01 00:00:00+00')")
 
 
-def first_filled(con: duckdb.DuckDBPyConnection, src: staging.Source,
-                 skip_blank: bool = True) -> tuple[int | None, str | None]:
+def first_filled(con: duckdb.DuckDBPyConnection, src: staging.Source, skip_blank: bool = True,
+                 refuse_before: bool = True) -> tuple[int | None, str | None]:
     """The batch's first line a per-line parser would take for the file's first line: (line,
     text), or (None, None). A line over [ingest] max_line_bytes never is (the loader hands the
-    per-line path the lines without it): each one before it is staged as refused, with its size.
+    per-line path the lines without it): each one before it is staged as refused, with its size
+    (unless `refuse_before` is off and a line was found: the caller stages the whole batch).
     With `skip_blank`, a blank line (Python's `not line.strip()`) is passed over too."""
     found = con.execute("SELECT line, raw FROM batch WHERE NOT starts_with(raw, $marker) "
                         "AND NOT ($skip AND regexp_full_match(raw, $blank)) ORDER BY line LIMIT 1",
                         {"marker": TOO_LONG, "skip": skip_blank, "blank": BLANK_LINE}).fetchall()
     line, text = found[0] if found else (None, None)
-    too_long = con.execute("SELECT line, raw FROM batch WHERE starts_with(raw, $marker) AND line < $before "
-                           "ORDER BY line", {"marker": TOO_LONG, "before": line or 2**62}).fetchall()
-    staging.add_rejects(con, src.name, [(number, limits.too_long_reason(raw), "") for number, raw in too_long])
+    if refuse_before or line is None:
+        refuse_too_long(con, src, before=line)
     return line, text
+
+
+def refuse_too_long(con: duckdb.DuckDBPyConnection, src: staging.Source, before: int | None) -> None:
+    """Stage as refused, with its size, each line of the batch dropped for its length before line
+    `before` (every one when None)."""
+    too_long = con.execute("SELECT line, raw FROM batch WHERE starts_with(raw, $marker) AND line < $before "
+                           "ORDER BY line", {"marker": TOO_LONG, "before": before or 2**62}).fetchall()
+    staging.add_rejects(con, src.name, [(number, limits.too_long_reason(raw), "") for number, raw in too_long])
 
 
 TOO_LONG = limits.too_long_marker(0)[:-1]  # how every line staging drops for its length begins

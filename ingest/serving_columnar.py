@@ -82,10 +82,12 @@ def stage(src: Source, con, ctx: ParseContext) -> Staged:
         con.register("batch", pa.Table.from_batches(batch.to_batches(max_chunksize=VECTOR_ROWS)))
         try:
             if insert is None:
-                header_line, text = line_sql.first_filled(con)
+                # JSON lines: the batch's every line is staged below, a too-long one refused there
+                header_line, text = line_sql.first_filled(con, src, refuse_before=False)
                 if header_line is None:
                     continue
                 if serving.is_csv_header(text):
+                    line_sql.refuse_too_long(con, src, before=header_line)  # not read as CSV below
                     header = serving.csv_header(text)
                     reason = serving.header_problem(header)
                     if reason:  # the file is refused at its header, as line by line

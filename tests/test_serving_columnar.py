@@ -339,3 +339,38 @@ def test_quirky_json_lines_stage_the_same(tmp_path, caplog):
     assert len(after["rejects"]) >= 10 and len(after["serving_windows"]) >= 15
     with caplog.at_level(logging.DEBUG, logger="ingest.serving_columnar"):
         assert_same(write(tmp_path / "quirky_berlin.jsonl", QUIRKY_JSON), tz=ZoneInfo("Europe/Berlin"))
+
+
+def test_too_long_lines_are_refused_once_and_the_next_line_decides(tmp_path, monkeypatch):
+    """A too-long first line is refused with its size, once, and the next one decides JSON or CSV
+    (its header): as the per-line path reads it (the loader refuses too-long lines before `parse`)."""
+    from ingest import limits, loader
+
+    monkeypatch.setattr(limits, "_current", limits.current())
+    limits.configure(limits.Limits(max_line_bytes=400))
+    other = {**BASE, "host": "h2"}
+    as_csv = [",".join(BASE), ",".join(str(v) for v in BASE.values()), ",".join(str(v) for v in other.values())]
+    files = {"long.jsonl": ["x" * 900, json.dumps(BASE), "y" * 900, json.dumps(other)],
+             "long.csv": ["x" * 900, "", as_csv[0], as_csv[1], "y" * 900, as_csv[2]]}
+    for name, lines in files.items():
+        path = write(tmp_path / name, lines)
+        ctx = ParseContext(str(path), UTC)
+        src = staging.Source.of(path)
+        old, new = staging.open_stage(), staging.open_stage()
+        try:
+            too_long: list = []
+            parsed = serving.parse(loader._within_limit(staging.lines(src), too_long), ctx)
+            parsed.rejects.extend(too_long)
+            staging.insert_parsed(old, parsed, str(path))
+            result = serving_columnar.stage(src, new, ctx)
+            loader._name_too_long_lines(new)
+            staging.keep_last(new, "serving_windows")
+            assert staged(new) == staged(old), name
+            assert result.accepted == parsed.accepted == 2, name
+            expected_lines = [1, 3] if name.endswith(".jsonl") else [1, 5]
+            got = new.execute("SELECT line, reason FROM rejects ORDER BY line").fetchall()
+            assert [line for line, _ in got] == expected_lines, name
+            assert all("longer than the 400" in reason for _, reason in got), name
+        finally:
+            old.close()
+            new.close()
