@@ -20,8 +20,8 @@ from datetime import timezone
 
 import pyarrow as pa
 
-from ingest import config, run_record, staging, values
-from ingest.contract import BadValue, ParseContext
+from ingest import config, limits, run_record, staging, values
+from ingest.contract import BadValue, ParseContext, Reject
 from ingest.serving_columnar import EDGE_BLANK, ISO_NAIVE, ISO_WITH_OFFSET, LONG_NUMBER, MONEY_TEXT
 from ingest.staging import Source, Staged
 
@@ -42,6 +42,7 @@ STATUS = {**{s: s for s in run_record.STATUSES}, **run_record.STATUS_SYNONYMS}
 EARLIEST, LATEST = "TIMESTAMPTZ '1990-01-01 00:00:00+00'", "TIMESTAMPTZ '2100-01-01 00:00:00+00'"
 US_PER_HOUR = 3_600_000_000
 VECTOR_ROWS = 2048  # DuckDB's vector size
+ONE_VALUE_BYTES = 16 << 20  # DuckDB's default maximum_object_size: a larger file is not read as one value
 # Runs are staged with `ord` (the line, or the element of a JSON array) so a run_id seen twice
 # keeps its later record and only that record's eval points.
 STAGED_RUNS, STAGED_EVALS = "runs_by_record", "run_evals_by_record"
@@ -77,8 +78,36 @@ def stage(src: Source, con, ctx: ParseContext) -> Staged:
     return Staged(accepted, run_record.staged_run_totals(con))
 
 
+HEAD_BYTES = 1 << 20  # the first line is looked for in the file's first MB (then in line_batches)
+BLANK = b" \t\n\r\f"  # what Arrow's `\\s` (RE2) calls blank
+
+
 def _first_line(src: Source) -> tuple[int, str] | None:
-    """The first non-blank line (number, text)."""
+    """The first non-blank line (number, text), as line_batches numbers and splits it; read from
+    the file's first MB (a whole batch, or the whole file, only when that holds no such line)."""
+    with src.open_binary() as stream:
+        head = stream.read(HEAD_BYTES)
+        ended = len(head) < HEAD_BYTES
+    if head.startswith(staging.BOM):
+        head = head[len(staging.BOM):]
+    lines = head.split(b"\n")
+    complete = lines if ended else lines[:-1]  # the last piece of a cut read may go on
+    for number, line in enumerate(complete, start=1):
+        if line.strip(BLANK):
+            if len(line) > limits.current().max_line_bytes:
+                break  # line_batches shows a marker for it: let it
+            try:
+                return number, line.rstrip(b"\r").decode("utf-8")
+            except UnicodeDecodeError:
+                break  # line_batches says where
+    else:
+        if ended:
+            return None
+    return _first_line_of_batches(src)
+
+
+def _first_line_of_batches(src: Source) -> tuple[int, str] | None:
+    """_first_line from line_batches: every line until a non-blank one."""
     import pyarrow.compute as pc
 
     for batch in staging.line_batches(src):
@@ -97,10 +126,22 @@ def _is_json(text: str) -> bool:
 
 
 def _one_value(src: Source, con) -> bool:
-    """Whether the file is one JSON value (an object over many lines), as DuckDB reads it."""
+    """Whether the file is one JSON value (an object over many lines), as DuckDB reads it; a file
+    over ONE_VALUE_BYTES (as text) is not: DuckDB reads no value that large, and is not asked."""
+    if src.compression is None:
+        if src.path.stat().st_size > ONE_VALUE_BYTES:
+            return False
+    else:
+        with src.open_binary() as stream:  # the size as text: counted, never held
+            size = 0
+            while chunk := stream.read(1 << 20):
+                size += len(chunk)
+                if size > ONE_VALUE_BYTES:
+                    return False
     try:
-        return con.execute("SELECT count(*) FROM read_json_objects(?, format = 'unstructured', compression = ?)",
-                           [str(src.path), src.duckdb_compression]).fetchall()[0][0] == 1
+        return con.execute("SELECT count(*) FROM read_json_objects(?, format = 'unstructured', compression = ?, "
+                           "maximum_object_size = ?)",
+                           [str(src.path), src.duckdb_compression, ONE_VALUE_BYTES]).fetchall()[0][0] == 1
     except Exception:  # DuckDB's errors have no common base here: any means "not one value"
         return False
 
@@ -402,8 +443,8 @@ def _stage_in_python(con, src: Source, ctx: ParseContext, prices, suspects, raw_
         if not raw.strip():  # blank as Python reads blanks (a no-break space, say): skipped, as before
             continue
         shown = raw if raw_of_line is None else raw_of_line  # runs_json.parse shows an element's line
-        [(_, record)] = runs_json._json_lines([(line, raw)])
-        if isinstance(record, runs_json.Reject):
+        record = run_record.json_record(line, raw)
+        if isinstance(record, Reject):
             rejects.append((line, record.reason, record.raw if raw_of_line is None else shown))
             continue
         try:
