@@ -386,8 +386,11 @@ def _stage_batch(con, src: Source, ctx: ParseContext, prices, batch: str, raw_of
     accepted = con.execute(f"INSERT INTO {STAGED_RUNS} SELECT {select}, ord FROM typed WHERE settled").fetchall()[0][0]
     con.execute(f"INSERT INTO {STAGED_EVALS} SELECT p.run_id, p.seq, p.step, p.elapsed_s, p.value, p.ord "
                 "FROM points p SEMI JOIN typed t ON t.ord = p.ord AND t.settled")
-    suspects = con.execute("SELECT r.line, r.ord, r.raw FROM records r ANTI JOIN (SELECT ord FROM typed WHERE settled) s "
-                           "USING (ord) WHERE trim(r.raw) <> '' ORDER BY r.ord").fetchall()
+    records = con.execute("SELECT count(*) FROM records").fetchall()[0][0]
+    # every record settled (the usual batch): no need to look for the others
+    suspects = [] if accepted == records else con.execute(
+        "SELECT r.line, r.ord, r.raw FROM records r ANTI JOIN (SELECT ord FROM typed WHERE settled) s "
+        "USING (ord) WHERE trim(r.raw) <> '' ORDER BY r.ord").fetchall()
     if suspects:  # the exact reason, or a quirk the SQL does not read: Python, record by record
         log.debug("%s: %d records read in Python", src.name, len(suspects))
         accepted += _stage_in_python(con, src, ctx, prices, suspects, raw_of_line)
@@ -472,6 +475,13 @@ def _insert_dicts(con, table: str, rows: list[dict]) -> None:
 
 def _keep_latest(con) -> None:
     """Into `runs` and `run_evals`: each run_id's latest record and that record's eval points."""
+    if con.execute(f"SELECT count(*) = count(DISTINCT run_id) FROM {STAGED_RUNS}").fetchall()[0][0]:
+        # no run_id twice (the usual file): every record and eval point is its run's latest
+        con.execute(f"INSERT INTO runs SELECT * EXCLUDE (ord) FROM {STAGED_RUNS}")
+        con.execute(f"INSERT INTO run_evals SELECT * EXCLUDE (ord) FROM {STAGED_EVALS}")
+        for table in (STAGED_RUNS, STAGED_EVALS):
+            con.execute(f"DROP TABLE {table}")
+        return
     con.execute(f"""
         CREATE OR REPLACE TEMP TABLE kept AS SELECT * FROM {STAGED_RUNS}
         QUALIFY row_number() OVER (PARTITION BY run_id ORDER BY ord DESC) = 1""")
