@@ -296,3 +296,69 @@ def test_a_long_array_with_repeated_runs_keeps_each_runs_last_element(tmp_path):
     path.write_bytes(gzip.compress(json.dumps(records, indent=1).encode()))
     new = assert_same(path)
     assert len(new["runs"]) == 1500
+
+
+FIRST_LINES = {  # the same runs after blank lines of every kind, with a BOM, with CRLF line ends
+    "blank-first.jsonl": "\n \t\n\r\n" + "\n".join(json.dumps({**BARE, "run_id": f"b{n}"}) for n in range(3)) + "\n",
+    "bom.jsonl": "\ufeff" + json.dumps(SEED) + "\n" + json.dumps(BARE) + "\n",
+    "crlf.jsonl": "\r\n".join(["", json.dumps(SEED), json.dumps(BARE), "{not json", ""]),
+    "blank-array.json": "\n\n  " + json.dumps([BARE, SEED], indent=2) + "\n",
+    "blank-object.json": "\n \n" + json.dumps(SEED, indent=2) + "\n",
+    "only-blanks.jsonl": "\n  \n\t\n",
+}
+
+
+@pytest.mark.parametrize("name", sorted(FIRST_LINES))
+def test_the_first_line_read_from_the_head_is_the_one_line_batches_give(tmp_path, name):
+    path = tmp_path / name
+    path.write_bytes(FIRST_LINES[name].encode("utf-8"))
+    source = staging.Source.of(path)
+    # the reference: every line as line_batches numbers and splits them, the first non-blank one
+    numbered = [(number, text) for number, text in staging.lines(source) if text.strip(" \t\n\r\f")]
+    assert runs_columnar._first_line(source) == (numbered[0] if numbered else None)
+    assert_same(path)
+
+
+def test_a_first_line_past_the_head_is_found_in_the_batches(tmp_path, monkeypatch):
+    monkeypatch.setattr(runs_columnar, "HEAD_BYTES", 64)  # the blank lines fill more than the head
+    path = write(tmp_path / "late.jsonl", [" " * 30] * 5 + [json.dumps(SEED), json.dumps(BARE)])
+    assert runs_columnar._first_line(staging.Source.of(path)) == (6, json.dumps(SEED))
+    assert_same(path)
+
+
+def test_a_file_past_the_one_value_bound_is_read_as_lines_without_counting_its_values(tmp_path, monkeypatch):
+    """A `{` line that is not JSON by itself: one object over many lines only when the file is
+    small enough for DuckDB to read as one value; a longer file is lines (its first one rejected)."""
+    monkeypatch.setattr(runs_columnar, "ONE_VALUE_BYTES", 4096)
+    lines = ['{"run_id": "cut-short",'] + [json.dumps({**BARE, "run_id": f"r{n}"}) for n in range(60)]
+    plain = write(tmp_path / "cut.jsonl", lines)
+    packed = tmp_path / "cut.jsonl.gz"
+    packed.write_bytes(gzip.compress(plain.read_bytes()))
+    one = tmp_path / "run_meta.json"
+    one.write_text(json.dumps(SEED, indent=2))
+    big = tmp_path / "big_meta.json"  # one object, but larger than the bound: not read as one value
+    big.write_text(json.dumps({**SEED, "tags": {f"k{n}": "v" * 50 for n in range(100)}}, indent=2))
+    con = Recording(staging.open_stage())
+    try:
+        assert [runs_columnar._one_value(staging.Source.of(p), con) for p in (plain, packed, one, big)] == \
+            [False, False, True, False]
+        assert len(con.queries) == 1  # DuckDB was asked about the small file alone
+    finally:
+        con.close()
+    for path in (plain, packed):
+        new = assert_same(path)
+        assert len(new["runs"]) == 60 and [line for _, line, *_ in new["rejects"]] == [1]
+
+
+class Recording:
+    """A DuckDB connection that keeps the text of every statement it is given."""
+
+    def __init__(self, con):
+        self.con, self.queries = con, []
+
+    def execute(self, sql, *args):
+        self.queries.append(sql)
+        return self.con.execute(sql, *args)
+
+    def __getattr__(self, name):
+        return getattr(self.con, name)
