@@ -42,6 +42,8 @@ STATUS = {**{s: s for s in run_record.STATUSES}, **run_record.STATUS_SYNONYMS}
 EARLIEST, LATEST = "TIMESTAMPTZ '1990-01-01 00:00:00+00'", "TIMESTAMPTZ '2100-01-01 00:00:00+00'"
 US_PER_HOUR = 3_600_000_000
 VECTOR_ROWS = 2048  # DuckDB's vector size
+# trim(text) <> '' without a trimmed copy of each line (trim strips Unicode spaces, category Zs)
+FILLED = "regexp_matches({}, '[^\\p{{Zs}}]')"
 ONE_VALUE_BYTES = 16 << 20  # DuckDB's default maximum_object_size: a larger file is not read as one value
 # Runs are staged with `ord` (the line, or the element of a JSON array) so a run_id seen twice
 # keeps its later record and only that record's eval points.
@@ -238,7 +240,7 @@ def _sql_ok_and_rows(ctx: ParseContext, batch: str) -> str:
     return f"""
         WITH parsed AS (  -- each line's JSON read twice: its keys, and the values of PATHS
             SELECT line, ord, raw, TRY(json_keys(raw)) AS keys, TRY(json_extract(raw, {['$.' + p for p in PATHS]!r})) AS j
-            FROM {batch} WHERE trim(raw) <> ''
+            FROM {batch} WHERE {FILLED.format('raw')}
         ), objects AS (
             SELECT line, ord, keys, j,
                    coalesce(keys IS NOT NULL AND j IS NOT NULL AND regexp_matches(raw, '^[ \t\r\n]*[{{]')
@@ -390,7 +392,7 @@ def _stage_batch(con, src: Source, ctx: ParseContext, prices, batch: str, raw_of
     # every record settled (the usual batch): no need to look for the others
     suspects = [] if accepted == records else con.execute(
         "SELECT r.line, r.ord, r.raw FROM records r ANTI JOIN (SELECT ord FROM typed WHERE settled) s "
-        "USING (ord) WHERE trim(r.raw) <> '' ORDER BY r.ord").fetchall()
+        f"USING (ord) WHERE {FILLED.format('r.raw')} ORDER BY r.ord").fetchall()
     if suspects:  # the exact reason, or a quirk the SQL does not read: Python, record by record
         log.debug("%s: %d records read in Python", src.name, len(suspects))
         accepted += _stage_in_python(con, src, ctx, prices, suspects, raw_of_line)

@@ -305,6 +305,9 @@ FIRST_LINES = {  # the same runs after blank lines of every kind, with a BOM, wi
     "blank-array.json": "\n\n  " + json.dumps([BARE, SEED], indent=2) + "\n",
     "blank-object.json": "\n \n" + json.dumps(SEED, indent=2) + "\n",
     "only-blanks.jsonl": "\n  \n\t\n",
+    # blank lines of Unicode spaces (DuckDB's trim strips them, Python's strip too), a tab, a form feed
+    "unicode-blanks.jsonl": "\n".join([json.dumps(SEED), "\u00a0\u3000 \u2009", "\t", "\f", " \u00a0",
+                                       json.dumps(BARE), "\u00a0x"]) + "\n",
 }
 
 
