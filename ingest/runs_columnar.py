@@ -42,7 +42,12 @@ STATUS = {**{s: s for s in run_record.STATUSES}, **run_record.STATUS_SYNONYMS}
 EARLIEST, LATEST = "TIMESTAMPTZ '1990-01-01 00:00:00+00'", "TIMESTAMPTZ '2100-01-01 00:00:00+00'"
 US_PER_HOUR = 3_600_000_000
 VECTOR_ROWS = 2048  # DuckDB's vector size
-# trim(text) <> '' without a trimmed copy of each line (trim strips Unicode spaces, category Zs)
+# A JSON number written with more digits than a double keeps (DuckDB would round it): after the
+# `:`, `,` or `[` before it, on one line (a record's or an array element's text); digits in a
+# string (a resource id "i-06831718843699913") are not one, though a string holding `: 1234...` is
+# taken for one (read in Python, the same either way).
+LONG_JSON_NUMBER = r"[:,\[][ \t\r\n]*[-+0-9.eE]*[0-9.]{17}"
+# trim(text) <> '''' without a trimmed copy of each line (trim strips Unicode spaces, category Zs)
 FILLED = "regexp_matches({}, '[^\\p{{Zs}}]')"
 ONE_VALUE_BYTES = 16 << 20  # DuckDB's default maximum_object_size: a larger file is not read as one value
 # Runs are staged with `ord` (the line, or the element of a JSON array) so a run_id seen twice
@@ -244,7 +249,7 @@ def _sql_ok_and_rows(ctx: ParseContext, batch: str) -> str:
         ), objects AS (
             SELECT line, ord, keys, j,
                    coalesce(keys IS NOT NULL AND j IS NOT NULL AND regexp_matches(raw, '^[ \t\r\n]*[{{]')
-                            AND NOT regexp_matches(raw, '{LONG_NUMBER}'), false) AS object
+                            AND NOT regexp_matches(raw, '{LONG_JSON_NUMBER}'), false) AS object
             FROM parsed
         ), read AS (  -- a value's own JSON text is short: typing it again costs little
             SELECT line, ord, object, keys,

@@ -121,6 +121,19 @@ EVERY_KIND = [
     json.dumps({**BARE, "run_id": "text-number", "project": 7}),
     json.dumps({**BARE, "val_metric": 0.9, "eval_history": [{"elapsed_s": 5, "value": 0.9}]}),  # r1 again: wins
     json.dumps({**BARE, "run_id": "dup-bad", "status": "exploded"}),
+    # numbers with more digits than a double keeps, wherever a number goes (read exactly in Python)
+    '{"run_id": "long-1", "start_time": "2025-05-05T16:00:00Z", "duration_hours": 1.0000000000000001}',
+    '{"run_id": "long-2", "start_time": "2025-05-05T16:00:00Z", "duration_hours": 1, "val_metric":-0.12345678901234567}',
+    '{"run_id": "long-3", "start_time": "2025-05-05T16:00:00Z", "duration_hours": 1, "gpu_indices": [1,  12345678901234567]}',
+    '{"run_id": "long-4", "start_time": "2025-05-05T16:00:00Z", "duration_hours": 1, "tags": {"n":\t12345678901234567890}}',
+    '{"run_id": "long-5", "start_time": "2025-05-05T16:00:00Z", "duration_hours": 1, "val_metric": 1.5e00000000000000000001}',
+    '{"run_id": "long-6", "start_time": "2025-05-05T16:00:00Z", "duration_hours": 1, "examples": 12345678901234567}',
+    '{"run_id": "long-7", "start_time": "2025-05-05T16:00:00Z", "duration_hours": 1, "price_per_hour_usd": 2.4500000000000001}',
+    # long money: both read it to the same 12 places (0.1), or it is no amount
+    '{"run_id": "long-8", "start_time": "2025-05-05T16:00:00Z", "duration_hours": 1, "price_per_hour_usd": 0.1000000000000000055511151231257827}',
+    '{"run_id": "long-9", "start_time": "2025-05-05T16:00:00Z", "duration_hours": 1, "estimated_cost_usd":[0.1000000000000000055511151231257827][0]}',
+    '{"run_id": "long-10", "start_time": "2025-05-05T16:00:00Z", "duration_hours": 1, "estimated_cost_usd":\r\n 3.0300000000000000000001}',
+    json.dumps({**BARE, "run_id": "digits-in-text", "tags": {"resource_id": "i-06831718843699913"}, "note": "x: 12345678901234567"}),
 ]
 
 
@@ -184,7 +197,7 @@ def plain_record(rng: random.Random, n: int) -> dict:
               "gpu_count": rng.randrange(1, 9), "price_per_hour_usd": round(rng.uniform(0.5, 40), rng.randrange(0, 5)),
               "start_time": _iso(start), "end_time": _iso(start + rng.randrange(60, 200_000)),
               "throughput_examples_per_sec": round(rng.uniform(1, 5000), 2), "val_metric": round(rng.random(), 5),
-              "val_metric_name": rng.choice(["accuracy", "eval_loss", "ndcg@10"]), "tags": {"resource_id": f"i-{n:08x}"}}
+              "val_metric_name": rng.choice(["accuracy", "eval_loss", "ndcg@10"]), "tags": {"resource_id": f"i-{n:08x}", "instance": f"i-0{n:016d}"}}
     if n % 3 == 0:
         record["eval_history"] = [{"elapsed_s": 100.5 * k, "step": 500 * k, "value": round(rng.random(), 4)} for k in range(1, 4)]
     if n % 10 == 0:
