@@ -7,12 +7,13 @@ estimated_cost_usd, ...) and call build_run, so validation and derivation live h
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from datetime import timedelta
 from decimal import Decimal
 
 from ingest import config, values
-from ingest.contract import BadValue, ParseContext, Parsed
+from ingest.contract import BadValue, ParseContext, Parsed, Reject
 
 STATUSES = {"completed", "failed", "preempted", "running"}
 STATUS_SYNONYMS = {"success": "completed", "succeeded": "completed", "finished": "completed",
@@ -129,6 +130,16 @@ def build_run(record: dict, line: int, ctx: ParseContext, source_kind: str,
         "source_line": line,
     }
     return row, _evals(record.get("eval_history"), run_id, started, tz)
+
+
+def json_record(line: int, text: str) -> object:
+    """One line of a JSON-lines file read as JSON (exact decimals), or the Reject saying why not."""
+    try:
+        return json.loads(text, parse_float=Decimal)
+    except json.JSONDecodeError as error:
+        return Reject(line, f"not valid JSON: {error.msg} at column {error.colno}", text)
+    except RecursionError:
+        return Reject(line, "JSON nested too deeply to read", text[:500])
 
 
 def catalog_price(prices: config.Prices, instance_type: str | None, gpu_type: str | None,

@@ -20,8 +20,8 @@ from datetime import timezone
 
 import pyarrow as pa
 
-from ingest import config, run_record, staging, values
-from ingest.contract import BadValue, ParseContext
+from ingest import config, limits, run_record, staging, values
+from ingest.contract import BadValue, ParseContext, Reject
 from ingest.serving_columnar import EDGE_BLANK, ISO_NAIVE, ISO_WITH_OFFSET, LONG_NUMBER, MONEY_TEXT
 from ingest.staging import Source, Staged
 
@@ -42,6 +42,14 @@ STATUS = {**{s: s for s in run_record.STATUSES}, **run_record.STATUS_SYNONYMS}
 EARLIEST, LATEST = "TIMESTAMPTZ '1990-01-01 00:00:00+00'", "TIMESTAMPTZ '2100-01-01 00:00:00+00'"
 US_PER_HOUR = 3_600_000_000
 VECTOR_ROWS = 2048  # DuckDB's vector size
+# A JSON number written with more digits than a double keeps (DuckDB would round it): after the
+# `:`, `,` or `[` before it, on one line (a record's or an array element's text); digits in a
+# string (a resource id "i-06831718843699913") are not one, though a string holding `: 1234...` is
+# taken for one (read in Python, the same either way).
+LONG_JSON_NUMBER = r"[:,\[][ \t\r\n]*[-+0-9.eE]*[0-9.]{17}"
+# trim(text) <> '''' without a trimmed copy of each line (trim strips Unicode spaces, category Zs)
+FILLED = "regexp_matches({}, '[^\\p{{Zs}}]')"
+ONE_VALUE_BYTES = 16 << 20  # DuckDB's default maximum_object_size: a larger file is not read as one value
 # Runs are staged with `ord` (the line, or the element of a JSON array) so a run_id seen twice
 # keeps its later record and only that record's eval points.
 STAGED_RUNS, STAGED_EVALS = "runs_by_record", "run_evals_by_record"
@@ -77,8 +85,36 @@ def stage(src: Source, con, ctx: ParseContext) -> Staged:
     return Staged(accepted, run_record.staged_run_totals(con))
 
 
+HEAD_BYTES = 1 << 20  # the first line is looked for in the file's first MB (then in line_batches)
+BLANK = b" \t\n\r\f"  # what Arrow's `\\s` (RE2) calls blank
+
+
 def _first_line(src: Source) -> tuple[int, str] | None:
-    """The first non-blank line (number, text)."""
+    """The first non-blank line (number, text), as line_batches numbers and splits it; read from
+    the file's first MB (a whole batch, or the whole file, only when that holds no such line)."""
+    with src.open_binary() as stream:
+        head = stream.read(HEAD_BYTES)
+        ended = len(head) < HEAD_BYTES
+    if head.startswith(staging.BOM):
+        head = head[len(staging.BOM):]
+    lines = head.split(b"\n")
+    complete = lines if ended else lines[:-1]  # the last piece of a cut read may go on
+    for number, line in enumerate(complete, start=1):
+        if line.strip(BLANK):
+            if len(line) > limits.current().max_line_bytes:
+                break  # line_batches shows a marker for it: let it
+            try:
+                return number, line.rstrip(b"\r").decode("utf-8")
+            except UnicodeDecodeError:
+                break  # line_batches says where
+    else:
+        if ended:
+            return None
+    return _first_line_of_batches(src)
+
+
+def _first_line_of_batches(src: Source) -> tuple[int, str] | None:
+    """_first_line from line_batches: every line until a non-blank one."""
     import pyarrow.compute as pc
 
     for batch in staging.line_batches(src):
@@ -97,10 +133,22 @@ def _is_json(text: str) -> bool:
 
 
 def _one_value(src: Source, con) -> bool:
-    """Whether the file is one JSON value (an object over many lines), as DuckDB reads it."""
+    """Whether the file is one JSON value (an object over many lines), as DuckDB reads it; a file
+    over ONE_VALUE_BYTES (as text) is not: DuckDB reads no value that large, and is not asked."""
+    if src.compression is None:
+        if src.path.stat().st_size > ONE_VALUE_BYTES:
+            return False
+    else:
+        with src.open_binary() as stream:  # the size as text: counted, never held
+            size = 0
+            while chunk := stream.read(1 << 20):
+                size += len(chunk)
+                if size > ONE_VALUE_BYTES:
+                    return False
     try:
-        return con.execute("SELECT count(*) FROM read_json_objects(?, format = 'unstructured', compression = ?)",
-                           [str(src.path), src.duckdb_compression]).fetchall()[0][0] == 1
+        return con.execute("SELECT count(*) FROM read_json_objects(?, format = 'unstructured', compression = ?, "
+                           "maximum_object_size = ?)",
+                           [str(src.path), src.duckdb_compression, ONE_VALUE_BYTES]).fetchall()[0][0] == 1
     except Exception:  # DuckDB's errors have no common base here: any means "not one value"
         return False
 
@@ -197,11 +245,11 @@ def _sql_ok_and_rows(ctx: ParseContext, batch: str) -> str:
     return f"""
         WITH parsed AS (  -- each line's JSON read twice: its keys, and the values of PATHS
             SELECT line, ord, raw, TRY(json_keys(raw)) AS keys, TRY(json_extract(raw, {['$.' + p for p in PATHS]!r})) AS j
-            FROM {batch} WHERE trim(raw) <> ''
+            FROM {batch} WHERE {FILLED.format('raw')}
         ), objects AS (
             SELECT line, ord, keys, j,
                    coalesce(keys IS NOT NULL AND j IS NOT NULL AND regexp_matches(raw, '^[ \t\r\n]*[{{]')
-                            AND NOT regexp_matches(raw, '{LONG_NUMBER}'), false) AS object
+                            AND NOT regexp_matches(raw, '{LONG_JSON_NUMBER}'), false) AS object
             FROM parsed
         ), read AS (  -- a value's own JSON text is short: typing it again costs little
             SELECT line, ord, object, keys,
@@ -345,8 +393,11 @@ def _stage_batch(con, src: Source, ctx: ParseContext, prices, batch: str, raw_of
     accepted = con.execute(f"INSERT INTO {STAGED_RUNS} SELECT {select}, ord FROM typed WHERE settled").fetchall()[0][0]
     con.execute(f"INSERT INTO {STAGED_EVALS} SELECT p.run_id, p.seq, p.step, p.elapsed_s, p.value, p.ord "
                 "FROM points p SEMI JOIN typed t ON t.ord = p.ord AND t.settled")
-    suspects = con.execute("SELECT r.line, r.ord, r.raw FROM records r ANTI JOIN (SELECT ord FROM typed WHERE settled) s "
-                           "USING (ord) WHERE trim(r.raw) <> '' ORDER BY r.ord").fetchall()
+    records = con.execute("SELECT count(*) FROM records").fetchall()[0][0]
+    # every record settled (the usual batch): no need to look for the others
+    suspects = [] if accepted == records else con.execute(
+        "SELECT r.line, r.ord, r.raw FROM records r ANTI JOIN (SELECT ord FROM typed WHERE settled) s "
+        f"USING (ord) WHERE {FILLED.format('r.raw')} ORDER BY r.ord").fetchall()
     if suspects:  # the exact reason, or a quirk the SQL does not read: Python, record by record
         log.debug("%s: %d records read in Python", src.name, len(suspects))
         accepted += _stage_in_python(con, src, ctx, prices, suspects, raw_of_line)
@@ -402,8 +453,8 @@ def _stage_in_python(con, src: Source, ctx: ParseContext, prices, suspects, raw_
         if not raw.strip():  # blank as Python reads blanks (a no-break space, say): skipped, as before
             continue
         shown = raw if raw_of_line is None else raw_of_line  # runs_json.parse shows an element's line
-        [(_, record)] = runs_json._json_lines([(line, raw)])
-        if isinstance(record, runs_json.Reject):
+        record = run_record.json_record(line, raw)
+        if isinstance(record, Reject):
             rejects.append((line, record.reason, record.raw if raw_of_line is None else shown))
             continue
         try:
@@ -431,6 +482,13 @@ def _insert_dicts(con, table: str, rows: list[dict]) -> None:
 
 def _keep_latest(con) -> None:
     """Into `runs` and `run_evals`: each run_id's latest record and that record's eval points."""
+    if con.execute(f"SELECT count(*) = count(DISTINCT run_id) FROM {STAGED_RUNS}").fetchall()[0][0]:
+        # no run_id twice (the usual file): every record and eval point is its run's latest
+        con.execute(f"INSERT INTO runs SELECT * EXCLUDE (ord) FROM {STAGED_RUNS}")
+        con.execute(f"INSERT INTO run_evals SELECT * EXCLUDE (ord) FROM {STAGED_EVALS}")
+        for table in (STAGED_RUNS, STAGED_EVALS):
+            con.execute(f"DROP TABLE {table}")
+        return
     con.execute(f"""
         CREATE OR REPLACE TEMP TABLE kept AS SELECT * FROM {STAGED_RUNS}
         QUALIFY row_number() OVER (PARTITION BY run_id ORDER BY ord DESC) = 1""")

@@ -10,7 +10,7 @@ from decimal import Decimal
 
 from ingest import config
 from ingest.contract import BadValue, Lines, ParseContext, Parsed, Reject
-from ingest.run_record import build_run, collect, run_totals, to_parsed
+from ingest.run_record import build_run, collect, json_record, run_totals, to_parsed
 
 KIND = "runs"
 TABLES = ("runs", "run_evals")
@@ -65,17 +65,7 @@ def _whole_document(numbered: list[tuple[int, str]]) -> list[tuple[int, object]]
 
 
 def _json_lines(numbered: list[tuple[int, str]]) -> list[tuple[int, object]]:
-    records: list[tuple[int, object]] = []
-    for line, text in numbered:
-        if not text.strip():
-            continue
-        try:
-            records.append((line, json.loads(text, parse_float=Decimal)))
-        except json.JSONDecodeError as error:
-            records.append((line, Reject(line, f"not valid JSON: {error.msg} at column {error.colno}", text)))
-        except RecursionError:
-            records.append((line, Reject(line, "JSON nested too deeply to read", text[:500])))
-    return records
+    return [(line, json_record(line, text)) for line, text in numbered if text.strip()]
 
 
 def _raw(numbered: list[tuple[int, str]], line: int) -> str:

@@ -121,6 +121,19 @@ EVERY_KIND = [
     json.dumps({**BARE, "run_id": "text-number", "project": 7}),
     json.dumps({**BARE, "val_metric": 0.9, "eval_history": [{"elapsed_s": 5, "value": 0.9}]}),  # r1 again: wins
     json.dumps({**BARE, "run_id": "dup-bad", "status": "exploded"}),
+    # numbers with more digits than a double keeps, wherever a number goes (read exactly in Python)
+    '{"run_id": "long-1", "start_time": "2025-05-05T16:00:00Z", "duration_hours": 1.0000000000000001}',
+    '{"run_id": "long-2", "start_time": "2025-05-05T16:00:00Z", "duration_hours": 1, "val_metric":-0.12345678901234567}',
+    '{"run_id": "long-3", "start_time": "2025-05-05T16:00:00Z", "duration_hours": 1, "gpu_indices": [1,  12345678901234567]}',
+    '{"run_id": "long-4", "start_time": "2025-05-05T16:00:00Z", "duration_hours": 1, "tags": {"n":\t12345678901234567890}}',
+    '{"run_id": "long-5", "start_time": "2025-05-05T16:00:00Z", "duration_hours": 1, "val_metric": 1.5e00000000000000000001}',
+    '{"run_id": "long-6", "start_time": "2025-05-05T16:00:00Z", "duration_hours": 1, "examples": 12345678901234567}',
+    '{"run_id": "long-7", "start_time": "2025-05-05T16:00:00Z", "duration_hours": 1, "price_per_hour_usd": 2.4500000000000001}',
+    # long money: both read it to the same 12 places (0.1), or it is no amount
+    '{"run_id": "long-8", "start_time": "2025-05-05T16:00:00Z", "duration_hours": 1, "price_per_hour_usd": 0.1000000000000000055511151231257827}',
+    '{"run_id": "long-9", "start_time": "2025-05-05T16:00:00Z", "duration_hours": 1, "estimated_cost_usd":[0.1000000000000000055511151231257827][0]}',
+    '{"run_id": "long-10", "start_time": "2025-05-05T16:00:00Z", "duration_hours": 1, "estimated_cost_usd":\r\n 3.0300000000000000000001}',
+    json.dumps({**BARE, "run_id": "digits-in-text", "tags": {"resource_id": "i-06831718843699913"}, "note": "x: 12345678901234567"}),
 ]
 
 
@@ -184,7 +197,7 @@ def plain_record(rng: random.Random, n: int) -> dict:
               "gpu_count": rng.randrange(1, 9), "price_per_hour_usd": round(rng.uniform(0.5, 40), rng.randrange(0, 5)),
               "start_time": _iso(start), "end_time": _iso(start + rng.randrange(60, 200_000)),
               "throughput_examples_per_sec": round(rng.uniform(1, 5000), 2), "val_metric": round(rng.random(), 5),
-              "val_metric_name": rng.choice(["accuracy", "eval_loss", "ndcg@10"]), "tags": {"resource_id": f"i-{n:08x}"}}
+              "val_metric_name": rng.choice(["accuracy", "eval_loss", "ndcg@10"]), "tags": {"resource_id": f"i-{n:08x}", "instance": f"i-0{n:016d}"}}
     if n % 3 == 0:
         record["eval_history"] = [{"elapsed_s": 100.5 * k, "step": 500 * k, "value": round(rng.random(), 4)} for k in range(1, 4)]
     if n % 10 == 0:
@@ -296,3 +309,72 @@ def test_a_long_array_with_repeated_runs_keeps_each_runs_last_element(tmp_path):
     path.write_bytes(gzip.compress(json.dumps(records, indent=1).encode()))
     new = assert_same(path)
     assert len(new["runs"]) == 1500
+
+
+FIRST_LINES = {  # the same runs after blank lines of every kind, with a BOM, with CRLF line ends
+    "blank-first.jsonl": "\n \t\n\r\n" + "\n".join(json.dumps({**BARE, "run_id": f"b{n}"}) for n in range(3)) + "\n",
+    "bom.jsonl": "\ufeff" + json.dumps(SEED) + "\n" + json.dumps(BARE) + "\n",
+    "crlf.jsonl": "\r\n".join(["", json.dumps(SEED), json.dumps(BARE), "{not json", ""]),
+    "blank-array.json": "\n\n  " + json.dumps([BARE, SEED], indent=2) + "\n",
+    "blank-object.json": "\n \n" + json.dumps(SEED, indent=2) + "\n",
+    "only-blanks.jsonl": "\n  \n\t\n",
+    # blank lines of Unicode spaces (DuckDB's trim strips them, Python's strip too), a tab, a form feed
+    "unicode-blanks.jsonl": "\n".join([json.dumps(SEED), "\u00a0\u3000 \u2009", "\t", "\f", " \u00a0",
+                                       json.dumps(BARE), "\u00a0x"]) + "\n",
+}
+
+
+@pytest.mark.parametrize("name", sorted(FIRST_LINES))
+def test_the_first_line_read_from_the_head_is_the_one_line_batches_give(tmp_path, name):
+    path = tmp_path / name
+    path.write_bytes(FIRST_LINES[name].encode("utf-8"))
+    source = staging.Source.of(path)
+    # the reference: every line as line_batches numbers and splits them, the first non-blank one
+    numbered = [(number, text) for number, text in staging.lines(source) if text.strip(" \t\n\r\f")]
+    assert runs_columnar._first_line(source) == (numbered[0] if numbered else None)
+    assert_same(path)
+
+
+def test_a_first_line_past_the_head_is_found_in_the_batches(tmp_path, monkeypatch):
+    monkeypatch.setattr(runs_columnar, "HEAD_BYTES", 64)  # the blank lines fill more than the head
+    path = write(tmp_path / "late.jsonl", [" " * 30] * 5 + [json.dumps(SEED), json.dumps(BARE)])
+    assert runs_columnar._first_line(staging.Source.of(path)) == (6, json.dumps(SEED))
+    assert_same(path)
+
+
+def test_a_file_past_the_one_value_bound_is_read_as_lines_without_counting_its_values(tmp_path, monkeypatch):
+    """A `{` line that is not JSON by itself: one object over many lines only when the file is
+    small enough for DuckDB to read as one value; a longer file is lines (its first one rejected)."""
+    monkeypatch.setattr(runs_columnar, "ONE_VALUE_BYTES", 4096)
+    lines = ['{"run_id": "cut-short",'] + [json.dumps({**BARE, "run_id": f"r{n}"}) for n in range(60)]
+    plain = write(tmp_path / "cut.jsonl", lines)
+    packed = tmp_path / "cut.jsonl.gz"
+    packed.write_bytes(gzip.compress(plain.read_bytes()))
+    one = tmp_path / "run_meta.json"
+    one.write_text(json.dumps(SEED, indent=2))
+    big = tmp_path / "big_meta.json"  # one object, but larger than the bound: not read as one value
+    big.write_text(json.dumps({**SEED, "tags": {f"k{n}": "v" * 50 for n in range(100)}}, indent=2))
+    con = Recording(staging.open_stage())
+    try:
+        assert [runs_columnar._one_value(staging.Source.of(p), con) for p in (plain, packed, one, big)] == \
+            [False, False, True, False]
+        assert len(con.queries) == 1  # DuckDB was asked about the small file alone
+    finally:
+        con.close()
+    for path in (plain, packed):
+        new = assert_same(path)
+        assert len(new["runs"]) == 60 and [line for _, line, *_ in new["rejects"]] == [1]
+
+
+class Recording:
+    """A DuckDB connection that keeps the text of every statement it is given."""
+
+    def __init__(self, con):
+        self.con, self.queries = con, []
+
+    def execute(self, sql, *args):
+        self.queries.append(sql)
+        return self.con.execute(sql, *args)
+
+    def __getattr__(self, name):
+        return getattr(self.con, name)
