@@ -222,19 +222,7 @@ def _csv_record(line: int, text: str, header: list[str], parsed: Parsed) -> dict
 
 def parse_csv_lines(header: list[str], lines: Lines, ctx: ParseContext, prices: config.Prices) -> Parsed:
     """Windows from CSV data lines under `header`: what serving_columnar leaves to Python."""
-    parsed = Parsed()
-    for line, text in lines:
-        if not text.strip():
-            continue
-        record = _csv_record(line, text, header, parsed)
-        if record is None:
-            continue
-        try:
-            parsed.rows("serving_windows").append(build_window(record, line, ctx, prices))
-            parsed.accepted += 1
-        except BadValue as error:
-            parsed.rejects.append(Reject(line, str(error), text))
-    return parsed
+    return _windows_of(lines, lambda line, text, parsed: _csv_record(line, text, header, parsed), ctx, prices)
 
 
 def _json_record(line: int, text: str, parsed: Parsed) -> object | None:
@@ -250,11 +238,16 @@ def _json_record(line: int, text: str, parsed: Parsed) -> object | None:
 
 def parse_json_lines(lines: Lines, ctx: ParseContext, prices: config.Prices) -> Parsed:
     """Windows from JSON lines only (no CSV header): what serving_columnar leaves to Python."""
+    return _windows_of(lines, _json_record, ctx, prices)
+
+
+def _windows_of(lines: Lines, read, ctx: ParseContext, prices: config.Prices) -> Parsed:
+    """Windows from the lines `read(line, text, parsed)` makes records of (None: it rejected the line)."""
     parsed = Parsed()
     for line, text in lines:
         if not text.strip():
             continue
-        record = _json_record(line, text, parsed)
+        record = read(line, text, parsed)
         if record is None:
             continue
         try:
