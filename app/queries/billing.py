@@ -37,21 +37,11 @@ def _charge_range(filters: Filters) -> dict:
 def billing_totals(filters: Filters) -> pd.DataFrame:
     """Per billing currency (largest billed first): lines, billed, effective and list cost, billed
     cost per charge category (credits negative), and the span of charges."""
-    return warehouse.query(BILL_LINES + """
-        SELECT billing_currency,
-               count(*)                                                   AS lines,
-               sum(CAST(billed_cost AS DECIMAL(38, 10)))                                           AS billed_cost,
-               sum(CAST(effective_cost AS DECIMAL(38, 10)))                                        AS effective_cost,
-               sum(CAST(list_cost AS DECIMAL(38, 10)))                                             AS list_cost,
-               coalesce(sum(CAST(billed_cost AS DECIMAL(38, 10))) FILTER (WHERE charge_category = 'usage'), 0)      AS usage_cost,
-               coalesce(sum(CAST(billed_cost AS DECIMAL(38, 10))) FILTER (WHERE charge_category = 'purchase'), 0)   AS purchase_cost,
-               coalesce(sum(CAST(billed_cost AS DECIMAL(38, 10))) FILTER (WHERE charge_category = 'tax'), 0)        AS tax_cost,
-               coalesce(sum(CAST(billed_cost AS DECIMAL(38, 10))) FILTER (WHERE charge_category = 'credit'), 0)     AS credit_cost,
-               coalesce(sum(CAST(billed_cost AS DECIMAL(38, 10))) FILTER (WHERE charge_category = 'adjustment'), 0) AS adjustment_cost,
-               count(DISTINCT provider)                                   AS providers,
-               min(charge_period_start)                                   AS first_charge,
-               max(coalesce(charge_period_end, charge_period_start))      AS last_charge
-        FROM lines GROUP BY billing_currency ORDER BY sum(CAST(abs(billed_cost) AS DECIMAL(38, 10))) DESC, billing_currency
+    return warehouse.query("""
+        SELECT billing_currency, lines, billed_cost, effective_cost, list_cost, usage_cost, purchase_cost,
+               tax_cost, credit_cost, adjustment_cost, providers,
+               charge_period_min AS first_charge, charge_period_max AS last_charge
+        FROM billing_currency_totals_of($start, $end) ORDER BY billed_cost_abs DESC, billing_currency
     """, _charge_range(filters))
 
 
@@ -74,7 +64,7 @@ def billing_spend_over_time(filters: Filters, currency: str, dimension: str, tag
         , grouped AS (
             SELECT day, billed_cost, {group} AS grp FROM lines WHERE billing_currency = $currency
         ), ranked AS (
-            SELECT grp, row_number() OVER (ORDER BY sum(CAST(abs(billed_cost) AS DECIMAL(38, 10))) DESC, grp) AS rank
+            SELECT grp, row_number() OVER (ORDER BY sum(abs(billed_cost)) DESC, grp) AS rank
             FROM grouped GROUP BY grp
         ), span AS (
             SELECT CASE WHEN count(DISTINCT day) * least(count(DISTINCT grp), $top + 1) <= $max_points THEN 'day'
@@ -84,7 +74,7 @@ def billing_spend_over_time(filters: Filters, currency: str, dimension: str, tag
         )
         SELECT date_trunc(bucket, g.day)::DATE AS period, bucket,
                CASE WHEN r.rank <= $top THEN g.grp ELSE '(other)' END AS "group",
-               sum(CAST(g.billed_cost AS DECIMAL(38, 10))) AS billed_cost
+               sum(g.billed_cost) AS billed_cost
         FROM grouped g JOIN ranked r USING (grp), span
         GROUP BY ALL ORDER BY period, "group"
     """, {**_charge_range(filters), "currency": currency, "top": top, "max_points": max_points,
@@ -95,7 +85,7 @@ def billing_by_category(filters: Filters, currency: str) -> pd.DataFrame:
     """Billed cost in `currency` per invoice month (`month`: billing_month, UTC) and charge
     category (credits and adjustments keep their sign), with the line count."""
     return warehouse.query(BILL_LINES + """
-        SELECT billing_month AS month, charge_category, sum(CAST(billed_cost AS DECIMAL(38, 10))) AS billed_cost, count(*) AS lines
+        SELECT billing_month AS month, charge_category, sum(billed_cost) AS billed_cost, count(*) AS lines
         FROM lines WHERE billing_currency = $currency
         GROUP BY ALL ORDER BY month, charge_category
     """, {**_charge_range(filters), "currency": currency})
@@ -107,7 +97,7 @@ def billing_top_resources(filters: Filters, currency: str, limit: int = 20) -> p
     return warehouse.query(BILL_LINES + """
         SELECT resource_id, any_value(resource_name) AS resource_name, any_value(provider) AS provider,
                mode(service_name) AS service_name, mode(instance_type) AS instance_type,
-               sum(CAST(billed_cost AS DECIMAL(38, 10))) AS billed_cost, sum(CAST(effective_cost AS DECIMAL(38, 10))) AS effective_cost, count(*) AS lines,
+               sum(billed_cost) AS billed_cost, sum(effective_cost) AS effective_cost, count(*) AS lines,
                min(charge_period_start) AS first_charge, max(coalesce(charge_period_end, charge_period_start)) AS last_charge
         FROM lines WHERE billing_currency = $currency AND resource_id IS NOT NULL
         GROUP BY resource_id ORDER BY billed_cost DESC, resource_id LIMIT $limit
@@ -137,7 +127,7 @@ def billing_gpu_spend(filters: Filters, currency: str, families: tuple[str, ...]
     return warehouse.query(BILL_LINES + GPU_LINES + """
         SELECT month, coalesce(instance_type, '(' || coalesce(charge_description, 'GPU') || ')') AS instance_type,
                coalesce(pricing_category, '(none)') AS pricing_category,
-               sum(CAST(billed_cost AS DECIMAL(38, 10))) AS billed_cost, count(*) AS lines,
+               sum(billed_cost) AS billed_cost, count(*) AS lines,
                sum(consumed_quantity) FILTER (WHERE lower(consumed_unit) IN ('hours', 'hrs', 'hour')) AS instance_hours
         FROM gpu_lines GROUP BY ALL ORDER BY month, billed_cost DESC
     """, {**_charge_range(filters), "currency": currency, "families": list(families), "words": list(words)})
@@ -168,13 +158,13 @@ def reconciliation_totals(filters: Filters, run_tag: str, slack_s: float) -> pd.
     return warehouse.query(BILL_LINES + """
         , matched AS (SELECT line_key FROM billing_run_lines($run_tag, $slack_s, stored := $stored))
         SELECT l.billing_currency,
-               coalesce(sum(CAST(l.billed_cost AS DECIMAL(38, 10))) FILTER (WHERE m.line_key IS NOT NULL), 0) AS matched_cost,
+               coalesce(sum(l.billed_cost) FILTER (WHERE m.line_key IS NOT NULL), 0) AS matched_cost,
                count(m.line_key)                                                     AS matched_lines,
-               coalesce(sum(CAST(l.billed_cost AS DECIMAL(38, 10))) FILTER (WHERE m.line_key IS NULL), 0)     AS unmatched_cost,
+               coalesce(sum(l.billed_cost) FILTER (WHERE m.line_key IS NULL), 0)     AS unmatched_cost,
                count(*) FILTER (WHERE m.line_key IS NULL)                            AS unmatched_lines
         FROM lines l LEFT JOIN matched m USING (line_key)  -- a line belongs to one run at most
         WHERE l.charge_category = 'usage'
-        GROUP BY l.billing_currency ORDER BY sum(CAST(abs(l.billed_cost) AS DECIMAL(38, 10))) DESC
+        GROUP BY l.billing_currency ORDER BY sum(abs(l.billed_cost)) DESC
     """, {**_charge_range(filters), "run_tag": run_tag, "slack_s": slack_s,
           "stored": _matches_stored(run_tag, slack_s)})
 
@@ -186,7 +176,7 @@ def unmatched_spend(filters: Filters, run_tag: str, project_tag: str, slack_s: f
         , matched AS (SELECT line_key FROM billing_run_lines($run_tag, $slack_s, stored := $stored))
         SELECT billing_currency, coalesce(tags[$project_tag], '(no ' || $project_tag || ' tag)') AS project,
                coalesce(service_name, '(no service)') AS service_name,
-               sum(CAST(billed_cost AS DECIMAL(38, 10))) AS billed_cost, count(*) AS lines,
+               sum(billed_cost) AS billed_cost, count(*) AS lines,
                count(*) FILTER (WHERE tags[$run_tag] IS NOT NULL) AS lines_naming_unknown_runs,
                count(*) FILTER (WHERE tags IS NULL OR cardinality(tags) = 0) AS untagged_lines
         FROM lines

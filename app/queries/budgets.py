@@ -103,7 +103,7 @@ def budget_daily_billed(spans: list[tuple], tags: tuple[str, str]) -> pd.DataFra
         return pd.DataFrame(columns=["budget_no", "day", "spend", "other_currency_lines"])
     return warehouse.query_exact(BUDGET_ROWS + f"""
         SELECT w.budget_no, c.day,
-               coalesce(sum(CAST(c.billed_cost AS DECIMAL(38, 10))) FILTER (WHERE c.billing_currency = w.currency), 0)
+               coalesce(sum(c.billed_cost) FILTER (WHERE c.billing_currency = w.currency), 0)
                    AS spend,
                count(*) FILTER (WHERE c.billing_currency <> w.currency) AS other_currency_lines
         FROM wanted w JOIN billing_costs c ON c.day >= w.start_day AND c.day < w.end_day
@@ -150,7 +150,7 @@ def budget_top_services(budget, tags: tuple[str, str], billed: bool, start, end,
     (budget currency), else serving windows' estimated cost (USD, budgets on everything only)."""
     if billed:
         return _budget_query(f"""
-            SELECT tags['service'] AS service, sum(CAST(billed_cost AS DECIMAL(38, 10))) AS cost
+            SELECT tags['service'] AS service, sum(billed_cost) AS cost
             FROM billing_costs
             WHERE day >= $start AND day < $end AND billing_currency = $currency
               AND tags['service'] IS NOT NULL AND coalesce({BUDGET_SCOPE_BILLED}, false)
@@ -168,7 +168,7 @@ def budget_top_projects(budget, tags: tuple[str, str], billed: bool, start, end,
     ('(untagged)' without one; budget currency), else runs' estimated cost by project (USD)."""
     if billed:
         return _budget_query(f"""
-            SELECT coalesce(tags[$project_tag], '(untagged)') AS project, sum(CAST(billed_cost AS DECIMAL(38, 10))) AS cost
+            SELECT coalesce(tags[$project_tag], '(untagged)') AS project, sum(billed_cost) AS cost
             FROM billing_costs
             WHERE day >= $start AND day < $end AND billing_currency = $currency
               AND coalesce({BUDGET_SCOPE_BILLED}, false)

@@ -30,17 +30,17 @@ def filter_choices() -> dict:
     # one query (every page's sidebar reads it cold: a connection each would cost more than the query)
     found = warehouse.query("""
         WITH span AS (
-            SELECT min(first_at)::DATE AS first_day, max(last_at)::DATE AS last_day FROM (
+            SELECT utc_day(min(first_at)) AS first_day, utc_day(max(last_at)) AS last_day FROM (
                 SELECT min(started_at) AS first_at, max(started_at) AS last_at FROM runs
                 UNION ALL SELECT min(window_start), max(window_start) FROM serving_windows
                 UNION ALL SELECT min(minute), max(minute) FROM gpu_minutes
                 UNION ALL SELECT min(charge_period_start), max(charge_period_start) FROM billing_lines)
-        ), days AS (  -- the stored instants' UTC days (the connection's zone is UTC), from the tables, not the views
+        ), days AS (  -- the stored instants' UTC days, from the tables, not the views
             SELECT DISTINCT day FROM (
-                SELECT DISTINCT started_at::DATE AS day FROM runs
-                UNION SELECT DISTINCT window_start::DATE FROM serving_windows
-                UNION SELECT DISTINCT minute::DATE FROM gpu_minutes
-                UNION SELECT DISTINCT charge_period_start::DATE FROM billing_lines) WHERE day IS NOT NULL
+                SELECT DISTINCT utc_day(started_at) AS day FROM runs
+                UNION SELECT DISTINCT utc_day(window_start) FROM serving_windows
+                UNION SELECT DISTINCT utc_day(minute) FROM gpu_minutes
+                UNION SELECT DISTINCT utc_day(charge_period_start) FROM billing_lines) WHERE day IS NOT NULL
         )
         SELECT s.first_day, s.last_day,
                (SELECT coalesce(list(day ORDER BY day), []) FROM days) AS days,

@@ -86,7 +86,7 @@ def idle_by_day(filters: Filters) -> pd.DataFrame:
     """Per GPU (`host GPU i`) and UTC day: idle and observed hours, for the heatmap."""
     return warehouse.query("""
         SELECT host || ' GPU ' || gpu_index AS gpu, host, gpu_index,
-               (minute AT TIME ZONE 'UTC')::DATE AS day,
+               utc_day(minute) AS day,
                sum(idle_s) / 3600 AS idle_h, sum(coverage_s) / 3600 AS observed_h
         FROM gpu_minutes WHERE minute >= $start AND minute < $end
         GROUP BY ALL ORDER BY host, gpu_index, day
@@ -106,20 +106,17 @@ def utilization_histogram(filters: Filters, bin_pct: int = 5) -> pd.DataFrame:
 
 def right_size_candidates(filters: Filters, util_below_pct: float) -> pd.DataFrame:
     """Per GPU and project, the runs of that project on that GPU whose mean utilization while they
-    held it (%, time-weighted) is under `util_below_pct`: their jobs would likely fit a smaller GPU."""
+    held it (%, time-weighted) is under `util_below_pct`: their jobs would likely fit a smaller GPU.
+    From run_gpu_days (per run, GPU and UTC day; the sidebar's range is whole UTC days)."""
     return warehouse.query("""
-        SELECT rm.host, rm.gpu_index, arg_max(m.gpu_name, m.minute) AS gpu_name, r.project,
+        SELECT d.host, d.gpu_index, arg_max(d.gpu_name, d.gpu_name_at) AS gpu_name, r.project,
                count(DISTINCT r.run_id) AS runs, list(DISTINCT r.run_id ORDER BY r.run_id) AS run_ids,
-               sum(m.coverage_s * rm.run_s / 60) / 3600 AS run_gpu_h,
-               sum(m.util_pct_mean * m.coverage_s * rm.run_s / 60)
-                   / sum(m.coverage_s * rm.run_s / 60) AS mean_util_pct
-        FROM run_gpu_minutes rm
-        JOIN gpu_minutes m USING (host, gpu_index, minute)
-        JOIN runs r USING (run_id)
-        WHERE m.minute >= $start AND m.minute < $end AND m.util_pct_mean IS NOT NULL
-          AND rm.minute >= $start AND rm.minute < $end  -- the same range on both sides, to prune both scans
-        GROUP BY rm.host, rm.gpu_index, r.project
-        HAVING sum(m.util_pct_mean * m.coverage_s * rm.run_s / 60) / sum(m.coverage_s * rm.run_s / 60) < $below
+               sum(d.run_gpu_s) / 3600 AS run_gpu_h,
+               sum(d.util_pct_s) / sum(d.run_gpu_s) AS mean_util_pct
+        FROM run_gpu_days d JOIN runs r USING (run_id)
+        WHERE d.day >= utc_day($start) AND d.day < utc_day($end)
+        GROUP BY d.host, d.gpu_index, r.project
+        HAVING sum(d.util_pct_s) / sum(d.run_gpu_s) < $below
         ORDER BY mean_util_pct
     """, {**_minute_range(filters), "below": util_below_pct})
 
