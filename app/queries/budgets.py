@@ -58,23 +58,40 @@ def estimate_days() -> pd.DataFrame:
     """)
 
 
-# The budgets one query reads, one row each (budget_no = its place in the list handed in): the
-# scope's fields and the [start_day, end_day) it reads. BUDGET_ROW_* fragments test a row against w.
-BUDGET_ROWS = """
-WITH wanted AS (
+# The budgets one query reads, one row each (budget_no = its place in the list handed in, or the
+# number given): the scope's fields and the [start_day, end_day) it reads. A CTE named `wanted`
+# (BUDGET_ROWS starts a query with it; app/budget_drivers.py adds it after the allocation's CTEs);
+# budget_row_scope() and BUDGET_ROW_RUNS test a row against its row w.
+WANTED = """
+wanted AS (
     SELECT unnest($budget_no::INTEGER[]) AS budget_no, unnest($scope::VARCHAR[]) AS scope,
            unnest($value::VARCHAR[]) AS value, unnest($tag_key::VARCHAR[]) AS tag_key,
            unnest($tag_value::VARCHAR[]) AS tag_value, unnest($currency::VARCHAR[]) AS currency,
            unnest($start_day::DATE[]) AS start_day, unnest($end_day::DATE[]) AS end_day
 )
 """
-BUDGET_ROW_BILLED = """
+BUDGET_ROWS = "WITH " + WANTED
+
+
+def budget_row_scope(tags: str, provider: str, piece: str | None = None) -> str:
+    """SQL: whether a bill line (its `tags` map and `provider`, SQL expressions) is in the scope
+    of budget row w: all, by the project or team tag ($project_tag, $team_tag), by a KEY=VALUE tag,
+    by provider. With `piece` (an allocation piece's alias), also by its bucket, model or service;
+    without, those scopes hold nothing (NULL)."""
+    pieces = (f"""
+                 WHEN 'bucket' THEN {piece}.bucket = w.value
+                 WHEN 'model' THEN {piece}.model_version = w.value
+                 WHEN 'service' THEN {piece}.service = w.value""" if piece else "")
+    return f"""
     CASE w.scope WHEN 'all' THEN true
-                 WHEN 'project' THEN c.tags[$project_tag] = w.value
-                 WHEN 'team' THEN c.tags[$team_tag] = w.value
-                 WHEN 'tag' THEN c.tags[w.tag_key] = w.tag_value
-                 WHEN 'provider' THEN lower(c.provider) = lower(w.value) END
+                 WHEN 'project' THEN {tags}[$project_tag] = w.value
+                 WHEN 'team' THEN {tags}[$team_tag] = w.value
+                 WHEN 'tag' THEN {tags}[w.tag_key] = w.tag_value
+                 WHEN 'provider' THEN lower({provider}) = lower(w.value){pieces} END
 """
+
+
+BUDGET_ROW_BILLED = budget_row_scope("c.tags", "c.provider")
 BUDGET_ROW_RUNS = """
     CASE w.scope WHEN 'all' THEN true
                  WHEN 'project' THEN e.project = w.value
@@ -84,10 +101,11 @@ BUDGET_ROW_RUNS = """
 """
 
 
-def _budget_rows(spans: list[tuple], tags: tuple[str, str] = ("", "")) -> dict:
-    """The parameters of BUDGET_ROWS for `spans` ((budget, start, end) each) and `tags`
-    ((project tag, team tag))."""
-    return {"budget_no": list(range(len(spans))), "scope": [b.scope for b, _, _ in spans],
+def budget_rows(spans: list[tuple], tags: tuple[str, str] = ("", ""), numbers: list[int] | None = None) -> dict:
+    """The parameters of WANTED for `spans` ((budget, start, end) each; budget_no = `numbers`, else
+    the place in `spans`) and `tags` ((project tag, team tag))."""
+    return {"budget_no": list(range(len(spans))) if numbers is None else list(numbers),
+            "scope": [b.scope for b, _, _ in spans],
             "value": [b.scope_value or "" for b, _, _ in spans], "tag_key": [b.tag_key or "" for b, _, _ in spans],
             "tag_value": [b.tag_value or "" for b, _, _ in spans], "currency": [b.currency for b, _, _ in spans],
             "start_day": [start for _, start, _ in spans], "end_day": [end for _, _, end in spans],
@@ -109,7 +127,7 @@ def budget_daily_billed(spans: list[tuple], tags: tuple[str, str]) -> pd.DataFra
         FROM wanted w JOIN billing_costs c ON c.day >= w.start_day AND c.day < w.end_day
         WHERE coalesce({BUDGET_ROW_BILLED}, false)
         GROUP BY w.budget_no, c.day ORDER BY w.budget_no, c.day
-    """, _budget_rows(spans, tags))
+    """, budget_rows(spans, tags))
 
 
 def budget_daily_estimated(spans: list[tuple]) -> pd.DataFrame:
@@ -118,7 +136,7 @@ def budget_daily_estimated(spans: list[tuple]) -> pd.DataFrame:
     day, plus serving windows for a budget on everything (windows carry no project)."""
     if not spans:
         return pd.DataFrame(columns=["budget_no", "day", "spend", "other_currency_lines"])
-    params = _budget_rows(spans)
+    params = budget_rows(spans)
     del params["project_tag"], params["team_tag"]
     return warehouse.query_exact(BUDGET_ROWS + f"""
         , estimates AS (
