@@ -21,6 +21,8 @@ What a changed input reaches:
   (GPU, minute) those runs held before or hold now.
 - run_gpu_days (per run, GPU and UTC day: utilization while held) is redone for the runs whose
   run_gpu_time was redone and, on a touched GPU, for every run's days from the day of `since` on.
+- gpu_days (per GPU and UTC day: idle, allocated, busy, energy) is redone for the days of those
+  (GPU, minute)s and of a touched GPU's minutes from the day of `since` on.
 - run_gpu_energy (per run) is redone for those runs, for every run sharing one of those
   (GPU, minute)s with them (their share of its energy moved), and for every run that held a
   touched GPU in a minute that was rewritten (its energy figures may have moved).
@@ -59,12 +61,13 @@ def refresh_run_energy(con: duckdb.DuckDBPyConnection, tables: Iterable[str] | N
     with `tables` (those a load wrote), only when one of them is in RUN_ENERGY_SOURCES."""
     if tables is not None and not RUN_ENERGY_SOURCES.intersection(tables):
         return
-    for table in ("run_gpu_time", "gpu_minutes_allocated", "run_gpu_energy", "run_gpu_days"):
+    for table in ("run_gpu_time", "gpu_minutes_allocated", "run_gpu_energy", "run_gpu_days", "gpu_days"):
         con.execute(f"DELETE FROM {table}")
     con.execute("INSERT INTO run_gpu_time SELECT * FROM run_gpu_minutes_live")
     con.execute("INSERT INTO run_gpu_days SELECT * FROM run_gpu_days_of('run_gpu_time')")
     con.execute("INSERT INTO gpu_minutes_allocated SELECT host, gpu_index, minute, sum(run_s) FROM run_gpu_time "
                 "GROUP BY ALL")
+    con.execute("INSERT INTO gpu_days SELECT * FROM gpu_days_of('gpu_minutes')")
     con.execute("INSERT INTO run_gpu_energy SELECT * FROM run_energy_live")
     run_trace_costs.refresh(con)  # imported runs without a cost: priced from their traced GPU-hours
 
@@ -137,6 +140,7 @@ def update_run_energy(con: duckdb.DuckDBPyConnection, runs: bool, gpus: bool) ->
     con.execute("INSERT INTO gpu_minutes_allocated SELECT t.host, t.gpu_index, t.minute, sum(t.run_s) "
                 "FROM run_gpu_time t SEMI JOIN held_minutes h USING (host, gpu_index, minute) GROUP BY ALL")
     _update_run_gpu_days(con, gpus)
+    _update_gpu_days(con, gpus)
     energy = ["SELECT run_id FROM time_runs",
               "SELECT t.run_id FROM run_gpu_time t SEMI JOIN held_minutes h USING (host, gpu_index, minute)"]
     if gpus:
@@ -164,6 +168,26 @@ def _update_run_gpu_days(con: duckdb.DuckDBPyConnection, gpus: bool) -> None:
     con.execute("CREATE OR REPLACE TEMP TABLE days_time AS SELECT * FROM run_gpu_time t "
                 "WHERE t.run_id IN (SELECT run_id FROM time_runs)" + touched)
     con.execute("INSERT INTO run_gpu_days SELECT * FROM run_gpu_days_of('days_time')")
+
+
+def _update_gpu_days(con: duckdb.DuckDBPyConnection, gpus: bool) -> None:
+    """gpu_days again for the (GPU, UTC day)s whose minutes' allocation changed (held_minutes)
+    and, with `gpus`, for a touched GPU's days from the day of its `since` on (its minutes there
+    were rewritten; a day is redone whole)."""
+    con.execute("CREATE OR REPLACE TEMP TABLE days_redo AS "
+                "SELECT DISTINCT host, gpu_index, utc_day(minute) AS day FROM held_minutes")
+    if gpus:
+        con.execute("INSERT INTO days_redo "
+                    "SELECT d.host, d.gpu_index, d.day FROM gpu_days d JOIN touched_gpus g USING (host, gpu_index) "
+                    "WHERE d.day >= utc_day(g.since) "
+                    "UNION SELECT DISTINCT m.host, m.gpu_index, utc_day(m.minute) FROM gpu_minutes m "
+                    "JOIN touched_gpus g USING (host, gpu_index) WHERE m.minute >= g.since "
+                    "EXCEPT SELECT host, gpu_index, day FROM days_redo")
+    con.execute("DELETE FROM gpu_days d USING days_redo r "
+                "WHERE d.host = r.host AND d.gpu_index = r.gpu_index AND d.day = r.day")
+    con.execute("CREATE OR REPLACE TEMP TABLE days_minutes AS SELECT m.* FROM gpu_minutes m "
+                "SEMI JOIN days_redo r ON m.host = r.host AND m.gpu_index = r.gpu_index AND utc_day(m.minute) = r.day")
+    con.execute("INSERT INTO gpu_days SELECT * FROM gpu_days_of('days_minutes')")
 
 
 def update_billing_runs(con: duckdb.DuckDBPyConnection, runs: bool, lines: bool) -> None:

@@ -401,6 +401,45 @@ SELECT CAST(run_id AS VARCHAR) AS run_id, CAST(host AS VARCHAR) AS host, CAST(gp
        CAST(util_pct_s AS DOUBLE) AS util_pct_s
 FROM run_gpu_days_of('run_gpu_time');
 
+-- Per traced GPU and UTC day, what the idle figures add up from its minutes (gpu_minute_use): the
+-- seconds observed, idle (allocated: a run held the GPU that minute; unallocated), busy, with a
+-- busy utilization, energy; the GPU's last known uuid and name and the minute each was seen.
+-- Pages sum days instead of joining millions of minutes to gpu_minutes_allocated. Stored by
+-- ingest/derived.py with gpu_minutes_allocated (macro over a table of gpu_minutes rows);
+-- created filled in a warehouse from before it.
+CREATE OR REPLACE MACRO gpu_days_of(minute_table) AS TABLE
+SELECT m.host, m.gpu_index, utc_day(m.minute)                                        AS day,
+       arg_max(m.gpu_uuid, m.minute)                                                AS gpu_uuid,
+       max(m.minute) FILTER (WHERE m.gpu_uuid IS NOT NULL)                          AS gpu_uuid_at,
+       arg_max(m.gpu_name, m.minute)                                                AS gpu_name,
+       max(m.minute) FILTER (WHERE m.gpu_name IS NOT NULL)                          AS gpu_name_at,
+       sum(m.coverage_s)                                                            AS coverage_s,
+       sum(m.idle_s)                                                                AS idle_s,
+       coalesce(sum(m.idle_s) FILTER (WHERE a.minute IS NOT NULL), 0)               AS allocated_idle_s,
+       coalesce(sum(m.idle_s) FILTER (WHERE a.minute IS NULL), 0)                   AS unallocated_idle_s,
+       sum(m.busy_s)                                                                AS busy_s,
+       sum(m.busy_s) FILTER (WHERE m.util_pct_busy_mean IS NOT NULL)                AS busy_util_s,
+       sum(m.util_pct_busy_mean * m.busy_s)                                         AS util_busy_pct_s,
+       sum(m.energy_kwh)                                                            AS energy_kwh,
+       sum(m.idle_energy_kwh)                                                       AS idle_energy_kwh,
+       sum(m.idle_energy_kwh) FILTER (WHERE a.minute IS NOT NULL)                   AS allocated_idle_energy_kwh,
+       sum(m.idle_energy_kwh) FILTER (WHERE a.minute IS NULL)                       AS unallocated_idle_energy_kwh
+FROM query_table(minute_table) m LEFT JOIN gpu_minutes_allocated a USING (host, gpu_index, minute)
+GROUP BY m.host, m.gpu_index, utc_day(m.minute);
+
+CREATE TABLE IF NOT EXISTS gpu_days AS
+SELECT CAST(host AS VARCHAR) AS host, CAST(gpu_index AS INTEGER) AS gpu_index, CAST(day AS DATE) AS day,
+       CAST(gpu_uuid AS VARCHAR) AS gpu_uuid, CAST(gpu_uuid_at AS TIMESTAMPTZ) AS gpu_uuid_at,
+       CAST(gpu_name AS VARCHAR) AS gpu_name, CAST(gpu_name_at AS TIMESTAMPTZ) AS gpu_name_at,
+       CAST(coverage_s AS DOUBLE) AS coverage_s, CAST(idle_s AS DOUBLE) AS idle_s,
+       CAST(allocated_idle_s AS DOUBLE) AS allocated_idle_s, CAST(unallocated_idle_s AS DOUBLE) AS unallocated_idle_s,
+       CAST(busy_s AS DOUBLE) AS busy_s, CAST(busy_util_s AS DOUBLE) AS busy_util_s,
+       CAST(util_busy_pct_s AS DOUBLE) AS util_busy_pct_s, CAST(energy_kwh AS DOUBLE) AS energy_kwh,
+       CAST(idle_energy_kwh AS DOUBLE) AS idle_energy_kwh,
+       CAST(allocated_idle_energy_kwh AS DOUBLE) AS allocated_idle_energy_kwh,
+       CAST(unallocated_idle_energy_kwh AS DOUBLE) AS unallocated_idle_energy_kwh
+FROM gpu_days_of('gpu_minutes');
+
 -- gpu_minutes with whether a run held the GPU in that minute (idle there is "allocated but idle").
 CREATE OR REPLACE VIEW gpu_minute_use AS
 SELECT m.*, a.minute IS NOT NULL AS allocated

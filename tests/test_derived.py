@@ -130,7 +130,7 @@ def fixture_files(folder: Path) -> dict[str, Path]:
 
 DERIVED = {"run_gpu_time": ("run_id", "host", "gpu_index", "minute"),
            "gpu_minutes_allocated": ("host", "gpu_index", "minute"), "run_gpu_energy": ("run_id",),
-           "run_gpu_days": ("run_id", "host", "gpu_index", "day"),
+           "run_gpu_days": ("run_id", "host", "gpu_index", "day"), "gpu_days": ("host", "gpu_index", "day"),
            "billing_line_runs": ("line_key",)}
 
 

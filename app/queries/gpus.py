@@ -35,23 +35,20 @@ def idle_by_gpu(filters: Filters, prices: tuple[tuple[str, str], ...] = ()) -> p
     (`price_source` 'bill'), else at `prices` ((gpu_name, USD per GPU-hour) pairs, 'catalog
     (estimated)'); NULL for an unpriced model."""
     return warehouse.query("""
-        WITH used AS (
-            SELECT * FROM gpu_minute_use WHERE minute >= $start AND minute < $end
-        ), per_gpu AS (
-            SELECT host, gpu_index, arg_max(gpu_uuid, minute) AS gpu_uuid, arg_max(gpu_name, minute) AS gpu_name,
+        WITH per_gpu AS (  -- from gpu_days: the sidebar's range is whole UTC days
+            SELECT host, gpu_index, arg_max(gpu_uuid, gpu_uuid_at) AS gpu_uuid, arg_max(gpu_name, gpu_name_at) AS gpu_name,
                    sum(coverage_s) / 3600                                        AS observed_h,
                    sum(idle_s) / 3600                                            AS idle_h,
-                   coalesce(sum(idle_s) FILTER (WHERE allocated), 0) / 3600      AS allocated_idle_h,
-                   coalesce(sum(idle_s) FILTER (WHERE NOT allocated), 0) / 3600  AS unallocated_idle_h,
+                   sum(allocated_idle_s) / 3600                                  AS allocated_idle_h,
+                   sum(unallocated_idle_s) / 3600                                AS unallocated_idle_h,
                    sum(busy_s) / 3600                                            AS busy_h,
                    sum(energy_kwh)                                               AS energy_kwh,
                    sum(idle_energy_kwh)                                          AS idle_kwh,
-                   sum(idle_energy_kwh) FILTER (WHERE allocated)                 AS allocated_idle_kwh,
-                   sum(idle_energy_kwh) FILTER (WHERE NOT allocated)             AS unallocated_idle_kwh,
-                   sum(util_pct_busy_mean * busy_s)
-                       / nullif(sum(busy_s) FILTER (WHERE util_pct_busy_mean IS NOT NULL), 0)
-                                                                                 AS busy_util_pct
-            FROM used GROUP BY host, gpu_index
+                   sum(allocated_idle_energy_kwh)                                AS allocated_idle_kwh,
+                   sum(unallocated_idle_energy_kwh)                              AS unallocated_idle_kwh,
+                   sum(util_busy_pct_s) / nullif(sum(busy_util_s), 0)            AS busy_util_pct
+            FROM gpu_days WHERE day >= utc_day($start) AND day < utc_day($end)
+            GROUP BY host, gpu_index
         ), catalog AS (
             SELECT unnest($names::VARCHAR[]) AS gpu_name,
                    unnest($prices::VARCHAR[])::DECIMAL(38, 12) AS usd_per_gpu_hour
@@ -85,11 +82,10 @@ def idle_by_gpu(filters: Filters, prices: tuple[tuple[str, str], ...] = ()) -> p
 def idle_by_day(filters: Filters) -> pd.DataFrame:
     """Per GPU (`host GPU i`) and UTC day: idle and observed hours, for the heatmap."""
     return warehouse.query("""
-        SELECT host || ' GPU ' || gpu_index AS gpu, host, gpu_index,
-               utc_day(minute) AS day,
-               sum(idle_s) / 3600 AS idle_h, sum(coverage_s) / 3600 AS observed_h
-        FROM gpu_minutes WHERE minute >= $start AND minute < $end
-        GROUP BY ALL ORDER BY host, gpu_index, day
+        SELECT host || ' GPU ' || gpu_index AS gpu, host, gpu_index, day,
+               idle_s / 3600 AS idle_h, coverage_s / 3600 AS observed_h
+        FROM gpu_days WHERE day >= utc_day($start) AND day < utc_day($end)
+        ORDER BY host, gpu_index, day
     """, _minute_range(filters))
 
 
