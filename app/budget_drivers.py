@@ -14,42 +14,25 @@ from decimal import Decimal
 
 import pandas as pd
 
-from app import allocation
+from app import allocation, queries
 from ingest.config import Budget
 
 TOP_ITEMS = 10
 
-# The budgets read at once, one row each (budget_no = its place in the list handed in), and the
-# [from_day, to_day) of the month each reads; a piece is in a budget's scope when SCOPE holds
-# (p is a bill_allocation row, b its bill line, w the budget).
-WANTED = """
-, wanted AS (
-    SELECT unnest($budget_no::INTEGER[]) AS budget_no, unnest($scope::VARCHAR[]) AS scope,
-           unnest($value::VARCHAR[]) AS value, unnest($tag_key::VARCHAR[]) AS tag_key,
-           unnest($tag_value::VARCHAR[]) AS tag_value, unnest($currency::VARCHAR[]) AS budget_currency,
-           unnest($from_day::DATE[]) AS from_day, unnest($to_day::DATE[]) AS to_day
-)
-"""
+# The budgets read at once (queries.WANTED, one row each; budget_no = its place in the list
+# handed in) with the [start_day, end_day) of the month each reads; a piece is in a budget's scope
+# when SCOPE holds (p is a bill_allocation row, b its bill line, w the budget): the lines its
+# billed spend counts (queries.budget_row_scope), or pieces by bucket, model or service.
+SCOPE = queries.budget_row_scope("p.tags", "b.provider", piece="p")
 
-SCOPE = """
-    CASE w.scope WHEN 'all' THEN true
-                 WHEN 'project' THEN p.tags[$project_tag] = w.value
-                 WHEN 'team' THEN p.tags[$team_tag] = w.value
-                 WHEN 'tag' THEN p.tags[w.tag_key] = w.tag_value
-                 WHEN 'provider' THEN lower(b.provider) = lower(w.value)
-                 WHEN 'bucket' THEN p.bucket = w.value
-                 WHEN 'model' THEN p.model_version = w.value
-                 WHEN 'service' THEN p.service = w.value END
-"""
-
-SCOPED = allocation.PIECES + WANTED + f"""
+SCOPED = allocation.PIECES + ", " + queries.WANTED + f"""
 , scoped AS (
-    SELECT w.budget_no, w.budget_currency, p.*, (p.charge_period_start AT TIME ZONE 'UTC')::DATE AS day,
+    SELECT w.budget_no, w.currency AS budget_currency, p.*, (p.charge_period_start AT TIME ZONE 'UTC')::DATE AS day,
            r.project AS run_project
     FROM pieces p JOIN billing_lines b USING (line_key) LEFT JOIN runs r ON r.run_id = p.run_id
     JOIN wanted w ON coalesce({SCOPE}, false)
-     AND (p.charge_period_start AT TIME ZONE 'UTC')::DATE >= w.from_day
-     AND (p.charge_period_start AT TIME ZONE 'UTC')::DATE < w.to_day
+     AND (p.charge_period_start AT TIME ZONE 'UTC')::DATE >= w.start_day
+     AND (p.charge_period_start AT TIME ZONE 'UTC')::DATE < w.end_day
 )
 """
 
@@ -89,11 +72,8 @@ def _per_month(sql: str, spans: list[tuple[Budget, date, date]], rules: allocati
             continue
         frames.append(allocation._query(
             SCOPED + sql, month_start, month_end, rules,
-            budget_no=[no for no, *_ in wanted], scope=[b.scope for _, b, _, _ in wanted],
-            value=[b.scope_value or "" for _, b, _, _ in wanted], tag_key=[b.tag_key or "" for _, b, _, _ in wanted],
-            tag_value=[b.tag_value or "" for _, b, _, _ in wanted], currency=[b.currency for _, b, _, _ in wanted],
-            from_day=[day for *_, day, _ in wanted], to_day=[day for *_, day in wanted],
-            project_tag=rules.project_tag, team_tag=rules.team_tag))
+            **queries.budget_rows([(budget, start, end) for _, budget, start, end in wanted],
+                                  (rules.project_tag, rules.team_tag), numbers=[no for no, *_ in wanted])))
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 

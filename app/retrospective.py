@@ -2,7 +2,7 @@
 recommendations, each quoting the number behind it. No Streamlit here: the Retrospective page
 and `mlcost report` both build on `build()`, and app/report.py renders what it returns.
 
-Every figure comes from the query functions the other pages call (app/queries.py), with the
+Every figure comes from the query functions the other pages call (app/queries/), with the
 month as the date range, so a figure here is the figure that page shows for that month.
 The report is an ordered tuple of sections (SECTIONS); each builder takes the month's Context
 and returns a Section (figures, a table, a chart, notes) or None when there is nothing to say.

@@ -50,7 +50,7 @@ class Prices:
 
 @dataclass(frozen=True)
 class Serving:
-    """When a model version counts as a regression (see app/queries.py serving_version_changes)."""
+    """When a model version counts as a regression (see app/queries/serving.py serving_version_changes)."""
 
     regression_pct: float
     min_requests: int
@@ -86,7 +86,7 @@ class Energy:
 
     def query_factors(self) -> tuple[tuple[tuple[str, float, float], ...], float, float]:
         """(((region, PUE, g CO2e/kWh), ...) for every region with its own figure, default PUE,
-        default g CO2e/kWh): the arguments app/queries.py's energy queries take."""
+        default g CO2e/kWh): the arguments app/queries/gpus.py's energy queries take."""
         regions = tuple((region, self.pue_for(region), self.grid_for(region))
                         for region in sorted({*self.pue_by_region, *self.grid_gco2_per_kwh_by_region}))
         return regions, self.pue, self.grid_gco2_per_kwh

@@ -19,6 +19,10 @@ What a changed input reaches:
   that hold a GPU (host, index, uuid) which appeared in or vanished from gpu_minutes.
 - gpu_minutes_allocated (seconds held per GPU and minute, over all runs) is redone for every
   (GPU, minute) those runs held before or hold now.
+- run_gpu_days (per run, GPU and UTC day: utilization while held) is redone for the runs whose
+  run_gpu_time was redone and, on a touched GPU, for every run's days from the day of `since` on.
+- gpu_days (per GPU and UTC day: idle, allocated, busy, energy) is redone for the days of those
+  (GPU, minute)s and of a touched GPU's minutes from the day of `since` on.
 - run_gpu_energy (per run) is redone for those runs, for every run sharing one of those
   (GPU, minute)s with them (their share of its energy moved), and for every run that held a
   touched GPU in a minute that was rewritten (its energy figures may have moved).
@@ -52,15 +56,18 @@ FROM {db}.gpu_minutes m JOIN touched_gpus t USING (host, gpu_index)
 
 def refresh_run_energy(con: duckdb.DuckDBPyConnection, tables: Iterable[str] | None = None) -> None:
     """Store the views run_gpu_minutes_live and run_energy_live (ingest/schema.sql) in
-    run_gpu_time, gpu_minutes_allocated and run_gpu_energy, inside the caller's transaction;
+    run_gpu_time, gpu_minutes_allocated and run_gpu_energy, and run_gpu_days_of(run_gpu_time) in
+    run_gpu_days, inside the caller's transaction;
     with `tables` (those a load wrote), only when one of them is in RUN_ENERGY_SOURCES."""
     if tables is not None and not RUN_ENERGY_SOURCES.intersection(tables):
         return
-    for table in ("run_gpu_time", "gpu_minutes_allocated", "run_gpu_energy"):
+    for table in ("run_gpu_time", "gpu_minutes_allocated", "run_gpu_energy", "run_gpu_days", "gpu_days"):
         con.execute(f"DELETE FROM {table}")
     con.execute("INSERT INTO run_gpu_time SELECT * FROM run_gpu_minutes_live")
+    con.execute("INSERT INTO run_gpu_days SELECT * FROM run_gpu_days_of('run_gpu_time')")
     con.execute("INSERT INTO gpu_minutes_allocated SELECT host, gpu_index, minute, sum(run_s) FROM run_gpu_time "
                 "GROUP BY ALL")
+    con.execute("INSERT INTO gpu_days SELECT * FROM gpu_days_of('gpu_minutes')")
     con.execute("INSERT INTO run_gpu_energy SELECT * FROM run_energy_live")
     run_trace_costs.refresh(con)  # imported runs without a cost: priced from their traced GPU-hours
 
@@ -132,6 +139,8 @@ def update_run_energy(con: duckdb.DuckDBPyConnection, runs: bool, gpus: bool) ->
                 "WHERE a.host = h.host AND a.gpu_index = h.gpu_index AND a.minute = h.minute")
     con.execute("INSERT INTO gpu_minutes_allocated SELECT t.host, t.gpu_index, t.minute, sum(t.run_s) "
                 "FROM run_gpu_time t SEMI JOIN held_minutes h USING (host, gpu_index, minute) GROUP BY ALL")
+    _update_run_gpu_days(con, gpus)
+    _update_gpu_days(con, gpus)
     energy = ["SELECT run_id FROM time_runs",
               "SELECT t.run_id FROM run_gpu_time t SEMI JOIN held_minutes h USING (host, gpu_index, minute)"]
     if gpus:
@@ -143,6 +152,42 @@ def update_run_energy(con: duckdb.DuckDBPyConnection, runs: bool, gpus: bool) ->
                 "SELECT * FROM run_gpu_time WHERE run_id IN (SELECT run_id FROM energy_runs)")
     con.execute("INSERT INTO run_gpu_energy SELECT * FROM run_energy_of('energy_runs_time')")
     run_trace_costs.refresh(con)
+
+
+def _update_run_gpu_days(con: duckdb.DuckDBPyConnection, gpus: bool) -> None:
+    """run_gpu_days again for the runs of time_runs (their run_gpu_time was redone) and, with
+    `gpus`, for every run's days on a touched GPU from the UTC day of its `since` on (the minutes
+    there were rewritten; a day is redone whole, its earlier minutes read as they are stored)."""
+    con.execute("DELETE FROM run_gpu_days WHERE run_id IN (SELECT run_id FROM time_runs)")
+    touched = ""
+    if gpus:
+        con.execute("DELETE FROM run_gpu_days d USING touched_gpus g "
+                    "WHERE d.host = g.host AND d.gpu_index = g.gpu_index AND d.day >= utc_day(g.since)")
+        touched = (" OR EXISTS (SELECT 1 FROM touched_gpus g WHERE g.host = t.host AND g.gpu_index = t.gpu_index "
+                   "AND utc_day(t.minute) >= utc_day(g.since))")
+    con.execute("CREATE OR REPLACE TEMP TABLE days_time AS SELECT * FROM run_gpu_time t "
+                "WHERE t.run_id IN (SELECT run_id FROM time_runs)" + touched)
+    con.execute("INSERT INTO run_gpu_days SELECT * FROM run_gpu_days_of('days_time')")
+
+
+def _update_gpu_days(con: duckdb.DuckDBPyConnection, gpus: bool) -> None:
+    """gpu_days again for the (GPU, UTC day)s whose minutes' allocation changed (held_minutes)
+    and, with `gpus`, for a touched GPU's days from the day of its `since` on (its minutes there
+    were rewritten; a day is redone whole)."""
+    con.execute("CREATE OR REPLACE TEMP TABLE days_redo AS "
+                "SELECT DISTINCT host, gpu_index, utc_day(minute) AS day FROM held_minutes")
+    if gpus:
+        con.execute("INSERT INTO days_redo "
+                    "SELECT d.host, d.gpu_index, d.day FROM gpu_days d JOIN touched_gpus g USING (host, gpu_index) "
+                    "WHERE d.day >= utc_day(g.since) "
+                    "UNION SELECT DISTINCT m.host, m.gpu_index, utc_day(m.minute) FROM gpu_minutes m "
+                    "JOIN touched_gpus g USING (host, gpu_index) WHERE m.minute >= g.since "
+                    "EXCEPT SELECT host, gpu_index, day FROM days_redo")
+    con.execute("DELETE FROM gpu_days d USING days_redo r "
+                "WHERE d.host = r.host AND d.gpu_index = r.gpu_index AND d.day = r.day")
+    con.execute("CREATE OR REPLACE TEMP TABLE days_minutes AS SELECT m.* FROM gpu_minutes m "
+                "SEMI JOIN days_redo r ON m.host = r.host AND m.gpu_index = r.gpu_index AND utc_day(m.minute) = r.day")
+    con.execute("INSERT INTO gpu_days SELECT * FROM gpu_days_of('days_minutes')")
 
 
 def update_billing_runs(con: duckdb.DuckDBPyConnection, runs: bool, lines: bool) -> None:

@@ -25,6 +25,8 @@ from datetime import datetime, timezone
 
 import duckdb
 
+from ingest import derived
+
 # Times are computed on as whole microseconds since 1970 (epoch_us, make_timestamptz): arithmetic
 # and truncation on TIMESTAMPTZ go through the ICU calendar, many times slower per row.
 SAMPLE_INTERVALS = """
@@ -216,6 +218,41 @@ def rebuild(con: duckdb.DuckDBPyConnection, db: str, gpu, stored: tuple | None) 
     con.execute("DROP TABLE all_intervals")
     record(con, db, gpu, stored)
     return con.execute(f"SELECT count(*) FROM (SELECT DISTINCT host, gpu_index FROM {db}.gpu_samples)").fetchall()[0][0]
+
+
+def unloaded(con: duckdb.DuckDBPyConnection, db: str, gpu, stored: tuple | None) -> bool:
+    """After an unload deleted samples (temp table removed_samples: per GPU, the first removed
+    `sampled_at`), recompute in database `db` the rollups of those GPUs only, from the first
+    removed sample less the margin on (as a load does for its new ones), with touched_gpus and
+    traced_before left for derived.update_run_energy. Returns False when the [gpu] settings
+    differ from those the rollups were stored with: then every GPU was recomputed (rebuild)."""
+    if stored is not None and tuple(stored[:4]) != settings(gpu):
+        rebuild(con, db, gpu, stored)
+        return False
+    con.execute("CREATE OR REPLACE TEMP TABLE touched_gpus AS "
+                "SELECT host, gpu_index, date_trunc('minute', sampled_at - to_seconds($margin_s)) AS since, "
+                "sampled_at AS first_at, sampled_at AS last_at FROM removed_samples", {"margin_s": margin_s(gpu)})
+    derived.note_traced(con, db)  # the traced GPUs before the rewrite, which update_run_energy compares
+    # the samples that stay from the last one at least the margin before `since` (see context)
+    con.execute(f"""
+        CREATE OR REPLACE TEMP TABLE unload_context AS
+        WITH starts AS (
+            SELECT t.host, t.gpu_index,
+                   (SELECT max(s.sampled_at) FROM {db}.gpu_samples s
+                    WHERE s.host = t.host AND s.gpu_index = t.gpu_index
+                      AND s.sampled_at <= t.since - to_seconds($margin_s)) AS context_from
+            FROM touched_gpus t
+        )
+        SELECT s.host, s.gpu_index, s.sampled_at, s.gpu_uuid, s.gpu_name, s.power_w, s.energy_mj,
+               s.gpu_util_pct, s.mem_used_mib
+        FROM {db}.gpu_samples s JOIN starts t USING (host, gpu_index)
+        WHERE t.context_from IS NULL OR s.sampled_at >= t.context_from""", {"margin_s": margin_s(gpu)})
+    intervals(con, "unload_context", "gpu_intervals", gpu)
+    for table, query, column in (("new_minutes", MINUTES_OF, "minute"), ("new_gaps", GAPS_OF, "gap_end")):
+        _run(con, f"CREATE OR REPLACE TEMP TABLE {table} AS SELECT r.* FROM ({query.format(intervals='gpu_intervals')}) r "
+                  f"JOIN touched_gpus t USING (host, gpu_index) WHERE r.{column} >= t.since", gpu)
+    replace(con, db, gpu, stored)
+    return True
 
 
 def stored_settings(con: duckdb.DuckDBPyConnection, db: str) -> tuple | None:

@@ -100,6 +100,10 @@ CREATE TABLE IF NOT EXISTS run_evals (
     PRIMARY KEY (run_id, seq)
 );
 
+-- The UTC calendar day of an instant, in integer arithmetic: `(ts AT TIME ZONE 'UTC')::DATE` goes
+-- through ICU and costs ~0.15 s per million rows, this ~0.02 s (pages group millions of rows by day).
+CREATE OR REPLACE MACRO utc_day(ts) AS DATE '1970-01-01' + CAST(floor(epoch_us(ts) / 86400000000) AS INTEGER);
+
 -- Derived per-run figures; pages and tests read this view, never recompute it.
 CREATE OR REPLACE VIEW run_costs AS
 SELECT
@@ -155,7 +159,7 @@ ALTER TABLE serving_windows ADD COLUMN IF NOT EXISTS output_tokens BIGINT;
 CREATE OR REPLACE VIEW serving_costs AS
 SELECT
     w.*,
-    (w.window_start AT TIME ZONE 'UTC')::DATE                  AS day,
+    utc_day(w.window_start)                                     AS day,
     w.window_s / 3600.0                                         AS window_h,
     w.energy_kwh * 1000                                         AS energy_wh,
     CASE WHEN w.cost_usd IS NOT NULL THEN w.requests_success END   AS success_priced,
@@ -374,6 +378,68 @@ CREATE OR REPLACE VIEW run_energy_live AS SELECT * FROM run_energy_of('run_gpu_t
 CREATE OR REPLACE VIEW run_gpu_minutes AS SELECT * FROM run_gpu_time;
 CREATE OR REPLACE VIEW run_energy AS SELECT * FROM run_gpu_energy;
 
+-- Per run, traced GPU and UTC day: the GPU-seconds the run held with a measured utilization
+-- (Σ coverage_s x run_s / 60 over the minutes whose util_pct_mean is known) and those seconds
+-- weighted by the minute's utilization; the GPU's last known name and the minute it was seen.
+-- The right-size candidates read this instead of joining every run minute to gpu_minutes, so
+-- their cost follows runs x GPUs x days, not minutes. Stored with run_gpu_time by
+-- ingest/derived.py; created filled from the stored run_gpu_time in a warehouse from before it.
+CREATE OR REPLACE MACRO run_gpu_days_of(time_table) AS TABLE
+SELECT rm.run_id, rm.host, rm.gpu_index, utc_day(rm.minute) AS day,
+       arg_max(m.gpu_name, m.minute)                              AS gpu_name,
+       max(m.minute) FILTER (WHERE m.gpu_name IS NOT NULL)        AS gpu_name_at,
+       sum(m.coverage_s * rm.run_s / 60)                          AS run_gpu_s,
+       sum(m.util_pct_mean * m.coverage_s * rm.run_s / 60)        AS util_pct_s
+FROM query_table(time_table) rm JOIN gpu_minutes m USING (host, gpu_index, minute)
+WHERE m.util_pct_mean IS NOT NULL
+GROUP BY rm.run_id, rm.host, rm.gpu_index, utc_day(rm.minute);
+
+CREATE TABLE IF NOT EXISTS run_gpu_days AS
+SELECT CAST(run_id AS VARCHAR) AS run_id, CAST(host AS VARCHAR) AS host, CAST(gpu_index AS INTEGER) AS gpu_index,
+       CAST(day AS DATE) AS day, CAST(gpu_name AS VARCHAR) AS gpu_name,
+       CAST(gpu_name_at AS TIMESTAMPTZ) AS gpu_name_at, CAST(run_gpu_s AS DOUBLE) AS run_gpu_s,
+       CAST(util_pct_s AS DOUBLE) AS util_pct_s
+FROM run_gpu_days_of('run_gpu_time');
+
+-- Per traced GPU and UTC day, what the idle figures add up from its minutes (gpu_minute_use): the
+-- seconds observed, idle (allocated: a run held the GPU that minute; unallocated), busy, with a
+-- busy utilization, energy; the GPU's last known uuid and name and the minute each was seen.
+-- Pages sum days instead of joining millions of minutes to gpu_minutes_allocated. Stored by
+-- ingest/derived.py with gpu_minutes_allocated (macro over a table of gpu_minutes rows);
+-- created filled in a warehouse from before it.
+CREATE OR REPLACE MACRO gpu_days_of(minute_table) AS TABLE
+SELECT m.host, m.gpu_index, utc_day(m.minute)                                        AS day,
+       arg_max(m.gpu_uuid, m.minute)                                                AS gpu_uuid,
+       max(m.minute) FILTER (WHERE m.gpu_uuid IS NOT NULL)                          AS gpu_uuid_at,
+       arg_max(m.gpu_name, m.minute)                                                AS gpu_name,
+       max(m.minute) FILTER (WHERE m.gpu_name IS NOT NULL)                          AS gpu_name_at,
+       sum(m.coverage_s)                                                            AS coverage_s,
+       sum(m.idle_s)                                                                AS idle_s,
+       coalesce(sum(m.idle_s) FILTER (WHERE a.minute IS NOT NULL), 0)               AS allocated_idle_s,
+       coalesce(sum(m.idle_s) FILTER (WHERE a.minute IS NULL), 0)                   AS unallocated_idle_s,
+       sum(m.busy_s)                                                                AS busy_s,
+       sum(m.busy_s) FILTER (WHERE m.util_pct_busy_mean IS NOT NULL)                AS busy_util_s,
+       sum(m.util_pct_busy_mean * m.busy_s)                                         AS util_busy_pct_s,
+       sum(m.energy_kwh)                                                            AS energy_kwh,
+       sum(m.idle_energy_kwh)                                                       AS idle_energy_kwh,
+       sum(m.idle_energy_kwh) FILTER (WHERE a.minute IS NOT NULL)                   AS allocated_idle_energy_kwh,
+       sum(m.idle_energy_kwh) FILTER (WHERE a.minute IS NULL)                       AS unallocated_idle_energy_kwh
+FROM query_table(minute_table) m LEFT JOIN gpu_minutes_allocated a USING (host, gpu_index, minute)
+GROUP BY m.host, m.gpu_index, utc_day(m.minute);
+
+CREATE TABLE IF NOT EXISTS gpu_days AS
+SELECT CAST(host AS VARCHAR) AS host, CAST(gpu_index AS INTEGER) AS gpu_index, CAST(day AS DATE) AS day,
+       CAST(gpu_uuid AS VARCHAR) AS gpu_uuid, CAST(gpu_uuid_at AS TIMESTAMPTZ) AS gpu_uuid_at,
+       CAST(gpu_name AS VARCHAR) AS gpu_name, CAST(gpu_name_at AS TIMESTAMPTZ) AS gpu_name_at,
+       CAST(coverage_s AS DOUBLE) AS coverage_s, CAST(idle_s AS DOUBLE) AS idle_s,
+       CAST(allocated_idle_s AS DOUBLE) AS allocated_idle_s, CAST(unallocated_idle_s AS DOUBLE) AS unallocated_idle_s,
+       CAST(busy_s AS DOUBLE) AS busy_s, CAST(busy_util_s AS DOUBLE) AS busy_util_s,
+       CAST(util_busy_pct_s AS DOUBLE) AS util_busy_pct_s, CAST(energy_kwh AS DOUBLE) AS energy_kwh,
+       CAST(idle_energy_kwh AS DOUBLE) AS idle_energy_kwh,
+       CAST(allocated_idle_energy_kwh AS DOUBLE) AS allocated_idle_energy_kwh,
+       CAST(unallocated_idle_energy_kwh AS DOUBLE) AS unallocated_idle_energy_kwh
+FROM gpu_days_of('gpu_minutes');
+
 -- gpu_minutes with whether a run held the GPU in that minute (idle there is "allocated but idle").
 CREATE OR REPLACE VIEW gpu_minute_use AS
 SELECT m.*, a.minute IS NOT NULL AS allocated
@@ -427,9 +493,9 @@ CREATE TABLE IF NOT EXISTS billing_lines (
 CREATE OR REPLACE VIEW billing_costs AS
 SELECT
     b.*,
-    (b.charge_period_start AT TIME ZONE 'UTC')::DATE                        AS day,
-    date_trunc('month', b.charge_period_start AT TIME ZONE 'UTC')::DATE    AS month,
-    date_trunc('month', coalesce(b.billing_period_start, b.charge_period_start) AT TIME ZONE 'UTC')::DATE
+    utc_day(b.charge_period_start)                                         AS day,
+    date_trunc('month', utc_day(b.charge_period_start))::DATE              AS month,
+    date_trunc('month', utc_day(coalesce(b.billing_period_start, b.charge_period_start)))::DATE
                                                                            AS billing_month,
     CASE WHEN b.instance_type ILIKE 'standard\_%' ESCAPE '\' OR b.instance_type ILIKE 'basic\_%' ESCAPE '\'
          THEN regexp_extract(lower(b.instance_type), '^[a-z]+_([a-z]+)', 1)
@@ -437,23 +503,34 @@ SELECT
                                                                            AS instance_family
 FROM billing_lines b;
 
--- Sums per billing currency (one row each; amounts are never added across currencies).
-CREATE OR REPLACE VIEW billing_currency_totals AS
+-- Sums per billing currency of the lines whose charge starts in [start_at, end_at) (NULL: no
+-- bound), one row each; amounts are never added across currencies. Sums keep the lines' own
+-- DECIMAL(38, 12): exact to the digit stored, and ingest bounds every amount below 10^15, so
+-- 10^11 lines fit (a rescale to DECIMAL(38, 10) rounded digits 11-12 and cost ~0.7 s per million
+-- lines per sum). `billed_cost_abs` (sum of |billed_cost|) orders currencies by their weight.
+CREATE OR REPLACE MACRO billing_currency_totals_of(start_at, end_at) AS TABLE
 SELECT
     billing_currency,
-    count(*)                                                      AS lines,
-    sum(CAST(billed_cost AS DECIMAL(38, 12)))                                              AS billed_cost,
-    sum(CAST(effective_cost AS DECIMAL(38, 12)))                                           AS effective_cost,
-    sum(CAST(list_cost AS DECIMAL(38, 12)))                                                AS list_cost,
-    coalesce(sum(CAST(billed_cost AS DECIMAL(38, 12))) FILTER (WHERE charge_category = 'usage'), 0)      AS usage_cost,
-    coalesce(sum(CAST(billed_cost AS DECIMAL(38, 12))) FILTER (WHERE charge_category = 'purchase'), 0)   AS purchase_cost,
-    coalesce(sum(CAST(billed_cost AS DECIMAL(38, 12))) FILTER (WHERE charge_category = 'tax'), 0)        AS tax_cost,
-    coalesce(sum(CAST(billed_cost AS DECIMAL(38, 12))) FILTER (WHERE charge_category = 'credit'), 0)     AS credit_cost,
-    coalesce(sum(CAST(billed_cost AS DECIMAL(38, 12))) FILTER (WHERE charge_category = 'adjustment'), 0) AS adjustment_cost,
-    min(charge_period_start)                                      AS charge_period_min,
-    max(coalesce(charge_period_end, charge_period_start))         AS charge_period_max
+    count(*)                                                                       AS lines,
+    sum(billed_cost)                                                               AS billed_cost,
+    sum(effective_cost)                                                            AS effective_cost,
+    sum(list_cost)                                                                 AS list_cost,
+    coalesce(sum(billed_cost) FILTER (WHERE charge_category = 'usage'), 0)         AS usage_cost,
+    coalesce(sum(billed_cost) FILTER (WHERE charge_category = 'purchase'), 0)      AS purchase_cost,
+    coalesce(sum(billed_cost) FILTER (WHERE charge_category = 'tax'), 0)           AS tax_cost,
+    coalesce(sum(billed_cost) FILTER (WHERE charge_category = 'credit'), 0)        AS credit_cost,
+    coalesce(sum(billed_cost) FILTER (WHERE charge_category = 'adjustment'), 0)    AS adjustment_cost,
+    count(DISTINCT provider)                                                       AS providers,
+    sum(abs(billed_cost))                                                          AS billed_cost_abs,
+    min(charge_period_start)                                                       AS charge_period_min,
+    max(coalesce(charge_period_end, charge_period_start))                          AS charge_period_max
 FROM billing_lines
+WHERE (start_at IS NULL OR charge_period_start >= start_at) AND (end_at IS NULL OR charge_period_start < end_at)
 GROUP BY billing_currency;
+
+-- The whole bill's sums per billing currency.
+CREATE OR REPLACE VIEW billing_currency_totals AS
+SELECT * EXCLUDE (providers, billed_cost_abs) FROM billing_currency_totals_of(NULL, NULL);
 
 -- Usage lines attributed to runs (macros: views with parameters, given by app/queries.py from
 -- [reconciliation] in the settings). A line whose tag `run_tag` names a run belongs to it

@@ -90,8 +90,11 @@ def unload(load_id: int, reason: str = "unloaded", path: Path | None = None) -> 
                 from ingest import config
 
                 db = '"' + con.execute("SELECT current_database()").fetchone()[0].replace('"', '""') + '"'
-                gpu_rollups.rebuild(con, db, config.load().gpu, gpu_rollups.stored_settings(con, db))
-                derived.refresh_run_energy(con)  # every GPU's minutes were computed again
+                # the rollups of the GPUs whose samples went, and what depends on them
+                if gpu_rollups.unloaded(con, db, config.load().gpu, gpu_rollups.stored_settings(con, db)):
+                    derived.update_run_energy(con, runs=True, gpus=True)
+                else:  # other [gpu] settings: every GPU's minutes were computed again
+                    derived.refresh_run_energy(con)
             elif removed.get("runs"):
                 derived.update_run_energy(con, runs=True, gpus=False)
             if removed.get("runs") or removed.get("billing_lines"):

@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from ingest import derived, loader
+from ingest import config, derived, gpu_rollups, loader
 from ingest import warehouse as wh
 
 
@@ -130,6 +130,7 @@ def fixture_files(folder: Path) -> dict[str, Path]:
 
 DERIVED = {"run_gpu_time": ("run_id", "host", "gpu_index", "minute"),
            "gpu_minutes_allocated": ("host", "gpu_index", "minute"), "run_gpu_energy": ("run_id",),
+           "run_gpu_days": ("run_id", "host", "gpu_index", "day"), "gpu_days": ("host", "gpu_index", "day"),
            "billing_line_runs": ("line_key",)}
 
 
@@ -138,16 +139,28 @@ def stored(path: Path) -> dict[str, pd.DataFrame]:
             for table, key in DERIVED.items()}
 
 
-def assert_as_from_scratch(path: Path, tmp_path: Path, step: str) -> None:
-    """The derived tables of warehouse `path` equal those a full refresh stores in a copy of it."""
+ROLLUPS = {"gpu_minutes": ("host", "gpu_index", "minute"), "gpu_gaps": ("host", "gpu_index", "gap_start")}
+
+
+def assert_as_from_scratch(path: Path, tmp_path: Path, step: str, rollups: bool = False) -> None:
+    """The derived tables of warehouse `path` equal those a full refresh stores in a copy of it;
+    with `rollups`, so do the GPU rollups (the copy's computed again from all its samples first)."""
     copy = tmp_path / "scratch.duckdb"
     shutil.copyfile(path, copy)
     with wh.connect(copy) as con:
         con.execute("BEGIN TRANSACTION")
+        if rollups:
+            db = con.execute("SELECT current_database()").fetchone()[0]
+            gpu_rollups.rebuild(con, db, config.load().gpu, gpu_rollups.stored_settings(con, db))
         derived.refresh_run_energy(con)
         derived.refresh_billing_runs(con)
         con.execute("COMMIT")
     incremental, scratch = stored(path), stored(copy)
+    if rollups:
+        for table, key in ROLLUPS.items():
+            order = f"SELECT * FROM {table} ORDER BY {', '.join(key)}"
+            pd.testing.assert_frame_equal(wh.query(order, path=path), wh.query(order, path=copy),
+                                          check_dtype=False, obj=f"{step}: {table}")
     for table in DERIVED:
         pd.testing.assert_frame_equal(incremental[table], scratch[table], check_dtype=False, obj=f"{step}: {table}")
     copy.unlink()
@@ -177,7 +190,7 @@ def test_incremental_derived_tables_equal_a_full_refresh(order: list[str], tmp_p
                       "FROM run_gpu_energy")
     assert energy["measured"][0] >= 4  # the fixture reaches the energy path, not only empty tables
     assert len(wh.query("SELECT * FROM billing_line_runs WHERE matched_by = 'resource'")) > 0
-    # unloads: runs, bill lines, samples (every GPU's rollups again), in an order of their own
-    for name in ("runs_again", "bill", "again", "runs", "swap"):
+    # unloads: runs, bill lines, samples (the rollups of the GPUs they were of again), in an order of their own
+    for name in ("runs_again", "bill", "again", "runs", "swap", "h2"):
         assert wh.unload(load_ids[name]) is not None
-        assert_as_from_scratch(warehouse, tmp_path, f"after unloading {name}")
+        assert_as_from_scratch(warehouse, tmp_path, f"after unloading {name}", rollups=True)

@@ -66,7 +66,7 @@ def test_every_warehouse_column_is_documented(warehouse):
             "'billing_lines', 'billing_costs', 'billing_currency_totals', "
             "'gpu_samples', 'gpu_minutes', 'gpu_gaps', 'gpu_rollup_settings', 'run_gpus', "
             "'run_gpu_minutes', 'run_energy', 'gpu_minute_use', 'run_gpu_time', 'gpu_minutes_allocated', "
-            "'run_gpu_energy', 'alerts', 'alert_deliveries', 'alert_snoozes', 'decisions', 'import_watermarks')"
+            "'run_gpu_energy', 'run_gpu_days', 'gpu_days', 'alerts', 'alert_deliveries', 'alert_snoozes', 'decisions', 'import_watermarks')"
         ).fetchall()
     missing = [f"{t}.{c}" for t, c in columns if f"`{c}`" not in documented]
     assert not missing, f"columns missing from docs/schema.md: {missing}"
