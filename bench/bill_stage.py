@@ -4,7 +4,8 @@ python bench/bill_stage.py FILE KIND [--only bare|stage]
     KIND: billing_focus | billing_aws | billing_gcp | billing_azure
 Prints wall and CPU seconds of bare DuckDB loading the file (the team's baseline, as
 bench/fleet_workers.py `bare_duckdb`: `CREATE TABLE bare AS SELECT * FROM read_csv(FILE,
-all_varchar=true, header=true)` into a fresh DuckDB file) and of KIND's stage() into a fresh
+all_varchar=true, header=true)`, or `read_parquet(FILE)` for a .parquet file, into a fresh
+DuckDB file) and of KIND's stage() into a fresh
 staging database, and their ratio (bare / stage: 1.0 means as fast as bare DuckDB; the target is 0.7). For peak memory run each half in its own
 process: /usr/bin/time -v python bench/bill_stage.py FILE KIND --only stage.
 Big deterministic inputs: python bench/bill_files.py DIR --lines 1000000.
@@ -36,8 +37,11 @@ def bare(path: Path) -> int:
     with tempfile.TemporaryDirectory(prefix="bench-bare-") as folder:
         con = duckdb.connect(str(Path(folder) / "bare.duckdb"))
         src = Source.of(path)
-        con.execute("CREATE TABLE bare AS SELECT * FROM read_csv(?, all_varchar=true, header=true, "
-                    "compression=?)", [str(path), src.duckdb_compression])
+        if path.suffix == ".parquet":  # a Parquet bill: bare DuckDB's own Parquet reader
+            con.execute("CREATE TABLE bare AS SELECT * FROM read_parquet(?)", [str(path)])
+        else:
+            con.execute("CREATE TABLE bare AS SELECT * FROM read_csv(?, all_varchar=true, header=true, "
+                        "compression=?)", [str(path), src.duckdb_compression])
         rows = con.execute("SELECT count(*) FROM bare").fetchone()[0]
         con.close()
         return rows
