@@ -109,8 +109,10 @@ def stage(src: Source, con: duckdb.DuckDBPyConnection, ctx: ParseContext, family
 class Frame:
     """A file as the family sees it: its columns by normalised name, or the file-level reject."""
 
-    def __init__(self, fields: Fields | None, all_columns: set[str], load, reject: Reject | None = None):
+    def __init__(self, fields: Fields | None, all_columns: set[str], load, reject: Reject | None = None,
+                 text: bool = True):
         self.fields = fields
+        self.text = text  # a text file: a rejected line's text is read back from it (not Parquet's bytes)
         self.all_columns = all_columns  # every normalised header name (billing.py's `columns`)
         self.load = load  # (con, used names, convert) -> bill_converted and the view bill_lines
         self.reject = reject
@@ -299,9 +301,11 @@ def _read_parquet(src: Source, con: duckdb.DuckDBPyConnection, family: Family, s
         select = []
         for column in (c for c in position if c in used):
             name, alias = ident(names[position[column]]), f"c{position[column]}"
-            if types[column] == "VARCHAR":
-                text = f"trim(CAST({name} AS VARCHAR), {literal(WHITESPACE)})"
-                select.append(f"CASE WHEN {text} = '' THEN NULL ELSE {text} END AS {alias}")
+            if types[column] == "VARCHAR":  # trimmed only with whitespace at an edge (as _cleaned)
+                value = f"CAST({name} AS VARCHAR)"
+                text = f"trim({value}, {literal(WHITESPACE)})"
+                select.append(f"CASE WHEN {value} = '' THEN NULL WHEN NOT (ord({value}) <= 32 OR ord({value}[-1]) <= 32) "
+                              f"THEN {value} WHEN {text} = '' THEN NULL ELSE {text} END AS {alias}")
             else:
                 select.append(f"{name} AS {alias}")
         source = (f"(SELECT file_row_number + 1 AS _line, file_row_number + 1 AS _end, "
@@ -309,7 +313,7 @@ def _read_parquet(src: Source, con: duckdb.DuckDBPyConnection, family: Family, s
         con.execute(f"CREATE TEMP TABLE bill_converted AS {convert(source, '_line, _end, ')}")
         con.execute("CREATE TEMP VIEW bill_lines AS SELECT * FROM bill_converted")
 
-    return Frame(fields, set(columns), load)
+    return Frame(fields, set(columns), load, text=False)
 
 
 # --- converting ------------------------------------------------------------------------------
@@ -356,8 +360,7 @@ def _stage_frame(src: Source, con: duckdb.DuckDBPyConnection, ctx: ParseContext,
                       "ORDER BY _line").fetchall()
     accepted = con.execute("SELECT count(*) FROM bill_lines WHERE _reason IS NULL AND NOT _python"
                            ).fetchone()[0]
-    texts = line_numbers.line_texts(src, {line: end for line, end, _ in bad}) if bad and (
-        frame.fields.types and all(t == "VARCHAR" for t in frame.fields.types.values())) else {}
+    texts = line_numbers.line_texts(src, {line: end for line, end, _ in bad}) if bad and frame.text else {}
     _insert_rejects(con, ctx, [Reject(line, reason, texts.get(line, "")) for line, _, reason in bad])
     accepted += _python_lines(src, con, ctx, family, frame)
     return accepted
@@ -376,7 +379,7 @@ def _python_lines(src: Source, con: duckdb.DuckDBPyConnection, ctx: ParseContext
     accepted = 0
     rejects: list[Reject] = []
     rows: list[dict] = []
-    plain_text = all(t == "VARCHAR" for t in fields.types.values())
+    plain_text = frame.text
     while batch := cursor.fetchmany(1000):
         for line, end, *found in batch:
             values = {name: _python_value(value) for name, value in zip(raw_columns, found)}
