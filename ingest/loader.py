@@ -280,15 +280,18 @@ def _head(src: Source) -> bytes:
 def _parquet_probe(src: Source, head: bytes) -> bytes:
     """The Parquet file's magic and footer (where its schema is: the head alone lacks it past
     SNIFF_BYTES), a readable Parquet for sniff_bytes; bounded to PARQUET_FOOTER_BYTES."""
-    with src.open_binary() as stream:
-        if src.compression:  # streamed: only the last bytes are kept
-            tail = b""
-            while chunk := stream.read(1 << 20):
-                tail = (tail + chunk)[-PARQUET_FOOTER_BYTES:]
-        else:
-            size = src.path.stat().st_size
-            stream.seek(max(0, size - PARQUET_FOOTER_BYTES))
-            tail = stream.read()
+    try:
+        with src.open_binary() as stream:
+            if src.compression:  # streamed: only the last bytes are kept
+                tail = b""
+                while chunk := stream.read(1 << 20):
+                    tail = (tail + chunk)[-PARQUET_FOOTER_BYTES:]
+            else:
+                size = src.path.stat().st_size
+                stream.seek(max(0, size - PARQUET_FOOTER_BYTES))
+                tail = stream.read()
+    except (OSError, EOFError, zstandard.ZstdError, BadValue):  # reading it says why, with its own message
+        return head
     if len(tail) < 12 or tail[-4:] != PARQUET_MAGIC:
         return head
     length = int.from_bytes(tail[-8:-4], "little")
