@@ -65,7 +65,7 @@ def _params(start: date, end: date, rules: Rules) -> dict:
 PIECES = """
 WITH pieces AS (
     SELECT * FROM bill_allocation($start, $end, $run_tag, $slack_s, $service_tag,
-                                  $families::VARCHAR[], $words::VARCHAR[])
+                                  $families::VARCHAR[], $words::VARCHAR[], stored := $stored)
 )
 """
 
@@ -89,8 +89,18 @@ KEYED = PIECES + """
 """
 
 
+def matches_stored(rules: Rules) -> bool:
+    """Whether billing_line_runs holds the lines' runs for these rules (else they are computed)."""
+    found = warehouse.query_exact("SELECT count(*) AS n FROM billing_match_settings "
+                                  "WHERE run_id_tag = $run_tag AND match_slack_s = $slack_s",
+                                  {"run_tag": rules.run_tag, "slack_s": float(rules.slack_s)})
+    return bool(found["n"].iloc[0])
+
+
 def _query(sql: str, start: date, end: date, rules: Rules, **more: object) -> pd.DataFrame:
     params = {**_params(start, end, rules), **more}
+    if "$stored" in sql:  # the stored matches when they are current for these rules: one join, not a match
+        params["stored"] = matches_stored(rules)
     return warehouse.query_exact(sql, {name: value for name, value in params.items()
                                        if re.search(rf"\${name}\b", sql)})
 

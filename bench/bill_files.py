@@ -1,8 +1,9 @@
-"""Write big deterministic bills for timing ingest: a FOCUS 1.0 CSV, an AWS CUR CSV and a GCP
-export as JSON lines (BigQuery's newline-delimited JSON).
+"""Write big deterministic bills for timing ingest: a FOCUS 1.0 CSV, an AWS CUR CSV, the same
+CUR lines as a CUR 2.0 (Data Exports) Parquet file with its map columns, and a GCP export as JSON
+lines (BigQuery's newline-delimited JSON).
 
-python bench/bill_files.py OUT_DIR [--lines 1000000] [--only focus|cur|gcp_jsonl]
-    ->  OUT_DIR/focus_<n>.csv, OUT_DIR/cur_<n>.csv, OUT_DIR/gcp_<n>.jsonl
+python bench/bill_files.py OUT_DIR [--lines 1000000] [--only focus|cur|cur2|gcp_jsonl]
+    ->  OUT_DIR/focus_<n>.csv, OUT_DIR/cur_<n>.csv, OUT_DIR/cur2_<n>.parquet, OUT_DIR/gcp_<n>.jsonl
 Rows are drawn from random.Random(42), so the same flags give the same bytes.
 """
 from __future__ import annotations
@@ -132,17 +133,74 @@ def write(path: Path, header: list[str], rows) -> Path:
     return path
 
 
+def write_cur2(path: Path, rows, batch_lines: int = 100_000) -> Path:
+    """The CUR rows as CUR 2.0 Parquet: snake_case columns, typed times and amounts, and the
+    product, resource_tags and cost_category columns as maps; written in row groups (bounded memory)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from datetime import datetime
+
+    text_map = pa.map_(pa.string(), pa.string())
+    time_type = pa.timestamp("ms", tz="UTC")
+
+    def moment(text: str) -> datetime:
+        return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+    def batch(piece: list[list[str]]) -> pa.Table:
+        c = list(zip(*piece))
+        return pa.table({
+            "identity_line_item_id": pa.array(c[0]), "identity_time_interval": pa.array(c[1]),
+            "bill_payer_account_id": pa.array(c[2]),
+            "bill_billing_period_start_date": pa.array([moment(t) for t in c[3]], time_type),
+            "bill_billing_period_end_date": pa.array([moment(t) for t in c[4]], time_type),
+            "line_item_usage_account_id": pa.array(c[5]), "line_item_line_item_type": pa.array(c[6]),
+            "line_item_usage_start_date": pa.array([moment(t) for t in c[7]], time_type),
+            "line_item_usage_end_date": pa.array([moment(t) for t in c[8]], time_type),
+            "line_item_product_code": pa.array(c[9]), "line_item_usage_type": pa.array(c[10]),
+            "line_item_resource_id": pa.array(c[11]),
+            "line_item_usage_amount": pa.array([float(v) for v in c[12]], pa.float64()),
+            "line_item_currency_code": pa.array(c[13]),
+            "line_item_unblended_cost": pa.array([float(v) for v in c[14]], pa.float64()),
+            "line_item_line_item_description": pa.array(c[15]),
+            "product": pa.array([[("product_name", r[16]), ("region_code", r[18]), ("sku", r[19])]
+                                 + ([("instance_type", r[17])] if r[17] else []) for r in piece], text_map),
+            "pricing_public_on_demand_cost": pa.array([float(v) for v in c[20]], pa.float64()),
+            "pricing_term": pa.array(c[21]), "pricing_unit": pa.array(c[22]),
+            "resource_tags": pa.array([([("user_run_id", r[23])] if r[23] else [])
+                                       + [("user_team", r[24]), ("aws_created_by", r[25])] for r in piece], text_map),
+            "cost_category": pa.array([[("Team", r[26])] for r in piece], text_map),
+        })
+
+    writer = None
+    piece: list[list[str]] = []
+    for row in rows:
+        piece.append(row)
+        if len(piece) == batch_lines:
+            table = batch(piece)
+            writer = writer or pq.ParquetWriter(path, table.schema)
+            writer.write_table(table)
+            piece = []
+    if piece or writer is None:
+        table = batch(piece or [["x"] * 27])
+        writer = writer or pq.ParquetWriter(path, table.schema)
+        writer.write_table(table if piece else table.slice(0, 0))
+    writer.close()
+    return path
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out", type=Path)
     parser.add_argument("--lines", type=int, default=1_000_000)
-    parser.add_argument("--only", choices=("focus", "cur", "gcp_jsonl"))
+    parser.add_argument("--only", choices=("focus", "cur", "cur2", "gcp_jsonl"))
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     if args.only in (None, "focus"):
         print(write(args.out / f"focus_{args.lines}.csv", FOCUS_HEADER, focus_rows(args.lines, random.Random(42))))
     if args.only in (None, "cur"):
         print(write(args.out / f"cur_{args.lines}.csv", CUR_HEADER, cur_rows(args.lines, random.Random(42))))
+    if args.only in (None, "cur2"):
+        print(write_cur2(args.out / f"cur2_{args.lines}.parquet", cur_rows(args.lines, random.Random(42))))
     if args.only in (None, "gcp_jsonl"):
         print(write_lines(args.out / f"gcp_{args.lines}.jsonl", gcp_lines(args.lines, random.Random(42))))
 

@@ -4,8 +4,8 @@ python bench/bill_stage.py FILE KIND [--only bare|stage|old] [--old] [--repeat N
     KIND: billing_focus | billing_aws | billing_gcp | billing_azure
 Prints wall and CPU seconds of bare DuckDB loading the file (the team's baseline, as
 bench/fleet_workers.py `bare_duckdb`: `CREATE TABLE bare AS SELECT * FROM read_csv(FILE,
-all_varchar=true, header=true)`, or `read_json(FILE)` for JSON lines, into a fresh DuckDB file)
-and of KIND's stage() into a fresh
+all_varchar=true, header=true)`, `read_json(FILE)` for JSON lines or `read_parquet(FILE)` for a
+.parquet file, into a fresh DuckDB file) and of KIND's stage() into a fresh
 staging database, and their ratio (bare / stage: 1.0 means as fast as bare DuckDB; the target is 0.7);
 with --old also billing.py's parse() of the whole text (as JSON lines were read before). --repeat N
 runs each N times, alternating, and keeps the best. For peak memory run each half in its own
@@ -41,7 +41,9 @@ def bare(path: Path) -> int:
         src = Source.of(path)
         with src.open_binary() as stream:
             json_lines = stream.read(4096).lstrip(b"\xef\xbb\xbf \t\r\n")[:1] == b"{"
-        if json_lines:
+        if path.suffix == ".parquet":  # a Parquet bill: bare DuckDB's own Parquet reader
+            con.execute("CREATE TABLE bare AS SELECT * FROM read_parquet(?)", [str(path)])
+        elif json_lines:
             con.execute("CREATE TABLE bare AS SELECT * FROM read_json(?, format='newline_delimited', "
                         "compression=?)", [str(path), src.duckdb_compression])
         else:

@@ -29,6 +29,7 @@ KINDS = {parser.KIND: parser for parser in PARSERS}
 FILE_SUFFIXES = {".jsonl", ".json", ".ndjson", ".csv", ".gz", ".zst", ".prom", ".parquet"}
 PARQUET_MAGIC = b"PAR1"  # a parser with BINARY = True gets such files as bytes
 SNIFF_BYTES = 64 * 1024  # detection reads this much of the decompressed file
+PARQUET_FOOTER_BYTES = 16 << 20  # a Parquet file's schema is in its footer: read up to this much of the end
 SNIFF_CHARS = SNIFF_BYTES  # and hands detect() that head as text
 HASH_CHUNK_BYTES = 1 << 20
 Progress = Callable[[int, int], None]  # (bytes of the file read, lines or rows read)
@@ -161,7 +162,7 @@ def _ingest_file(path: Path, kind: str | None, context: ParseContext, on_progres
             summary.error = f"{name}: the file is empty"
             return summary
     if binary:  # Parquet: only parsers that read it
-        parser = KINDS.get(kind) if kind else detect_bytes(name, head)
+        parser = KINDS.get(kind) if kind else detect_bytes(name, _parquet_probe(src, head))
         if parser is not None and not getattr(parser, "BINARY", False):
             summary.error = f"{name}: a Parquet file cannot be read as {parser.KIND}"
             return summary
@@ -274,6 +275,29 @@ def _head(src: Source) -> bytes:
     """The first SNIFF_BYTES of the decompressed file."""
     with src.open_binary() as stream:
         return stream.read(SNIFF_BYTES)
+
+
+def _parquet_probe(src: Source, head: bytes) -> bytes:
+    """The Parquet file's magic and footer (where its schema is: the head alone lacks it past
+    SNIFF_BYTES), a readable Parquet for sniff_bytes; bounded to PARQUET_FOOTER_BYTES."""
+    try:
+        with src.open_binary() as stream:
+            if src.compression:  # streamed: only the last bytes are kept
+                tail = b""
+                while chunk := stream.read(1 << 20):
+                    tail = (tail + chunk)[-PARQUET_FOOTER_BYTES:]
+            else:
+                size = src.path.stat().st_size
+                stream.seek(max(0, size - PARQUET_FOOTER_BYTES))
+                tail = stream.read()
+    except (OSError, EOFError, zstandard.ZstdError, BadValue):  # reading it says why, with its own message
+        return head
+    if len(tail) < 12 or tail[-4:] != PARQUET_MAGIC:
+        return head
+    length = int.from_bytes(tail[-8:-4], "little")
+    if length + 8 > len(tail):  # a footer larger than the bound: the head, as before
+        return head
+    return PARQUET_MAGIC + tail[-8 - length:]
 
 
 def is_prometheus(head: str) -> bool:

@@ -645,7 +645,10 @@ END;
 --   4. other usage: compute (an instance type or a GPU line) is unallocated, the rest (storage,
 --      network, other services) shared; a line whose run tag names a run not loaded is unallocated;
 --   5. taxes, credits, purchases and adjustments: shared, as themselves.
-CREATE OR REPLACE MACRO bill_allocation(alloc_start, alloc_end, run_tag, slack_s, service_tag, families, words) AS TABLE
+-- stored := true reads each line's run from billing_line_runs (as billing_run_lines): only when
+-- billing_match_settings holds run_tag and slack_s (app/allocation.py asks first).
+CREATE OR REPLACE MACRO bill_allocation(alloc_start, alloc_end, run_tag, slack_s, service_tag, families, words,
+                                        stored := false) AS TABLE
 WITH lines AS MATERIALIZED (
     SELECT l.*, epoch(l.charge_period_end - l.charge_period_start) AS line_s,
            -- once per line: its regular expressions cost more than the rest of the allocation
@@ -655,7 +658,7 @@ WITH lines AS MATERIALIZED (
       AND l.effective_cost IS NOT NULL
 ), run_lines AS MATERIALIZED (
     SELECT m.line_key, m.run_id, m.matched_by
-    FROM billing_run_lines(run_tag, slack_s) m SEMI JOIN lines l USING (line_key)
+    FROM billing_run_lines(run_tag, slack_s, stored := stored) m SEMI JOIN lines l USING (line_key)
 ), hosts AS MATERIALIZED (   -- GPU nodes: the hosts traced in the period, with their GPUs
     SELECT host, count(DISTINCT gpu_index) AS gpus FROM gpu_minutes
     WHERE minute >= alloc_start AND minute < alloc_end GROUP BY host

@@ -187,10 +187,20 @@ def with_reference(db: Path, tmp_path: Path) -> duckdb.DuckDBPyConnection:
     return con
 
 
+# The macro reading the stored matches (billing_line_runs) against the reference computing them.
+STORED_DIFFERENCE = DIFFERENCE.replace(f"bill_allocation({ARGS})", f"bill_allocation({ARGS}, stored := true)")
+
+
 def check_against_reference(con: duckdb.DuckDBPyConnection, values: dict) -> dict:
-    """Asserts both macros give the same rows and each line's pieces add up to it exactly;
-    returns Σ piece cost per billing currency and the number of lines cut into several pieces."""
+    """Asserts both macros give the same rows, also from the stored matches when they hold these
+    settings, and each line's pieces add up to it exactly; returns Σ piece cost per billing
+    currency, the number of lines cut into several pieces and whether the stored matches were compared."""
     assert con.execute(DIFFERENCE, values).fetchone()[0] == 0
+    stored = bool(con.execute("SELECT count(*) FROM billing_match_settings WHERE run_id_tag = $run_tag "
+                              "AND match_slack_s = $slack_s", {k: values[k] for k in ("run_tag", "slack_s")}
+                              ).fetchone()[0])
+    if stored:
+        assert con.execute(STORED_DIFFERENCE, values).fetchone()[0] == 0
     rows = con.execute(f"SELECT line_key, effective_cost, line_effective_cost, billing_currency "
                        f"FROM bill_allocation({ARGS})", values).fetchall()
     reference = con.execute(f"SELECT count(*) FROM bill_allocation_reference({ARGS})", values).fetchone()[0]
@@ -204,7 +214,7 @@ def check_against_reference(con: duckdb.DuckDBPyConnection, values: dict) -> dic
         line_cost[key] = line
         sums[currency] += cost
     assert per_line == line_cost  # every billed unit lands once: no line short or over by a digit
-    return {"sums": dict(sums), "split_lines": sum(1 for n in pieces.values() if n > 1)}
+    return {"sums": dict(sums), "split_lines": sum(1 for n in pieces.values() if n > 1), "stored": stored}
 
 
 def bill_sums(rows: list[dict]) -> dict[str, Decimal]:
@@ -223,6 +233,7 @@ def test_the_sample_bill_is_cut_as_by_the_reference(demo_db, tmp_path, month):
     with with_reference(demo_db, tmp_path) as con:
         found = check_against_reference(con, params(start, end, rules))
     assert found["split_lines"] > 0  # the GPU nodes' lines are shared between runs and idle time
+    assert found["stored"]  # the demo's settings are the stored ones: both ways compared
     rows = []
     for path in sorted((SAMPLE_DIR / "billing").glob("*.csv.gz")):
         with gzip.open(path, "rt", newline="") as handle:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import csv
 import gzip
+import hashlib
 import io
 import json
 from collections import defaultdict
@@ -476,3 +477,27 @@ def test_sample_bills_match_the_generators_truth(warehouse):
         for row in mine:
             assert row["billed"].quantize(CENT) == Decimal(str(expected[f"{row['charge_category']}_usd"]))
     assert fetch("SELECT count(*) AS n FROM billing_lines")[0]["n"] == truth["counts"]["billing_lines"]
+
+
+def test_cur2_parquet_past_the_sniffed_head_is_detected(warehouse, tmp_path):
+    """A Parquet file's schema is in its footer: a real export (far over the 64 KB head) must be
+    told apart without --kind, plain and gzipped."""
+    lines = 6000
+    ids = [f"li-{n:07d}-{hashlib.sha256(str(n).encode()).hexdigest()}" for n in range(lines)]
+    costs = [f"{n % 977}.{n % 1000:03d}" for n in range(lines)]
+    pq.write_table(pa.table({
+        "identity_line_item_id": ids,
+        "line_item_line_item_type": ["Usage"] * lines,
+        "line_item_usage_start_date": pa.array([datetime(2026, 8, 3, tzinfo=UTC)] * lines, pa.timestamp("ms", tz="UTC")),
+        "line_item_currency_code": ["USD"] * lines,
+        "line_item_unblended_cost": costs,
+        "product": pa.array([[("instance_type", "g6.12xlarge")]] * lines, pa.map_(pa.string(), pa.string())),
+    }), tmp_path / "cur2.parquet", compression="none")
+    assert (tmp_path / "cur2.parquet").stat().st_size > 4 * 64 * 1024
+    expected = {"USD": billing.plain(sum(Decimal(c) for c in costs))}
+    summary = loader.ingest_file(tmp_path / "cur2.parquet")
+    assert (summary.kind, summary.rows_loaded, summary.rejects) == ("billing_aws", lines, [])
+    assert summary.totals["billed_cost_total"] == expected
+    packed = tmp_path / "cur2.parquet.gz"
+    packed.write_bytes(gzip.compress((tmp_path / "cur2.parquet").read_bytes()))
+    assert loader.ingest_file(packed).kind == "billing_aws"
