@@ -23,7 +23,7 @@ import pyarrow as pa
 
 from ingest import bill_stage, billing, limits, line_sql, staging
 from ingest.bill_sql import Fields, Plan, literal
-from ingest.contract import BadValue, ParseContext, Parsed, Reject
+from ingest.contract import ParseContext, Parsed, Reject
 from ingest.staging import Source
 
 LOG = logging.getLogger(__name__)
@@ -252,17 +252,4 @@ def _by_python(con: duckdb.DuckDBPyConnection, ctx: ParseContext, family: billin
             parsed.rejects.append(Reject(number, too_long))
         else:
             readable.append((number, text))
-    rows = []
-    for record in billing.json_records(readable, family, parsed):
-        try:
-            built = family.build(record, set(record.fields))
-        except BadValue as error:
-            parsed.rejects.append(Reject(record.line, str(error), record.raw))
-            continue
-        parsed.accepted += 1
-        for sub, row in enumerate(built):
-            rows.append({**row, "source_file": ctx.source, "source_kind": family.kind,
-                         "source_line": record.line, "_sub": sub, "_key": None})
-    bill_stage._insert_rejects(con, ctx, parsed.rejects)
-    bill_stage._insert_candidates(con, rows)
-    return parsed.accepted
+    return bill_stage.stage_records(con, ctx, family, billing.json_records(readable, family, parsed), parsed)

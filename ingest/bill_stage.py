@@ -453,8 +453,15 @@ def _stage_by_python(src: Source, con: duckdb.DuckDBPyConnection, ctx: ParseCont
         lines = [(number, "" if number in dropped else text) for number, text in lines]
     first = next((t for _, t in lines if t.strip()), "")
     reader = billing.json_records if first.lstrip("\ufeff").lstrip().startswith("{") else billing.csv_records
+    return stage_records(con, ctx, family, reader(lines, family, parsed), parsed)
+
+
+def stage_records(con: duckdb.DuckDBPyConnection, ctx: ParseContext, family: Family, records,
+                  parsed: Parsed) -> int:
+    """billing.py's records built by the family, their rows unkeyed into bill_candidates and the
+    rejects (parsed's too) into rejects; returns parsed's accepted count."""
     rows = []
-    for record in reader(lines, family, parsed):
+    for record in records:
         try:
             built = family.build(record, set(record.fields))
         except BadValue as error:
