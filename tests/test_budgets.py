@@ -273,7 +273,7 @@ def test_demo_writes_the_sample_budgets_only_without_user_settings(tmp_path, mon
 
     seen = []
     monkeypatch.setattr(serve, "_serve", lambda args, db: seen.append(config.load().budgets) or 0)
-    monkeypatch.setattr(serve.loader, "ingest_paths", lambda paths: iter(()))
+    monkeypatch.setattr(loader, "ingest_paths", lambda paths: iter(()))
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("MLCOST_DB", str(tmp_path / "demo.duckdb"))
     monkeypatch.delenv("MLCOST_CONFIG", raising=False)
