@@ -27,12 +27,11 @@ SCOPE = queries.budget_row_scope("p.tags", "b.provider", piece="p")
 
 SCOPED = allocation.PIECES + ", " + queries.WANTED + f"""
 , scoped AS (
-    SELECT w.budget_no, w.currency AS budget_currency, p.*, (p.charge_period_start AT TIME ZONE 'UTC')::DATE AS day,
+    SELECT w.budget_no, w.currency AS budget_currency, p.*, utc_day(p.charge_period_start) AS day,
            r.project AS run_project
     FROM pieces p JOIN billing_lines b USING (line_key) LEFT JOIN runs r ON r.run_id = p.run_id
     JOIN wanted w ON coalesce({SCOPE}, false)
-     AND (p.charge_period_start AT TIME ZONE 'UTC')::DATE >= w.start_day
-     AND (p.charge_period_start AT TIME ZONE 'UTC')::DATE < w.end_day
+     AND utc_day(p.charge_period_start) >= w.start_day AND utc_day(p.charge_period_start) < w.end_day
 )
 """
 

@@ -53,7 +53,7 @@ def estimate_days() -> pd.DataFrame:
     """One row: the first and last UTC day with a priced run start or serving window."""
     return warehouse.query_exact("""
         SELECT min(day) AS first_day, max(day) AS last_day FROM (
-            SELECT (started_at AT TIME ZONE 'UTC')::DATE AS day FROM runs WHERE cost_usd IS NOT NULL
+            SELECT utc_day(started_at) AS day FROM runs WHERE cost_usd IS NOT NULL
             UNION ALL SELECT day FROM serving_costs WHERE cost_usd IS NOT NULL)
     """)
 
@@ -140,7 +140,7 @@ def budget_daily_estimated(spans: list[tuple]) -> pd.DataFrame:
     del params["project_tag"], params["team_tag"]
     return warehouse.query_exact(BUDGET_ROWS + f"""
         , estimates AS (
-            SELECT (started_at AT TIME ZONE 'UTC')::DATE AS day, cost_usd, project, team, tags, false AS serving
+            SELECT utc_day(started_at) AS day, cost_usd, project, team, tags, false AS serving
             FROM runs WHERE cost_usd IS NOT NULL
             UNION ALL
             SELECT day, cost_usd, NULL, NULL, NULL, true FROM serving_costs WHERE cost_usd IS NOT NULL
@@ -157,7 +157,7 @@ def budget_top_runs(budget, start, end, limit: int = 5) -> pd.DataFrame:
     return _budget_query(f"""
         SELECT run_id, project, team, instance_type, started_at, cost_usd
         FROM runs
-        WHERE (started_at AT TIME ZONE 'UTC')::DATE >= $start AND (started_at AT TIME ZONE 'UTC')::DATE < $end
+        WHERE utc_day(started_at) >= $start AND utc_day(started_at) < $end
           AND cost_usd IS NOT NULL AND coalesce({BUDGET_SCOPE_RUNS}, false)
         ORDER BY cost_usd DESC, run_id LIMIT $limit
     """, budget, ("", ""), start, end, limit=limit)
@@ -194,7 +194,7 @@ def budget_top_projects(budget, tags: tuple[str, str], billed: bool, start, end,
         """, budget, tags, start, end, limit=limit)
     return _budget_query(f"""
         SELECT coalesce(project, '(no project)') AS project, sum(CAST(cost_usd AS DECIMAL(38, 10))) AS cost FROM runs
-        WHERE (started_at AT TIME ZONE 'UTC')::DATE >= $start AND (started_at AT TIME ZONE 'UTC')::DATE < $end
+        WHERE utc_day(started_at) >= $start AND utc_day(started_at) < $end
           AND cost_usd IS NOT NULL AND coalesce({BUDGET_SCOPE_RUNS}, false)
         GROUP BY 1 ORDER BY cost DESC, project LIMIT $limit
     """, budget, ("", ""), start, end, limit=limit)
