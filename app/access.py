@@ -13,7 +13,7 @@ import os
 
 import streamlit as st
 
-from app.format import md
+from present.format import md
 
 READ_ONLY_ENV = "MLCOST_READ_ONLY"
 LOGIN_ENV = "MLCOST_LOGIN"

@@ -9,9 +9,10 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from app import alerts, allocation, budgets, queries, retrospective
-from app.filters import Filters
-from app.format import csv_bytes
+from metrics import allocation, budgets, queries, retrospective
+from outputs import alerts
+from metrics.filters import Filters
+from present.format import csv_bytes
 from ingest import config
 
 RESULT_TTL_S = 600
@@ -138,5 +139,5 @@ def _allocation(name: str, version: int, args: tuple) -> object:
 
 
 def allocated(function: Callable[..., object], *args: object) -> object:
-    """app/allocation.function(*args) from the cache, recomputed whenever the warehouse has a newer load."""
+    """metrics/allocation.function(*args) from the cache, recomputed whenever the warehouse has a newer load."""
     return _allocation(function.__name__, _data_version(), args)

@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app import access, cache, filters, queries
-from app.format import md
+from app import access, cache, filters
+from metrics import queries
+from present.format import md
 from ingest import warehouse
 
 st.set_page_config(page_title="mlcost", page_icon=":material/savings:", layout="wide")

@@ -4,8 +4,8 @@
 
 A synthetic FOCUS bill of N daily lines over 120 days (tags project/team, two currencies) is
 loaded, then:
-- burn: app.budgets.burn of one budget (tag scope) vs a plain SELECT sum(billed_cost) over every line
-- evaluate: app.alerts.evaluate with B budgets (no traces, no serving) vs B of those plain sums
+- burn: metrics.budgets.burn of one budget (tag scope) vs a plain SELECT sum(billed_cost) over every line
+- evaluate: outputs.alerts.evaluate with B budgets (no traces, no serving) vs B of those plain sums
 """
 from __future__ import annotations
 
@@ -49,7 +49,8 @@ def main() -> None:
         settings_path.write_text("[alerts]\nidle_waste_usd_per_week = 0\n" + "".join(
             f'[[budgets]]\nname = "b{i}"\nscope = "project:p{i % 12}"\namount = 50000\n' for i in range(args.budgets)))
         os.environ["MLCOST_CONFIG"] = str(settings_path)
-        from app import alerts, budgets
+        from metrics import budgets
+        from outputs import alerts
         from ingest import config, loader, warehouse
 
         bill = Path(folder) / "bill.csv"

@@ -4,7 +4,7 @@
 
 - parse: ingest.runs_json.parse vs plain json.loads of the same lines
 - ingest: loader.ingest_file (parse + validate + load into DuckDB) vs the same json.loads
-- page query: app.queries.training_runs (frontier, dominance, cost-to-target) vs SELECT * FROM runs
+- page query: metrics.queries.training_runs (frontier, dominance, cost-to-target) vs SELECT * FROM runs
 """
 from __future__ import annotations
 
@@ -54,7 +54,7 @@ def main() -> None:
     count = options.parse_args().runs
     with tempfile.TemporaryDirectory() as folder:
         os.environ["MLCOST_DB"] = str(Path(folder) / "bench.duckdb")
-        from app import queries
+        from metrics import queries
         from app.filters import Filters
         from ingest import loader, runs_json, warehouse
         from ingest.contract import ParseContext, numbered

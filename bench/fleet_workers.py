@@ -96,7 +96,7 @@ def naive_idle_sql() -> str:
 def queries(db: str, repeats: int) -> dict:
     """The Idle GPUs page's per-GPU query (rollups) and the naive window query: best seconds each."""
     os.environ["MLCOST_DB"] = db
-    from app import queries as page_queries
+    from metrics import queries as page_queries
     from app.filters import Filters
     from ingest import config, warehouse
 

@@ -39,9 +39,9 @@ class Query:
 
 
 def _caller() -> str:
-    """file:function of the nearest app/ frame that made the query."""
+    """file:function of the nearest app/, metrics/ or outputs/ frame that made the query."""
     for frame in inspect.stack()[2:]:
-        if f"{os.sep}app{os.sep}" in frame.filename:
+        if any(f"{os.sep}{package}{os.sep}" in frame.filename for package in ("app", "metrics", "outputs")):
             return f"{Path(frame.filename).relative_to(REPO)}:{frame.function}"
     return "?"
 
@@ -99,7 +99,10 @@ def profile_pages(db: Path, only: list[str] | None, queries: int, top: int) -> l
     log: list[Query] = []
     record_queries(log)
     import plotly.express  # noqa: F401  (imports are paid once per server, not per page)
-    from app import cache, charts, queries as app_queries, report, retrospective  # noqa: F401
+    from app import cache  # noqa: F401
+    from metrics import queries as app_queries, retrospective  # noqa: F401
+    from outputs import report  # noqa: F401
+    from present import charts  # noqa: F401
 
     page_timings._start_up()
     results = []

@@ -127,7 +127,10 @@ def time_pages(db_path: Path | str, only: list[str] | None = None) -> list[PageT
     os.environ["MLCOST_DB"] = str(db_path)
     # imports are paid once per server process, not per page: take them out of the first page's time
     import plotly.express  # noqa: F401
-    from app import cache, charts, queries, report, retrospective  # noqa: F401
+    from app import cache  # noqa: F401
+    from metrics import queries, retrospective  # noqa: F401
+    from outputs import report  # noqa: F401
+    from present import charts  # noqa: F401
     try:
         _start_up()
         results = []

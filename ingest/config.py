@@ -50,7 +50,7 @@ class Prices:
 
 @dataclass(frozen=True)
 class Serving:
-    """When a model version counts as a regression (see app/queries/serving.py serving_version_changes)."""
+    """When a model version counts as a regression (see metrics/queries/serving.py serving_version_changes)."""
 
     regression_pct: float
     min_requests: int
@@ -86,7 +86,7 @@ class Energy:
 
     def query_factors(self) -> tuple[tuple[tuple[str, float, float], ...], float, float]:
         """(((region, PUE, g CO2e/kWh), ...) for every region with its own figure, default PUE,
-        default g CO2e/kWh): the arguments app/queries/gpus.py's energy queries take."""
+        default g CO2e/kWh): the arguments metrics/queries/gpus.py's energy queries take."""
         regions = tuple((region, self.pue_for(region), self.grid_for(region))
                         for region in sorted({*self.pue_by_region, *self.grid_gco2_per_kwh_by_region}))
         return regions, self.pue, self.grid_gco2_per_kwh
@@ -114,7 +114,7 @@ class Reconciliation:
 
 
 SCOPES = ("all", "project", "team", "tag", "provider", "bucket", "model", "service")
-# Scopes counted on the allocation of the bill (app/allocation.py): its effective cost of a bucket,
+# Scopes counted on the allocation of the bill (metrics/allocation.py): its effective cost of a bucket,
 # a model version (serving) or a service (the lines tagged with it).
 ALLOCATION_SCOPES = ("bucket", "model", "service")
 ALLOCATION_BUCKETS = ("training", "serving", "idle_gpu", "shared", "unallocated")
@@ -161,7 +161,7 @@ class Budget:
 
 @dataclass(frozen=True)
 class Alerts:
-    """The alert rules besides budget thresholds (app/alerts.py), and how alerts are delivered."""
+    """The alert rules besides budget thresholds (outputs/alerts.py), and how alerts are delivered."""
 
     burn_spike_factor: float = 2.0
     burn_spike_baseline_days: int = 28
@@ -175,7 +175,7 @@ class Alerts:
 
 @dataclass(frozen=True)
 class Retrospective:
-    """When a figure of the month becomes a recommendation (app/retrospective.py)."""
+    """When a figure of the month becomes a recommendation (metrics/retrospective.py)."""
 
     right_size_min_gpu_h: float = 8.0
     dominated_min_ratio: float = 1.5

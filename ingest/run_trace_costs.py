@@ -1,7 +1,7 @@
 """The last fallback for an imported run's cost: the GPU-hours its hosts' traces show it held
 (view run_gpus, stored per minute in run_gpu_time) x the price catalog's GPU-hour price of the GPU
 model the traces name. `cost_source` `gpu_traces_catalog`: an estimate, labelled as one, never a
-billed figure (the bill's share of a traced node is the allocation's, app/allocation.py).
+billed figure (the bill's share of a traced node is the allocation's, metrics/allocation.py).
 
 It is derived in the warehouse, not at import: derived.refresh_run_energy/update_run_energy call refresh() after
 every load of runs or GPU samples (and `mlcost rollup`, and an unload), so traces loaded after the

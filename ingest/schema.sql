@@ -153,7 +153,7 @@ CREATE TABLE IF NOT EXISTS serving_windows (
 ALTER TABLE serving_windows ADD COLUMN IF NOT EXISTS prompt_tokens BIGINT;
 ALTER TABLE serving_windows ADD COLUMN IF NOT EXISTS output_tokens BIGINT;
 
--- Per-window serving figures. A group's figure is a ratio of sums (app/queries.py
+-- Per-window serving figures. A group's figure is a ratio of sums (metrics/queries.py
 -- SERVING_FIGURES): cost over success_priced, energy over success_metered, so a window without
 -- a cost or an energy drops out of numerator and denominator alike instead of counting as free.
 CREATE OR REPLACE VIEW serving_costs AS
@@ -489,7 +489,7 @@ CREATE TABLE IF NOT EXISTS billing_lines (
 -- Bill lines with the figures pages group by: the UTC day and month of the charge, the invoice
 -- month, and the
 -- instance family (p4d of p4d.24xlarge, nc of standard_nc6s_v3, a2 of a2-highgpu-1g) that
--- app/queries.py matches against the configured GPU families.
+-- metrics/queries.py matches against the configured GPU families.
 CREATE OR REPLACE VIEW billing_costs AS
 SELECT
     b.*,
@@ -532,7 +532,7 @@ GROUP BY billing_currency;
 CREATE OR REPLACE VIEW billing_currency_totals AS
 SELECT * EXCLUDE (providers, billed_cost_abs) FROM billing_currency_totals_of(NULL, NULL);
 
--- Usage lines attributed to runs (macros: views with parameters, given by app/queries.py from
+-- Usage lines attributed to runs (macros: views with parameters, given by metrics/queries.py from
 -- [reconciliation] in the settings). A line whose tag `run_tag` names a run belongs to it
 -- (matched_by 'tag'); else a line whose resource_id is a run's tags['resource_id'] and whose
 -- charge period overlaps the run (widened by slack_s seconds on each side) belongs to the run
@@ -580,7 +580,7 @@ CREATE TABLE IF NOT EXISTS billing_match_settings (
 );
 
 -- stored := true reads billing_line_runs: only when billing_match_settings holds these settings
--- (app/queries.py asks first). A constant flag, so that the other branch is never computed.
+-- (metrics/queries.py asks first). A constant flag, so that the other branch is never computed.
 CREATE OR REPLACE MACRO billing_run_lines(run_tag, slack_s, stored := false) AS TABLE
 SELECT line_key, run_id, matched_by FROM billing_line_runs WHERE stored
 UNION ALL
@@ -609,7 +609,7 @@ SELECT r.run_id, r.project, r.team, r.status, r.started_at, r.ended_at, r.instan
             THEN CAST((b.billed_cost - r.cost_usd) * 100 / r.cost_usd AS DOUBLE) END AS gap_pct
 FROM billed b JOIN runs r USING (run_id);
 
--- Which bill lines are GPU spend, by the bill's own fields (app/queries.py, app/allocation.py):
+-- Which bill lines are GPU spend, by the bill's own fields (metrics/queries.py, metrics/allocation.py):
 -- the instance family (AWS product/instanceType, Azure VM size, GCP machine type) is one of
 -- `families`; or an Azure virtual machine line names an N-series size in its product name; or the
 -- line's description names one of `words` as a whole word (GCP bills attached GPUs as their own
@@ -646,7 +646,7 @@ END;
 --      network, other services) shared; a line whose run tag names a run not loaded is unallocated;
 --   5. taxes, credits, purchases and adjustments: shared, as themselves.
 -- stored := true reads each line's run from billing_line_runs (as billing_run_lines): only when
--- billing_match_settings holds run_tag and slack_s (app/allocation.py asks first).
+-- billing_match_settings holds run_tag and slack_s (metrics/allocation.py asks first).
 CREATE OR REPLACE MACRO bill_allocation(alloc_start, alloc_end, run_tag, slack_s, service_tag, families, words,
                                         stored := false) AS TABLE
 WITH lines AS MATERIALIZED (
@@ -797,7 +797,7 @@ SELECT a.line_key, l.billing_currency, a.bucket, a.rule, a.run_id, n.host, l.tag
        l.gpu_rule
 FROM allocated a JOIN lines l USING (line_key) LEFT JOIN node_lines n USING (line_key);
 
--- Alerts (app/alerts.py): one row per rule, subject, threshold and period that fired. A row is
+-- Alerts (outputs/alerts.py): one row per rule, subject, threshold and period that fired. A row is
 -- written once (OK -> alarm), resolved when its condition no longer holds, and never fires again
 -- in its period; delivery goes pending -> delivered (or snoozed), and a failed post stays pending
 -- for the next check.

@@ -79,7 +79,7 @@ def _clear_streamlit_caches():
 
 
 def as_read(markdown: str) -> str:
-    """What a reader sees of a Markdown string whose untrusted parts app.format.md escaped."""
+    """What a reader sees of a Markdown string whose untrusted parts present.format.md escaped."""
     return re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", markdown)
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from app import alert_store, alerts
+from outputs import alert_store, alerts
 from ingest import config, loader, warehouse as wh
 from tests.conftest import REPO_ROOT, SAMPLE_DIR, sample_node_rates
 from tests.slack_server import refused_url, slack_stand_in

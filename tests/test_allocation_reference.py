@@ -17,7 +17,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from app import allocation
+from metrics import allocation
 from ingest import config, loader
 from tests.conftest import SAMPLE_DIR
 

@@ -155,8 +155,8 @@ def test_page_queries_names_each_slow_query_and_its_operators(tmp_path):
     lines = done.stdout.splitlines()
     header = re.match(r"== Idle GPUs: cold [\d.]+ s; (\d+) queries", lines[0])
     assert header and "raised" not in lines[0], lines[:3]
-    made = [line for line in lines if re.match(r"\s+[\d.]+ s  app/[\w/]+\.py:\w+  ", line)]
+    made = [line for line in lines if re.match(r"\s+[\d.]+ s  (app|metrics|outputs)/[\w/]+\.py:\w+  ", line)]
     assert 0 < len(made) == int(header.group(1)), done.stdout  # every query listed (fewer than 50 here)
-    assert any("app/queries/gpus.py:idle_by_gpu" in line for line in made)  # the page's query, by who made it
+    assert any("metrics/queries/gpus.py:idle_by_gpu" in line for line in made)  # the page's query, by who made it
     operator_lines = [line for line in lines if re.match(r"\s+[\d.]+ s\s+[\d,]+ rows  [A-Z_]+  ", line)]
     assert len(made) <= len(operator_lines) <= 2 * len(made), done.stdout

@@ -203,7 +203,7 @@ def test_costs_page_shows_the_allocation_command_figures(chromium, sample_dashbo
     prints them for the same warehouse and settings, and each team's total."""
     from playwright.sync_api import expect
 
-    from app.format import money
+    from present.format import money
 
     base_url, db = sample_dashboard
     printed = subprocess.run([sys.executable, "-m", "mlcost", "allocation", "--json", "--by", "team"],

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from app import allocation, budget_drivers, budgets
+from metrics import allocation, budget_drivers, budgets
 from ingest import config, settings_file
 from mlcost import cli
 from tests.conftest import REPO_ROOT, SAMPLE_DIR

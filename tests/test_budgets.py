@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from app import budgets
+from metrics import budgets
 from ingest import config, loader
 from tests.conftest import REPO_ROOT, SAMPLE_DIR
 
@@ -124,7 +124,7 @@ def bill_spend_by_day(keep) -> dict[date, Decimal]:
 
 
 def expected_burn(by_day: dict[date, Decimal], amount: Decimal, start: date, end: date, through: date) -> dict:
-    """Spend to date, 7-day rate, forecast and band, days to breach, by the rules in app/budgets.py."""
+    """Spend to date, 7-day rate, forecast and band, days to breach, by the rules in metrics/budgets.py."""
     days = lambda a, b: [a + timedelta(days=i) for i in range((b - a).days)]  # noqa: E731
     spent = sum((by_day.get(d, Decimal(0)) for d in days(start, through + timedelta(days=1))), Decimal(0))
     last_7 = [by_day.get(d, Decimal(0)) for d in days(through - timedelta(days=6), through + timedelta(days=1))]

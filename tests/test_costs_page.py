@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from app.format import money
+from present.format import money
 from mlcost import cli
 from tests.conftest import REPO_ROOT, SAMPLE_DIR
 

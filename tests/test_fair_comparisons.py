@@ -8,8 +8,9 @@ from decimal import Decimal
 
 import pytest
 
-from app import report, retrospective
-from app.retrospective import Figure
+from metrics import retrospective
+from outputs import report
+from metrics.retrospective import Figure
 from ingest import config
 from tests.conftest import REPO_ROOT
 from tests.test_sample_data import epoch, runs, truth

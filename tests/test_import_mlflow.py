@@ -98,7 +98,8 @@ def test_file_store_with_quirks(warehouse, tmp_path, capsys):
     tags = dict(a["tags"]) if not isinstance(a["tags"], dict) else a["tags"]
     assert tags["param.lr"] == "0.001" and tags["run_name"] == "aaa-name" and "mlflow.user" not in tags
     # the Training runs table names each run as MLflow does (its meta.yaml run_name)
-    from app import filters, queries
+    from app import filters
+    from metrics import queries
 
     table = queries.training_runs(filters.Filters(), None, None).set_index("run_id")
     assert table.loc["aaa", "run_name"] == "aaa-name" and table.loc["ddd", "run_name"] == "ddd-name"

@@ -501,7 +501,7 @@ def test_sample_frontier_matches_truth_json(sample_warehouse):
 
 
 def test_a_chart_over_max_points_says_what_it_leaves_out(warehouse, tmp_path):
-    from app import charts
+    from present import charts
 
     runs = charts.MAX_POINTS + 10
     path = tmp_path / "many.jsonl"
@@ -533,7 +533,7 @@ def test_a_chart_over_max_points_says_what_it_leaves_out(warehouse, tmp_path):
 def test_a_serving_trend_of_one_day_ticks_days_not_milliseconds():
     """One UTC day of windows: the axis spans the days around it, ticked per day (it zoomed to
     milliseconds around midnight)."""
-    from app import charts
+    from present import charts
 
     day = pd.Timestamp("2026-11-23", tz="UTC")
     over_time = pd.DataFrame({"service": ["llm"], "day": [day], "cost_per_1k_usd": [0.0745], "versions": ["v1"]})
@@ -545,7 +545,7 @@ def test_a_serving_trend_of_one_day_ticks_days_not_milliseconds():
 
 
 def test_an_idle_heatmap_of_one_day_draws_a_day_wide_cell():
-    from app import charts
+    from present import charts
 
     by_day = pd.DataFrame({"gpu": ["n1 GPU 0"], "host": ["n1"], "gpu_index": [0],
                            "day": [pd.Timestamp("2026-11-23")], "idle_h": [0.5], "observed_h": [2.0]})

@@ -1,4 +1,4 @@
-"""The monthly retrospective (app/retrospective.py, app/report.py, the Retrospective page and
+"""The monthly retrospective (metrics/retrospective.py, outputs/report.py, the Retrospective page and
 `mlcost report`) on the sample data: October 2026 against September.
 
 Two kinds of check: the report's figures are the figures the other pages show for the month
@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from app import queries, report, retrospective
+from metrics import queries, retrospective
+from outputs import report
 from ingest import config, loader
 from ingest import warehouse as wh
 from tests.conftest import REPO_ROOT, SAMPLE_DIR, sample_node_rates

@@ -13,7 +13,7 @@ from urllib.parse import quote, quote_plus
 
 from streamlit.testing.v1 import AppTest
 
-from app import alerts, slack as slack_module
+from outputs import alerts, slack as slack_module
 from ingest import config, warehouse as wh
 from tests.conftest import REPO_ROOT
 from tests.slack_server import refused_url

@@ -1,5 +1,5 @@
 """Serving windows: the parser (ingest/serving.py), the price catalog (ingest/config.py), the
-warehouse view `serving_costs`, the regression rule (app/queries.py) and the Serving page.
+warehouse view `serving_costs`, the regression rule (metrics/queries.py) and the Serving page.
 
 Figures on the sample data are recomputed here from the raw sample file with plain Python
 (json + gzip, prices read off the windows that carry a cost), never from the warehouse's SQL.
@@ -24,8 +24,8 @@ import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from app import queries
-from app.filters import Filters
+from metrics import queries
+from metrics.filters import Filters
 from ingest import codecarbon, config, loader, runs_json, serving
 from ingest import warehouse as wh
 from ingest.contract import ParseContext, numbered

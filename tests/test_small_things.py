@@ -9,7 +9,8 @@ from decimal import Decimal
 import pandas as pd
 import pytest
 
-from app import charts, format as fmt
+from present import charts, format as fmt
+from app import tables
 from app.filters import bulk_span
 from tests.conftest import SAMPLE_DIR
 from tests.test_sample_data import truth
@@ -111,7 +112,7 @@ def test_tables_read_as_words_with_units_money_with_currency_and_key_columns_fir
         "Cost (USD)", "GPU energy (kWh)", "Run ID", "Rows loaded", "Mean utilization (%)"]
     frame = pd.DataFrame({"started_at": [pd.Timestamp("2026-10-01", tz="UTC")], "instance_type": ["g5.xlarge"],
                           "run_id": ["r1"], "cost_usd": [Decimal("1234.5")], "billed_cost": [Decimal("10")]})
-    shown = fmt.table(frame, first=("run_id", "cost_usd"), money=("cost_usd", "billed_cost"), currency="EUR")
+    shown = tables.table(frame, first=("run_id", "cost_usd"), money=("cost_usd", "billed_cost"), currency="EUR")
     assert shown["column_order"] == ["run_id", "cost_usd", "started_at", "instance_type", "billed_cost"]
     config = shown["column_config"]
     assert config["cost_usd"]["label"] == "Cost (USD)" and config["cost_usd"]["type_config"]["format"] == "$%,.2f"

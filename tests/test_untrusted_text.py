@@ -17,7 +17,9 @@ import pytest
 from markdown_it import MarkdownIt
 from streamlit.testing.v1 import AppTest
 
-from app import format as fmt, report, retrospective
+from metrics import retrospective
+from outputs import report
+from present import format as fmt
 from ingest import loader
 from tests.conftest import REPO_ROOT
 

@@ -12,8 +12,8 @@ from decimal import Decimal
 
 from streamlit.testing.v1 import AppTest
 
-from app import queries, retrospective
-from app.filters import Filters
+from metrics import queries, retrospective
+from metrics.filters import Filters
 from ingest import loader, warehouse as wh
 from tests.conftest import REPO_ROOT
 

@@ -3,8 +3,10 @@ from datetime import datetime, timedelta, timezone
 
 import streamlit as st
 
-from app import access, alert_store, alerts, budgets, cache, settings as settings_page, slack
-from app.format import md
+from app import access, cache, settings as settings_page
+from metrics import budgets
+from outputs import alert_store, alerts, slack
+from present.format import md
 
 st.title("Alerts")
 settings = settings_page.load_or_stop()

@@ -2,8 +2,11 @@
 (credits and taxes as such); GPU instance spend; the top resources. Amounts in their currency."""
 import streamlit as st
 
-from app import cache, charts, queries, settings as settings_page
-from app.format import md, money, table
+from app import cache, settings as settings_page
+from metrics import queries
+from present import charts
+from app.tables import table
+from present.format import md, money
 
 st.title("Billing")
 picked = st.session_state["filters"]

@@ -4,8 +4,10 @@ from datetime import datetime, timezone
 import pandas as pd
 import streamlit as st
 
-from app import allocation, budget_drivers, budgets, cache, charts, queries, settings as settings_page, settings_forms
-from app.format import md, money
+from app import cache, settings as settings_page, settings_forms
+from metrics import allocation, budget_drivers, budgets, queries
+from present import charts
+from present.format import md, money
 
 st.title("Budgets")
 settings = settings_page.load_or_stop()

@@ -3,8 +3,10 @@ costs and what is unallocated, split by team, project, namespace or any tag, wit
 import pandas as pd
 import streamlit as st
 
-from app import allocation, cache, charts, settings as settings_page
-from app.format import money
+from app import cache, settings as settings_page
+from metrics import allocation
+from present import charts
+from present.format import money
 
 st.title("Costs")
 months = cache.allocated(allocation.bill_months)

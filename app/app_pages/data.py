@@ -8,8 +8,10 @@ from pathlib import Path
 import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
-from app import access, cache, queries
-from app.format import md, table
+from app import access, cache
+from metrics import queries
+from app.tables import table
+from present.format import md
 from ingest import config, loader, values, warehouse
 from ingest.contract import BadValue
 from ingest.report import summary_lines

@@ -1,8 +1,11 @@
 """Overview: what the filtered runs cost, used and produced, and where the money went."""
 import streamlit as st
 
-from app import cache, charts, queries, settings as settings_page
-from app.format import count_of, kg_co2e, usd, table
+from app import cache, settings as settings_page
+from metrics import queries
+from present import charts
+from app.tables import table
+from present.format import count_of, kg_co2e, usd
 
 st.title("Overview")
 picked = st.session_state["filters"]

@@ -2,8 +2,11 @@
 gaps, runs found only by resource id, and spend that belongs to no run."""
 import streamlit as st
 
-from app import cache, charts, queries, settings as settings_page
-from app.format import md, money, plural, table
+from app import cache, settings as settings_page
+from metrics import queries
+from present import charts
+from app.tables import table
+from present.format import md, money, plural
 
 TABLE_ROWS = 1000  # runs listed in the table, largest gap first
 NAMED_RUNS = 20  # runs named in a warning; the table has the rest

@@ -2,8 +2,10 @@
 the decisions log, and the report (Markdown, or one HTML file that opens offline)."""
 import streamlit as st
 
-from app import access, cache, queries, report, retrospective, settings as settings_page
-from app.format import label, md
+from app import access, cache, settings as settings_page
+from metrics import queries, retrospective
+from outputs import report
+from present.format import label, md
 from ingest import warehouse
 
 # How a table column of each unit (retrospective.Section.units) is shown.

@@ -2,8 +2,11 @@
 import pandas as pd
 import streamlit as st
 
-from app import cache, charts, queries, settings as settings_page
-from app.format import md, table, usd
+from app import cache, settings as settings_page
+from metrics import queries
+from present import charts
+from app.tables import table
+from present.format import md, usd
 
 st.title("Serving")
 picked = st.session_state["filters"]

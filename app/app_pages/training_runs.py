@@ -2,8 +2,11 @@
 cost-to-target, the run table with measured GPU energy."""
 import streamlit as st
 
-from app import cache, charts, queries, settings as settings_page
-from app.format import md, plural, table, usd
+from app import cache, settings as settings_page
+from metrics import queries
+from present import charts
+from app.tables import table
+from present.format import md, plural, usd
 
 # x axis of the scatter: label -> (column, axis title)
 AXES = {"Cost": ("cost_usd", "Cost (USD)"),

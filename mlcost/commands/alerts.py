@@ -32,7 +32,7 @@ def register(commands) -> None:
 
 def run_check(args: argparse.Namespace) -> int:
     """Evaluate, record, post; exit 1 when a post failed (the alert waits for the next check)."""
-    from app import alerts, slack
+    from outputs import alerts, slack
 
     try:
         as_of = date.fromisoformat(args.as_of) if args.as_of else datetime.now(timezone.utc).date()
@@ -73,7 +73,7 @@ def run_check(args: argparse.Namespace) -> int:
 
 
 def run_test(args: argparse.Namespace) -> int:
-    from app import alerts, slack
+    from outputs import alerts, slack
 
     try:
         outcome = alerts.test_message(args.channel, config.load())
@@ -89,7 +89,7 @@ def run_test(args: argparse.Namespace) -> int:
 
 
 def run_snooze(args: argparse.Namespace) -> int:
-    from app import alert_store
+    from outputs import alert_store
 
     rule = args.rule or alert_store.ANY_RULE
     at = alert_store.now()

@@ -30,8 +30,8 @@ def register(commands) -> None:
 
 
 def run_allocation(args: argparse.Namespace) -> int:
-    """The allocation of the period (app/allocation.py) as a table or JSON on stdout."""
-    from app import allocation
+    """The allocation of the period (metrics/allocation.py) as a table or JSON on stdout."""
+    from metrics import allocation
 
     try:
         start, end = _period(args)
@@ -57,7 +57,7 @@ def run_allocation(args: argparse.Namespace) -> int:
 
 def _period(args: argparse.Namespace) -> tuple[date | None, date | None]:
     """[start, end) of --month, --from/--to, or the latest month with bill lines."""
-    from app import allocation, queries
+    from metrics import allocation, queries
 
     if args.date_to and not args.date_from:
         raise ValueError("--to needs --from")
@@ -95,7 +95,7 @@ def _plain(value: object) -> object:
 
 def table(result: dict) -> str:
     """The allocation as aligned text: per currency the buckets, the split by key, the GPU nodes."""
-    from app.allocation import BUCKET_LABELS
+    from metrics.allocation import BUCKET_LABELS
 
     out = [f"Allocation of the bill from {result['from']} to {result['to']} (UTC, by charge period)"]
     if not result["currencies"]:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from ingest import warehouse
 from mlcost.common import EXIT_PROBLEMS, EXIT_USAGE, say
 
-if TYPE_CHECKING:  # annotations only: `mlcost ingest` starts without pandas (app.queries imports it)
+if TYPE_CHECKING:  # annotations only: `mlcost ingest` starts without pandas (metrics.queries imports it)
     import pandas as pd
 
 COLUMNS = {"load_id": "load", "loaded_at": "loaded at (UTC)", "path": "file", "kind": "kind",
@@ -31,7 +31,7 @@ def register(commands) -> None:
 
 
 def run_loads(args: argparse.Namespace) -> int:
-    from app import queries
+    from metrics import queries
 
     ledger = queries.loads()
     if args.json:
@@ -49,7 +49,7 @@ def run_loads(args: argparse.Namespace) -> int:
 
 
 def run_unload(args: argparse.Namespace) -> int:
-    from app import queries
+    from metrics import queries
 
     ledger = queries.loads()
     matches = find(ledger, args.target)

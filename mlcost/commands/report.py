@@ -19,7 +19,7 @@ def register(commands) -> None:
 
 
 def run_report(args: argparse.Namespace) -> int:
-    """The retrospective of one month (app/retrospective.py) rendered by app/report.py."""
+    """The retrospective of one month (metrics/retrospective.py) rendered by outputs/report.py."""
     from ingest import warehouse
 
     with warehouse.session():  # one read connection for the report's queries
@@ -27,7 +27,8 @@ def run_report(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from app import report, retrospective
+    from metrics import retrospective
+    from outputs import report
 
     if args.month is None:
         month = retrospective.latest_month()

@@ -57,7 +57,7 @@ def run_demo(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace, db: Path) -> int:
-    from app import slack
+    from outputs import slack
 
     print(f"mlcost: warehouse {db.resolve()}; dashboard on http://{args.address}:{args.port}", flush=True)
     command = [

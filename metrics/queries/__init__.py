@@ -2,12 +2,12 @@
 
 One module per topic; this package hands every query on, so callers write `queries.training_runs`.
 """
-from app.queries.common import (  # noqa: F401
+from metrics.queries.common import (  # noqa: F401
     FILTERED_RUNS,
     data_version,
     filter_choices,
 )
-from app.queries.runs import (  # noqa: F401
+from metrics.queries.runs import (  # noqa: F401
     overview_totals,
     spend_by_month,
     top_runs,
@@ -16,14 +16,14 @@ from app.queries.runs import (  # noqa: F401
     training_runs,
     pareto_standing,
 )
-from app.queries.ledger import (  # noqa: F401
+from metrics.queries.ledger import (  # noqa: F401
     loads,
     IMPORT_KINDS,
     import_sources,
     rejects,
     decisions,
 )
-from app.queries.serving import (  # noqa: F401
+from metrics.queries.serving import (  # noqa: F401
     SERVING_WINDOWS,
     SERVING_FIGURES,
     SERVING_CHANGES,
@@ -34,7 +34,7 @@ from app.queries.serving import (  # noqa: F401
     serving_regressions,
     serving_by_service,
 )
-from app.queries.gpus import (  # noqa: F401
+from metrics.queries.gpus import (  # noqa: F401
     gpu_rollup_rule,
     gpu_models,
     idle_by_gpu,
@@ -44,7 +44,7 @@ from app.queries.gpus import (  # noqa: F401
     coverage_holes,
     run_energy_figures,
 )
-from app.queries.billing import (  # noqa: F401
+from metrics.queries.billing import (  # noqa: F401
     BILL_LINES,
     BILLING_DIMENSIONS,
     billing_totals,
@@ -58,7 +58,7 @@ from app.queries.billing import (  # noqa: F401
     reconciliation_totals,
     unmatched_spend,
 )
-from app.queries.budgets import (  # noqa: F401
+from metrics.queries.budgets import (  # noqa: F401
     BUDGET_SCOPE_BILLED,
     BUDGET_SCOPE_RUNS,
     bill_days,

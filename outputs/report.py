@@ -1,4 +1,4 @@
-"""The retrospective (app/retrospective.py) as Markdown or as one self-contained HTML file.
+"""The retrospective (metrics/retrospective.py) as Markdown or as one self-contained HTML file.
 
 The HTML carries plotly.js inline once, before the first chart, and no link to anything
 outside the file (no CDN, no web font), so it opens offline. Every text that came from data or
@@ -12,8 +12,8 @@ from decimal import Decimal
 
 import pandas as pd
 
-from app.format import md_inline
-from app.retrospective import Figure, Retrospective, Section, is_missing
+from present.format import md_inline
+from metrics.retrospective import Figure, Retrospective, Section, is_missing
 
 TITLE = "Efficiency retrospective"
 CSS = """

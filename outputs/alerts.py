@@ -20,8 +20,9 @@ from decimal import ROUND_HALF_UP, Decimal
 
 import pandas as pd
 
-from app import alert_store, allocation, budget_drivers, budgets, queries, slack
-from app.filters import Filters
+from metrics import allocation, budget_drivers, budgets, queries
+from outputs import alert_store, slack
+from metrics.filters import Filters
 from ingest import warehouse as wh
 from ingest.config import Config
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from app.filters import Filters
-from app.queries.common import FILTERED_RUNS
+from metrics.filters import Filters
+from metrics.queries.common import FILTERED_RUNS
 from ingest import warehouse
 
 # Bill lines come from the view `billing_costs`, limited to the sidebar's date range by

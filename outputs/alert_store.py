@@ -15,7 +15,7 @@ PENDING, DELIVERED, SNOOZED, SUPERSEDED = "pending", "delivered", "snoozed", "su
 # A post's intent is recorded (SENDING) before the request goes out and its outcome after. An
 # alert found SENDING by a later check was interrupted between the two; UNCERTAIN: the post got
 # no answer in time. Slack may hold either: the next check re-sends it once, marked as a possible
-# repeat (app/alerts.py).
+# repeat (outputs/alerts.py).
 SENDING, UNCERTAIN = "sending", "uncertain"
 INTERRUPTED = ("interrupted: the check stopped after the post went out and before Slack's answer was "
                "recorded; re-sent, marked as a possible repeat")

@@ -60,7 +60,7 @@ def estimate_days() -> pd.DataFrame:
 
 # The budgets one query reads, one row each (budget_no = its place in the list handed in, or the
 # number given): the scope's fields and the [start_day, end_day) it reads. A CTE named `wanted`
-# (BUDGET_ROWS starts a query with it; app/budget_drivers.py adds it after the allocation's CTEs);
+# (BUDGET_ROWS starts a query with it; metrics/budget_drivers.py adds it after the allocation's CTEs);
 # budget_row_scope() and BUDGET_ROW_RUNS test a row against its row w.
 WANTED = """
 wanted AS (

@@ -9,7 +9,7 @@ day before `as_of`): a bill that lags a day or two does not read as a day of zer
   from the day after `through` (0 when already reached, None when the rate is 0).
 Money stays Decimal; a budget only counts spend in its own currency. A budget on a bucket or
 key of the allocation (bucket:, model:, service:) counts the allocation's effective cost
-(app/budget_drivers.py); the others count the bill's billed cost.
+(metrics/budget_drivers.py); the others count the bill's billed cost.
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from decimal import Decimal
 
 import pandas as pd
 
-from app import allocation, budget_drivers, queries
+from metrics import allocation, budget_drivers, queries
 from ingest.config import Budget, Config
 
 RATE_DAYS = 7

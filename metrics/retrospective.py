@@ -1,8 +1,8 @@
 """The monthly efficiency retrospective: a month against the one before, and rule-based
 recommendations, each quoting the number behind it. No Streamlit here: the Retrospective page
-and `mlcost report` both build on `build()`, and app/report.py renders what it returns.
+and `mlcost report` both build on `build()`, and outputs/report.py renders what it returns.
 
-Every figure comes from the query functions the other pages call (app/queries/), with the
+Every figure comes from the query functions the other pages call (metrics/queries/), with the
 month as the date range, so a figure here is the figure that page shows for that month.
 The report is an ordered tuple of sections (SECTIONS); each builder takes the month's Context
 and returns a Section (figures, a table, a chart, notes) or None when there is nothing to say.
@@ -18,8 +18,9 @@ from decimal import Decimal
 
 import pandas as pd
 
-from app import budgets, charts, queries
-from app.filters import Filters
+from metrics import budgets, queries
+from present import charts
+from metrics.filters import Filters
 from ingest import config
 
 MONTH_PATTERN = re.compile(r"^(\d{4})-(\d{2})$")
@@ -490,7 +491,7 @@ def _coverage(ctx: Context) -> Section:
 
 
 def budget_burns(ctx: Context, month: date) -> list:
-    """Each configured budget's burn (app/budgets.py) counted to the end of `month` (or to the
+    """Each configured budget's burn (metrics/budgets.py) counted to the end of `month` (or to the
     last day with data): what the Budgets page shows with the day after the month as its as-of."""
     as_of = month_filters(month).end + timedelta(days=1)
     return ctx.remember(("budget_burns", as_of),

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from app.filters import Filters
+from metrics.filters import Filters
 from ingest import warehouse
 
 # Windows come from the view `serving_costs`, limited to the sidebar's date range by

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from app.filters import Filters
-from app.queries.common import FILTERED_RUNS
+from metrics.filters import Filters
+from metrics.queries.common import FILTERED_RUNS
 from ingest import warehouse
 
 # Pages read the per-minute rollups (gpu_minutes and the views gpu_minute_use, run_energy in

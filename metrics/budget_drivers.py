@@ -14,7 +14,7 @@ from decimal import Decimal
 
 import pandas as pd
 
-from app import allocation, queries
+from metrics import allocation, queries
 from ingest.config import Budget
 
 TOP_ITEMS = 10

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from app.filters import Filters
-from app.queries.common import FILTERED_RUNS
+from metrics.filters import Filters
+from metrics.queries.common import FILTERED_RUNS
 from ingest import warehouse
 
 def overview_totals(filters: Filters, regions: tuple[tuple[str, float, float], ...] = (),

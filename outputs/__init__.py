@@ -1,0 +1,1 @@
+"""What leaves the product: the monthly report (Markdown, HTML) and Slack alerts with their state."""

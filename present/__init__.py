@@ -1,0 +1,1 @@
+"""How figures are shown, without Streamlit: money, labels, Markdown-safe text, CSV cells, colours, charts."""
