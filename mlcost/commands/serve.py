@@ -77,7 +77,7 @@ def _serve(args: argparse.Namespace, db: Path) -> int:
         env["MLCOST_LOGIN"] = args.login
     if args.address not in ("127.0.0.1", "localhost", "::1") and not (args.login or env.get("MLCOST_LOGIN")):
         print(f"mlcost: warning: the dashboard on {args.address} is open to anyone who can reach it; "
-              "use --login oidc (README, Access)", file=sys.stderr, flush=True)
+              "use --login oidc (docs/access.md)", file=sys.stderr, flush=True)
     settings = config.user_path()  # the dashboard runs from the repository: pass ./mlcost.toml on
     if settings is not None:
         env["MLCOST_CONFIG"] = str(settings.resolve())
