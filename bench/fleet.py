@@ -320,6 +320,15 @@ def report(scale: float, manifest: dict, results: list[dict], big: dict, idle: d
     ])
 
 
+NOTES_MARK = "<!-- bench/fleet.py rewrites everything above this line and keeps everything below it. -->"
+
+
+def kept_notes(results: Path) -> str:
+    """The team's notes below NOTES_MARK in an existing results file ("" when none): a run keeps them."""
+    old = results.read_text() if results.exists() else ""
+    return "\n" + old[old.index(NOTES_MARK):] if NOTES_MARK in old else ""
+
+
 def main() -> None:
     options = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     options.add_argument("--scale", type=float, default=1.0, help="1.0 = the issue's fleet (default)")
@@ -361,7 +370,7 @@ def main() -> None:
     print()
     print(text)
     args.results.parent.mkdir(parents=True, exist_ok=True)
-    args.results.write_text(text)
+    args.results.write_text(text + kept_notes(args.results))
     print(f"written to {args.results}")
 
 

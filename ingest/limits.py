@@ -6,7 +6,7 @@ so far (past a 64 MB floor, so a small, very regular file still loads): a 7 MB g
 to 2 GB is refused after 64 MB of it, never held. A line longer than `max_line_bytes` is never held either:
 staging.line_batches hands it on as `too_long_marker(size)`, and the loader rejects that line
 with `too_long_reason` (its number and size), so the rest of the file still loads.
-Settings: `[ingest]` in mlcost.toml (ingest/defaults.toml, README "Configuration file").
+Settings: `[ingest]` in mlcost.toml (ingest/defaults.toml, docs/configuration.md).
 """
 from __future__ import annotations
 

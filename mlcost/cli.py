@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from importlib import metadata
 
 from ingest import config, warehouse
 from mlcost.commands import alerts, allocation, fetch, imports, ingest, loads, report, serve
@@ -32,10 +33,21 @@ def _parser() -> argparse.ArgumentParser:
         description="Cost and energy analytics for ML teams. The warehouse is $MLCOST_DB "
                     f"(default ./{warehouse.DEFAULT_DB}).",
     )
-    commands = parser.add_subparsers(required=True, metavar="COMMAND")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {version()}",
+                        help="print the installed mlcost version and exit")
+    commands = parser.add_subparsers(required=True, metavar="COMMAND",
+                                     help="run `mlcost COMMAND --help` for a command's options")
     for module in COMMAND_MODULES:
         module.register(commands)
     return parser
+
+
+def version() -> str:
+    """The installed package's version (its metadata, i.e. pyproject.toml's at install time)."""
+    try:
+        return metadata.version("mlcost")
+    except metadata.PackageNotFoundError:  # a source tree run without `pip install`
+        return "unknown (not installed)"
 
 
 if __name__ == "__main__":

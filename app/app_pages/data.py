@@ -90,7 +90,7 @@ def load(files: list, kind: str, zone, at) -> None:
             st.info("Enter when the scrape was taken under **Scrape time (UTC)** and load the file again.")
         if summary.status == "failed" and "--started-at" in (summary.error or ""):  # no field for it here
             st.info("This scrape does not say when its server started: load it with `mlcost ingest FILE --at TIME "
-                    "--started-at TIME` (README: Serving metrics from Prometheus).")
+                    "--started-at TIME` (docs/formats/serving.md: Serving metrics from Prometheus).")
     bar.progress(1.0, text=f"Read {len(files):,} file(s): {rows_read:,} rows, {total_bytes / 1e6:,.1f} MB "
                            f"in {time.monotonic() - started:,.1f} s")
     cache.forget()
@@ -133,8 +133,8 @@ st.subheader("Imported sources")
 sources = cache.fetch(queries.import_sources)
 if sources.empty:
     st.caption("No imports yet: `mlcost import prometheus URL --since 2h`, `mlcost import mlflow URI`, "
-               "`mlcost import wandb PATH` or `mlcost import slurm --since 2d` (README: Import from where "
-               "your data lives).")
+               "`mlcost import wandb PATH` or `mlcost import slurm --since 2d` (docs/imports.md: Import from "
+               "where your data lives).")
 else:
     st.dataframe(sources, hide_index=True, width="stretch", column_config={
         "last_import": st.column_config.DatetimeColumn("last import (UTC)"),

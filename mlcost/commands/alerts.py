@@ -12,18 +12,26 @@ RULES = ["budget_actual", "budget_forecast", "burn_spike", "serving_regression",
 
 
 def register(commands) -> None:
-    alerts = commands.add_parser("alerts", help="budget and waste alerts to Slack, for cron")
-    alert_commands = alerts.add_subparsers(required=True, metavar="ACTION")
-    check = alert_commands.add_parser("check", help="evaluate every alert rule and post new alerts to Slack")
+    alerts = commands.add_parser("alerts", help="budget and waste alerts to Slack, for cron",
+                                  description="Budget, burn, regression and idle-GPU alerts to Slack.")
+    alert_commands = alerts.add_subparsers(required=True, metavar="ACTION", help="what to do")
+    check = alert_commands.add_parser(
+        "check", help="evaluate every alert rule and post new alerts to Slack",
+        description="Evaluate every alert rule, record what fired or resolved, and post each new alert to "
+                    "Slack once (run it from cron).")
     check.add_argument("--dry-run", action="store_true", help="print what would fire; record and post nothing")
     check.add_argument("--as-of", metavar="YYYY-MM-DD",
                        help="evaluate as on this day, counting data up to the day before (default today, UTC)")
     check.add_argument("--json", action="store_true", help="print the result as JSON")
     check.set_defaults(run=run_check)
-    test = alert_commands.add_parser("test", help="post a test message to a channel's webhook")
+    test = alert_commands.add_parser("test", help="post a test message to a channel's webhook",
+                                     description="Post a test message to a Slack channel's webhook.")
     test.add_argument("--channel", help="a named channel (default: the default webhook)")
     test.set_defaults(run=run_test)
-    snooze = alert_commands.add_parser("snooze", help="hold the alerts of a budget (or other subject) for a while")
+    snooze = alert_commands.add_parser(
+        "snooze", help="hold the alerts of a budget (or other subject) for a while",
+        description="Hold the alerts of a budget (or a regressed version, or GPUs) for some days: they are "
+                    "recorded, never posted.")
     snooze.add_argument("subject", help='the budget name, "SERVICE VERSION" of a regression, or GPUs')
     snooze.add_argument("--rule", choices=RULES, help="only this rule (default: every rule)")
     snooze.add_argument("--days", type=float, default=7.0, help="how long (default 7 days; 0 lifts the snooze)")

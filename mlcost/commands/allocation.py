@@ -14,7 +14,9 @@ from mlcost.common import EXIT_PROBLEMS, EXIT_USAGE, say
 
 def register(commands) -> None:
     allocation = commands.add_parser(
-        "allocation", help="split the bill of a period into training, serving, idle GPUs, shared and unallocated")
+        "allocation", help="split the bill of a period into training, serving, idle GPUs, shared and unallocated",
+        description="Split the bill of a period so that every dollar of effective cost is in one bucket: "
+                    "training, serving, idle GPUs, shared or unallocated; and by team, project or any tag.")
     period = allocation.add_mutually_exclusive_group()
     period.add_argument("--month", metavar="YYYY-MM",
                         help="the UTC month (default: the latest month with bill lines)")

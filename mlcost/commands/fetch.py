@@ -12,7 +12,10 @@ FETCH_DIR = "mlcost-bills"
 
 
 def register(commands) -> None:
-    fetch = commands.add_parser("fetch", help="pull cloud bills from S3 (following CUR manifests), then ingest them")
+    fetch = commands.add_parser(
+        "fetch", help="pull cloud bills from S3 (following CUR manifests), then ingest them",
+        description="Pull new or changed cloud bill files from S3 (following CUR manifests), then ingest "
+                    "them. Credentials come from the standard AWS chain.")
     fetch.add_argument("location", metavar="s3://BUCKET/PREFIX", help="the bucket and prefix to pull")
     fetch.add_argument("--profile", help="AWS profile to use (default: the standard credential chain)")
     fetch.add_argument("--endpoint-url", help="an S3-compatible endpoint instead of AWS (MinIO, a test server)")

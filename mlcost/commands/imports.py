@@ -23,16 +23,21 @@ SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
 
 def register(commands) -> None:
-    imports = commands.add_parser("import", help="import runs and metrics from Prometheus, MLflow, W&B or Slurm")
-    sources = imports.add_subparsers(required=True, metavar="SOURCE")
+    imports = commands.add_parser(
+        "import", help="import runs and metrics from Prometheus, MLflow, W&B or Slurm",
+        description="Import runs and metrics from the systems that hold them, with the same checks as a file.")
+    sources = imports.add_subparsers(required=True, metavar="SOURCE", help="where the runs and metrics live")
 
-    prom = sources.add_parser("prometheus", help="GPU traces (DCGM) and serving windows (vLLM, Triton, "
-                                                 "TorchServe) from a Prometheus server's HTTP API")
+    prom = sources.add_parser(
+        "prometheus", help="GPU traces (DCGM) and serving windows (vLLM, Triton, TorchServe) from a "
+                           "Prometheus server's HTTP API",
+        description="Pull DCGM GPU traces and vLLM, Triton or TorchServe serving windows from a Prometheus "
+                    "server's HTTP API.")
     prom.add_argument("url", nargs="?", metavar="URL",
                       help="the server, e.g. http://127.0.0.1:9090 (default $MLCOST_PROMETHEUS_URL); a bearer "
                            "token comes from $MLCOST_PROMETHEUS_TOKEN")
-    prom.add_argument("--since", required=True, help="start: ISO-8601 time or a duration back from now (2h, 7d)")
-    prom.add_argument("--until", help="end: ISO-8601 time or a duration back from now (default now)")
+    prom.add_argument("--since", required=True, metavar="TIME", help="start: ISO-8601 time or a duration back from now (2h, 7d)")
+    prom.add_argument("--until", metavar="TIME", help="end: ISO-8601 time or a duration back from now (default now)")
     prom.add_argument("--step", default="60s",
                       help="resolution and serving-window length, e.g. 15s, 1m, 5m (default 60s)")
     prom.add_argument("--instance-type", help="serving windows: the instance type serving them (prices them from the catalog)")
@@ -42,7 +47,9 @@ def register(commands) -> None:
     prom.add_argument("--json", action="store_true", help="print a JSON array with one summary per load")
     prom.set_defaults(run=run_prometheus)
 
-    mlflow = sources.add_parser("mlflow", help="runs from an MLflow tracking server or mlruns/ file store")
+    mlflow = sources.add_parser(
+        "mlflow", help="runs from an MLflow tracking server or mlruns/ file store",
+        description="Import runs from an MLflow tracking server or an mlruns/ file store, incrementally.")
     mlflow.add_argument("uri", nargs="?", metavar="URI",
                         help="http(s)://server:5000 or a path to mlruns/ (default $MLFLOW_TRACKING_URI); a token "
                              "comes from $MLCOST_MLFLOW_TOKEN or $MLFLOW_TRACKING_TOKEN")
@@ -51,18 +58,22 @@ def register(commands) -> None:
     mlflow.add_argument("--json", action="store_true", help="print a JSON array with one summary per load")
     mlflow.set_defaults(run=run_mlflow)
 
-    wandb = sources.add_parser("wandb", help="W&B runs from the UI's runs-table CSV export or local run folders")
+    wandb = sources.add_parser(
+        "wandb", help="W&B runs from the UI's runs-table CSV export or local run folders",
+        description="Import W&B runs from the UI's runs-table CSV export or local run folders (no network).")
     wandb.add_argument("paths", nargs="+", metavar="PATH",
                        help="a runs-table CSV export, or a folder holding run folders (wandb/run-*/files/)")
     wandb.add_argument("--json", action="store_true", help="print a JSON array with one summary per load")
     wandb.set_defaults(run=run_wandb)
 
-    slurm = sources.add_parser("slurm", help="Slurm jobs as training runs, from sacct or its saved output")
-    slurm.add_argument("--since", help="run sacct for jobs from this time on: ISO-8601 or a duration back (2d)")
-    slurm.add_argument("--until", help="with --since: jobs up to this time (default now)")
+    slurm = sources.add_parser(
+        "slurm", help="Slurm jobs as training runs, from sacct or its saved output",
+        description="Import Slurm jobs as training runs, by running sacct or reading its saved output.")
+    slurm.add_argument("--since", metavar="TIME", help="run sacct for jobs from this time on: ISO-8601 or a duration back (2d)")
+    slurm.add_argument("--until", metavar="TIME", help="with --since: jobs up to this time (default now)")
     slurm.add_argument("--file", action="append", metavar="FILE",
                        help="read saved `sacct --parsable2` output instead of running sacct (repeatable)")
-    slurm.add_argument("--tz", default="UTC", help="the cluster's time zone: sacct prints local times (default UTC)")
+    slurm.add_argument("--tz", default="UTC", metavar="ZONE", help="the cluster's time zone: sacct prints local times (default UTC)")
     slurm.add_argument("--json", action="store_true", help="print a JSON array with one summary per load")
     slurm.set_defaults(run=run_slurm)
 

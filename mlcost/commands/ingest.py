@@ -21,30 +21,39 @@ KIND_CHOICES = ("billing_aws", "billing_azure", "billing_focus", "billing_gcp", 
 
 
 def register(commands) -> None:
-    ingest = commands.add_parser("ingest", help="load files, folders or globs into the warehouse")
-    ingest.add_argument("paths", nargs="+", metavar="PATH", help="file, folder (recursive) or glob; .gz is read too")
+    ingest = commands.add_parser(
+        "ingest", help="load files, folders or globs into the warehouse",
+        description="Load files, folders (recursive) or globs into the warehouse, checking every line; .gz and "
+                    ".zst files are decompressed as they are read.")
+    ingest.add_argument("paths", nargs="+", metavar="PATH", help="file, folder (recursive) or glob; .gz and .zst are read too")
     ingest.add_argument("--kind", choices=KIND_CHOICES, help="skip detection and read every file as this kind")
     ingest.add_argument("--json", action="store_true", help="print a JSON array with one summary per file")
-    ingest.add_argument("--tz", default="UTC", help="time zone of timestamps written without an offset (default UTC)")
+    ingest.add_argument("--tz", default="UTC", metavar="ZONE", help="time zone of timestamps written without an offset (default UTC)")
     ingest.add_argument("--host", help="GPU traces: the host the samples come from (overrides the file's host column or label)")
-    ingest.add_argument("--at", help="scrapes without sample timestamps (DCGM, inference servers): when the scrape "
+    ingest.add_argument("--at", metavar="TIME", help="scrapes without sample timestamps (DCGM, inference servers): when the scrape "
                                      "(of a sequence, the last one) was taken (ISO-8601)")
-    ingest.add_argument("--started-at", help="an inference server's single scrape: when the server started, i.e. its "
+    ingest.add_argument("--started-at", metavar="TIME", help="an inference server's single scrape: when the server started, i.e. its "
                                              "counters' zero (ISO-8601; else read from _created or process_start_time_seconds)")
     ingest.add_argument("--scrape-interval", metavar="SECONDS", type=_seconds,
                         help="a file of inference-server scrapes one after another without timestamps: the time between "
                              "them (e.g. 60, 60s, 5m), the last taken --at")
     ingest.set_defaults(run=run_ingest)
 
-    collect = commands.add_parser("collect", help="sample every NVIDIA GPU through NVML into rotating trace files")
-    collect.add_argument("--out", default="gpu_traces", help="folder for the trace files (default ./gpu_traces)")
-    collect.add_argument("--interval", type=float, default=10.0, help="seconds between samples (default 10)")
-    collect.add_argument("--rotate", type=float, default=3600.0,
+    collect = commands.add_parser(
+        "collect", help="sample every NVIDIA GPU through NVML into rotating trace files",
+        description="Sample every NVIDIA GPU through NVML (power, energy, utilization, memory) into rotating "
+                    "CSV trace files that `mlcost ingest` reads.")
+    collect.add_argument("--out", default="gpu_traces", metavar="DIR", help="folder for the trace files (default ./gpu_traces)")
+    collect.add_argument("--interval", type=float, default=10.0, metavar="SECONDS", help="seconds between samples (default 10)")
+    collect.add_argument("--rotate", type=float, default=3600.0, metavar="SECONDS",
                          help="seconds after which a new file is started (default 3600)")
     collect.add_argument("--host", help="host name written in the files (default: this machine's name)")
     collect.set_defaults(run=run_collect)
 
-    rollup = commands.add_parser("rollup", help="recompute the per-minute GPU figures with the current [gpu] settings")
+    rollup = commands.add_parser(
+        "rollup", help="recompute the per-minute GPU figures with the current [gpu] settings",
+        description="Recompute the per-minute GPU figures (idle, energy, coverage) with the current [gpu] "
+                    "settings of mlcost.toml.")
     rollup.set_defaults(run=run_rollup)
 
 

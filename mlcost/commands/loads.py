@@ -19,11 +19,16 @@ COLUMNS = {"load_id": "load", "loaded_at": "loaded at (UTC)", "path": "file", "k
 
 
 def register(commands) -> None:
-    loads = commands.add_parser("loads", help="list every load: id, when, file, kind, options, rows loaded and rejected")
+    loads = commands.add_parser(
+        "loads", help="list every load: id, when, file, kind, options, rows loaded and rejected",
+        description="List every load, newest first: id, when, file, kind, options, rows loaded, rejected "
+                    "and still in use.")
     loads.add_argument("--json", action="store_true", help="print a JSON array with one record per load")
     loads.set_defaults(run=run_loads)
 
-    unload = commands.add_parser("unload", help="remove one load and every row it brought")
+    unload = commands.add_parser(
+        "unload", help="remove one load and every row it brought",
+        description="Remove one load: every row it brought and its rejected lines.")
     unload.add_argument("target", metavar="FILE|LOAD_ID",
                         help="a file loaded before (found by its content, else by the name it was loaded as) "
                              "or a load id from `mlcost loads`")

@@ -10,7 +10,10 @@ from mlcost.common import EXIT_PROBLEMS, EXIT_USAGE, say
 
 
 def register(commands) -> None:
-    report = commands.add_parser("report", help="write the monthly efficiency retrospective as Markdown or HTML")
+    report = commands.add_parser(
+        "report", help="write the monthly efficiency retrospective as Markdown or HTML",
+        description="Write the monthly efficiency retrospective of a UTC month, against the month before, "
+                    "as Markdown or as one offline HTML file.")
     report.add_argument("--month", metavar="YYYY-MM", help="the UTC month (default: the latest month with data)")
     report.add_argument("--format", choices=("md", "html"), default="md", help="md (default) or html")
     report.add_argument("--out", metavar="PATH",

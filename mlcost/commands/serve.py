@@ -19,11 +19,14 @@ DEMO_CONFIG = "mlcost.toml"  # in sample_data/: the sample organisation's budget
 
 
 def register(commands) -> None:
-    for name, help_text, runner in (
-        ("dashboard", "open the dashboard on the warehouse", run_dashboard),
-        ("demo", "load the bundled sample data into the warehouse ($MLCOST_DB, default ./mlcost.duckdb) and open the dashboard", run_demo),
+    for name, help_text, description, runner in (
+        ("dashboard", "open the dashboard on the warehouse",
+         "Serve the Streamlit dashboard on the warehouse ($MLCOST_DB, default ./mlcost.duckdb).", run_dashboard),
+        ("demo", "load the bundled sample data into the warehouse ($MLCOST_DB, default ./mlcost.duckdb) and open the dashboard",
+         "Load the bundled sample data (and, without a ./mlcost.toml, its budgets) into the warehouse, then serve "
+         "the dashboard on it.", run_demo),
     ):
-        command = commands.add_parser(name, help=help_text)
+        command = commands.add_parser(name, help=help_text, description=description)
         command.add_argument("--port", type=int, default=8501, help="port to serve on (default 8501)")
         command.add_argument("--address", default="127.0.0.1",
                              help="address to listen on (default 127.0.0.1: this machine only; another address "
@@ -74,7 +77,7 @@ def _serve(args: argparse.Namespace, db: Path) -> int:
         env["MLCOST_LOGIN"] = args.login
     if args.address not in ("127.0.0.1", "localhost", "::1") and not (args.login or env.get("MLCOST_LOGIN")):
         print(f"mlcost: warning: the dashboard on {args.address} is open to anyone who can reach it; "
-              "use --login oidc (README, Access)", file=sys.stderr, flush=True)
+              "use --login oidc (docs/access.md)", file=sys.stderr, flush=True)
     settings = config.user_path()  # the dashboard runs from the repository: pass ./mlcost.toml on
     if settings is not None:
         env["MLCOST_CONFIG"] = str(settings.resolve())
