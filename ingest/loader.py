@@ -202,10 +202,11 @@ def _ingest_file(path: Path, kind: str | None, context: ParseContext, on_progres
                       else f"cannot be read as {parser.KIND} ({str(problem).splitlines()[0]})")
             summary.error = f"{name}: {reason}"
             return summary
-        # The same file read before with another kind or other options: this reading replaces it.
-        summary.replaced = [load_id for load_id, _, _ in earlier
-                            if warehouse.unload(load_id, reason="replaced") is not None]
-        result = warehouse.merge(stage, name, sha256, parser.KIND, staged.accepted, options=options)
+        # The same file read before with another kind or other options: this reading replaces it,
+        # in the merge's own transaction (a merge that fails leaves the earlier load whole).
+        result = warehouse.merge(stage, name, sha256, parser.KIND, staged.accepted, options=options,
+                                 replaces=tuple(load_id for load_id, _, _ in earlier))
+        summary.replaced = result.replaced
         summary.status = ("already_loaded" if result.already_loaded
                           else "rejected" if result.rows_loaded == 0 and result.rows_rejected else "loaded")
         if not result.already_loaded:

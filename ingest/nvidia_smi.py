@@ -39,7 +39,11 @@ FIELDS = {
     "power.draw": "power_w", "power.draw.average": "power_w", "power.draw.instant": "power_w",
     "utilization.gpu": "gpu_util_pct", "memory.used": "mem_used_mib",
     "host": "host", "hostname": "host",
+    # identity-like columns besides index and uuid: used when the index column does not tell the
+    # rows of one timestamp apart (a constant `index` beside a `gpu` column that does)
+    "gpu": "alt_gpu", "minor_number": "alt_minor", "pci.bus_id": "alt_bus",
 }
+ALTERNATE_IDS = {"gpu_uuid": "uuid", "alt_gpu": "gpu", "alt_minor": "minor_number", "alt_bus": "pci.bus_id"}
 UNITS = {"power_w": "W", "gpu_util_pct": "%", "mem_used_mib": "MiB"}
 QUERY_NAMES = {"power_w": "power.draw", "gpu_util_pct": "utilization.gpu", "mem_used_mib": "memory.used"}
 _TIME = re.compile(r"^\s*\d{4}/\d{2}/\d{2} \d{2}:\d{2}:\d{2}(\.\d+)?\s*$")
@@ -108,7 +112,7 @@ def _read_rows(data: Lines, layout: Layout, ctx: ParseContext) -> tuple[traces.R
 
     found = {"sampled_at": traces.times(rows, column["sampled_at"], ctx.tz)}
     found["host"] = traces.hosts(column.get("host"), len(rows), ctx)
-    for name in ("gpu_uuid", "gpu_name"):
+    for name in ("gpu_uuid", "gpu_name", "alt_gpu", "alt_minor", "alt_bus"):
         if name in column:
             found[name] = _absent_as_null(traces.text(column[name]))
     for name, unit in UNITS.items():
@@ -228,7 +232,7 @@ _PIECES = {
     "sampled_at": (f" *({line_sql.DAY}|\\d{{4}}/\\d{{2}}/\\d{{2}})[T ]({line_sql.CLOCK}{line_sql.OFFSET}?) *",
                    ("day", "clock")),
     "gpu_index": (r" *(\d{1,5})? *", ("gpu_index",)),
-    **{name: (f" *({line_sql.TEXT}) *", (name,)) for name in ("gpu_uuid", "gpu_name", "host")},
+    **{name: (f" *({line_sql.TEXT}) *", (name,)) for name in ("gpu_uuid", "gpu_name", "host", "alt_gpu", "alt_minor", "alt_bus")},
     **{name: (f" *(?:({line_sql.DECIMAL})(?: *{re.escape(unit)})?|\\[[^],\"\\x00-\\x1f]*\\]|N/A)? *", (name,))
        for name, unit in UNITS.items()},
 }
@@ -239,7 +243,8 @@ def stage(src: staging.Source, con, ctx: ParseContext) -> staging.Staged:
     layout, data_after, zone = None, 0, line_sql.sql_zone(con, ctx.tz)
     con.execute(f"""CREATE OR REPLACE TEMP TABLE {ROWS_TABLE} (
         line BIGINT, sampled_at TIMESTAMPTZ, host VARCHAR, gpu_uuid VARCHAR, gpu_name VARCHAR, power_w DOUBLE,
-        gpu_util_pct DOUBLE, mem_used_mib DOUBLE, given_index BIGINT, reason VARCHAR, raw VARCHAR)""")
+        gpu_util_pct DOUBLE, mem_used_mib DOUBLE, given_index BIGINT, alt_gpu VARCHAR, alt_minor VARCHAR,
+        alt_bus VARCHAR, reason VARCHAR, raw VARCHAR)""")
     for batch in staging.line_batches(src):
         con.register("batch", batch)
         try:
@@ -258,9 +263,11 @@ def stage(src: staging.Source, con, ctx: ParseContext) -> staging.Staged:
     if layout is None:
         staging.add_rejects(con, src.name, [(0, "the file is empty", "")])
         return traces.stage_totals(con, 0)
-    accepted = _index_and_load(con, src, layout)
+    accepted, warnings = _index_and_load(con, src, layout)
     con.execute(f"DROP TABLE {ROWS_TABLE}")
-    return traces.stage_totals(con, accepted)
+    staged = traces.stage_totals(con, accepted)
+    staged.warnings.extend(warnings)
+    return staged
 
 
 def _line_pattern(layout: Layout) -> tuple[str, list[str]]:
@@ -308,14 +315,16 @@ def _stage_batch(con, src: staging.Source, ctx: ParseContext, layout: Layout, da
                    END AS sampled_at,
                    {host} AS host, {text('gpu_uuid')} AS gpu_uuid, {text('gpu_name')} AS gpu_name,
                    {", ".join(f"{readings[name]} AS {name}" for name in UNITS)},
-                   {"TRY_CAST(nullif(v.gpu_index, '') AS BIGINT)" if "gpu_index" in where else "NULL"} AS given_index
+                   {"TRY_CAST(nullif(v.gpu_index, '') AS BIGINT)" if "gpu_index" in where else "NULL"} AS given_index,
+                   {text('alt_gpu')} AS alt_gpu, {text('alt_minor')} AS alt_minor, {text('alt_bus')} AS alt_bus
             FROM matched
         )
         SELECT *, coalesce(plain AND {line_sql.in_years('sampled_at')} AND {in_range or 'true'} AND {index_known},
                            false) AS ok
         FROM typed""", params)
     con.execute(f"""INSERT INTO {ROWS_TABLE} SELECT line, sampled_at, host, gpu_uuid, gpu_name, power_w,
-                    gpu_util_pct, mem_used_mib, given_index, NULL, NULL FROM smi_batch WHERE ok""")
+                    gpu_util_pct, mem_used_mib, given_index, alt_gpu, alt_minor, alt_bus, NULL, NULL
+                    FROM smi_batch WHERE ok""")
     # The others: a line without quotes of the wrong width is refused here, blank lines skipped.
     con.execute("""CREATE OR REPLACE TEMP TABLE smi_other AS
                    SELECT line, raw, len(string_split(raw, ',')) AS fields, contains(raw, '"') AS quoted
@@ -340,15 +349,18 @@ def _stage_read_rows(con, src: staging.Source, ctx: ParseContext, layout: Layout
     for name in ("sampled_at", "host", "gpu_uuid", "gpu_name", *UNITS):
         columns[name] = found[name].cast(traces.COLUMNS[name]) if name in found else pa.nulls(count, traces.COLUMNS[name])
     columns["given_index"] = found["gpu_index"].cast(pa.int64()) if "gpu_index" in found else pa.nulls(count, pa.int64())
+    for name in ("alt_gpu", "alt_minor", "alt_bus"):
+        columns[name] = found[name] if name in found else pa.nulls(count, pa.string())
     columns["reason"] = pa.array([rows.refused.get(row) for row in range(count)], pa.string())
     columns["raw"] = pa.array(rows.raws, pa.string())
     con.from_arrow(pa.table(columns)).insert_into(ROWS_TABLE)
 
 
-def _index_and_load(con, src: staging.Source, layout: Layout) -> int:
+def _index_and_load(con, src: staging.Source, layout: Layout) -> tuple[int, list[str]]:
     """Give every row its GPU index (the index column; else the uuids' order of appearance; else
     the row's place in its sample group), then load the rows without a reason and refuse the
-    others with their first reason, as `traces.build` does. Returns the samples loaded."""
+    others with their first reason, as `traces.build` does. Rows of one host and timestamp are
+    never folded into one GPU (`_one_row_per_gpu`). Returns the samples loaded and the warnings."""
     columns = {target for target in layout.mapping.values()}
     group_reason = "NULL"
     if "gpu_index" in columns:
@@ -369,7 +381,9 @@ def _index_and_load(con, src: staging.Source, layout: Layout) -> int:
         SELECT *, coalesce(reason, group_reason, CASE WHEN sampled_at IS NULL THEN 'timestamp is missing'
                   WHEN gpu_index IS NULL THEN 'gpu_index is missing' WHEN host IS NULL THEN 'host is missing' END) AS why
         FROM (SELECT line, sampled_at, host, gpu_uuid, gpu_name, power_w, gpu_util_pct, mem_used_mib, reason, raw,
-                     {index_sql} AS gpu_index, {group_reason} AS group_reason FROM {source})""")
+                     {index_sql} AS gpu_index, {group_reason} AS group_reason,
+                     alt_gpu, alt_minor, alt_bus FROM {source})""")
+    warnings = _one_row_per_gpu(con, columns)
     loaded = con.execute(f"""
         INSERT INTO {traces.TABLE} (host, gpu_index, sampled_at, gpu_uuid, gpu_name, power_w, gpu_util_pct,
                                     mem_used_mib, source_kind, source_line)
@@ -380,7 +394,43 @@ def _index_and_load(con, src: staging.Source, layout: Layout) -> int:
     # a row SQL read refused only now (its sample group is short): its text is read again
     line_sql.add_rejects_reading_raw(con, src, "SELECT line, why FROM smi_final WHERE why IS NOT NULL AND raw IS NULL")
     con.execute("DROP TABLE smi_final")
-    return loaded
+    return loaded, warnings
+
+
+def _one_row_per_gpu(con, columns: set[str]) -> list[str]:
+    """Where rows of one host and timestamp share a GPU index (a constant `index` column, say),
+    take the GPU from the first identity-like column (uuid, gpu, minor_number, pci.bus_id) that
+    tells every such group's rows apart: its number when it is one, else its order of first
+    appearance; the warning says so. When none does, those rows are refused, not merged."""
+    clash = "SELECT host, sampled_at FROM smi_final WHERE why IS NULL GROUP BY host, sampled_at, {id} HAVING count(*) > 1"
+    if not con.execute(f"SELECT EXISTS ({clash.format(id='gpu_index')})").fetchall()[0][0]:
+        return []
+    for column, label in ALTERNATE_IDS.items():
+        if column not in columns:
+            continue
+        usable = con.execute(f"""SELECT count({column}) = count(*) AND NOT EXISTS ({clash.format(id=column)})
+                                 FROM smi_final WHERE why IS NULL""").fetchall()[0][0]
+        if not usable:
+            continue
+        numbered = con.execute(f"SELECT bool_and(regexp_full_match({column}, '\\d{{1,5}}')) FROM smi_final "
+                               "WHERE why IS NULL").fetchall()[0][0]
+        if numbered:
+            con.execute(f"UPDATE smi_final SET gpu_index = CAST({column} AS BIGINT) WHERE why IS NULL")
+        else:
+            con.execute(f"""UPDATE smi_final SET gpu_index = o.gpu_index FROM (
+                                SELECT {column} AS id, row_number() OVER (ORDER BY min(line)) - 1 AS gpu_index
+                                FROM smi_final WHERE why IS NULL GROUP BY {column}) o
+                            WHERE smi_final.{column} = o.id AND why IS NULL""")
+        told = "its number" if numbered else "its order of first appearance"
+        return [f"rows of one timestamp share the same GPU index; the {label} column tells them apart, so each "
+                f"row's GPU is {told} in that column"]
+    con.execute(f"""UPDATE smi_final SET why = format('{{}} rows share this timestamp and GPU index {{}}: which GPU '
+                        || 'each one is cannot be told (add uuid or index to --query-gpu)', c.rows, smi_final.gpu_index)
+                    FROM (SELECT host, sampled_at, gpu_index, count(*) AS rows FROM smi_final WHERE why IS NULL
+                          GROUP BY ALL HAVING count(*) > 1) c
+                    WHERE smi_final.host = c.host AND smi_final.sampled_at = c.sampled_at
+                      AND smi_final.gpu_index = c.gpu_index AND smi_final.why IS NULL""")
+    return []
 
 
 def _group_rows(con) -> int:

@@ -27,15 +27,32 @@ MAX_RUN_HOURS = 10 * 366 * 24  # a run of more than ten years is a unit mistake 
 DURATION_TOLERANCE = 0.01  # a given duration_hours within 1% of end - start agrees
 MAX_GPUS = 1_000_000
 
+# The run-summary vocabulary: every field build_run reads under its own name.
+FIELDS = ("run_id", "project", "team", "owner", "model", "status", "region", "host", "instance_type", "gpu_type",
+          "val_metric_name", "goal", "duration_hours", "throughput_examples_per_sec", "val_metric", "target_metric",
+          "energy_kwh", "emissions_kg", "price_per_hour_usd", "estimated_cost_usd", "gpu_count", "examples",
+          "start_time", "end_time", "gpu_uuids", "gpu_indices", "gpu_uuid", "gpu_index", "tags", "eval_history")
+# The seed documents' own spellings of those fields (../shared/seeds: `price_per_hour`, `best_val_metric`).
+ALIASES = {"price_per_hour": "price_per_hour_usd", "best_val_metric": "val_metric"}
+# Fields the seed documents name that have no column yet: read as numbers in their unit and kept as
+# tags under the name that says the unit (a run's tags are shown and exported with the run).
+MEASURES = {"tokens_per_sec": "throughput_tokens_per_s", "gpu_utilization_percent": "gpu_util_pct",
+            "avg_gpu_util": "gpu_util_pct", "avg_cpu_util": "cpu_util_pct", "avg_mem_util": "mem_util_pct",
+            "average_power_watts": "average_power_w", "batch_size": "batch_size", "epochs": "epochs",
+            "num_epochs": "epochs"}
+
 
 def build_run(record: dict, line: int, ctx: ParseContext, source_kind: str,
-              prices: config.Prices | None = None) -> tuple[dict, list[dict]]:
+              prices: config.Prices | None = None, unknown: set[str] | None = None) -> tuple[dict, list[dict]]:
     """The `runs` row and `run_evals` rows for one record; raises BadValue with the reason.
 
     A run with neither a cost nor a price is priced from the catalog `prices` when it can be
-    (catalog_price): cost_source `catalog`, price_per_hour_usd the catalog's."""
+    (catalog_price): cost_source `catalog`, price_per_hour_usd the catalog's. The seed documents'
+    spellings (ALIASES) are read as the fields they name, their measures (MEASURES) kept as tags in
+    their unit, and any other field kept as a tag of its own name, added to `unknown`."""
     tz = ctx.tz
     flags: list[str] = []
+    record, extra_tags = _in_vocabulary(record, unknown)
     started = values.timestamp(record.get("start_time"), "start_time", tz)
     ended = values.timestamp(record.get("end_time"), "end_time", tz)
     duration_h = values.number(record.get("duration_hours"), "duration_hours", maximum=MAX_RUN_HOURS)
@@ -80,6 +97,14 @@ def build_run(record: dict, line: int, ctx: ParseContext, source_kind: str,
             cost = values.fit_money(price * Decimal(repr(duration_h)), "catalog price x duration").quantize(MICRO_USD)
             cost_source = "catalog"
 
+    if cost is None and prices is not None and source_kind == "runs":
+        flags.append(_why_no_cost(record, duration_h))
+    energy_kwh = _non_negative(values.number(record.get("energy_kwh"), "energy_kwh"), "energy_kwh")
+    power_w = extra_tags.get("average_power_w")
+    if energy_kwh is None and power_w is not None and duration_h is not None:
+        energy_kwh = float(power_w) * duration_h / 1000  # the seed's energy = average_power_watts x duration_hours
+        flags.append(f"energy_kwh derived: average_power_watts {power_w} W x {duration_h:.4g} h")
+
     throughput = _non_negative(values.number(record.get("throughput_examples_per_sec"), "throughput_examples_per_sec"), "throughput_examples_per_sec")
     examples = _non_negative(values.integer(record.get("examples"), "examples"), "examples")
     examples_source = "given" if examples is not None else None
@@ -123,13 +148,66 @@ def build_run(record: dict, line: int, ctx: ParseContext, source_kind: str,
         "val_metric_name": metric_name,
         "metric_goal": _goal(record.get("goal"), metric_name),
         "target_metric": values.number(record.get("target_metric"), "target_metric"),
-        "energy_kwh": _non_negative(values.number(record.get("energy_kwh"), "energy_kwh"), "energy_kwh"),
+        "energy_kwh": energy_kwh,
         "emissions_kg": _non_negative(values.number(record.get("emissions_kg"), "emissions_kg"), "emissions_kg"),
-        "tags": _tags(record.get("tags")),
+        "tags": _with_tags(_tags(record.get("tags")), extra_tags),
         "source_kind": source_kind,
         "source_line": line,
     }
     return row, _evals(record.get("eval_history"), run_id, started, tz)
+
+
+def _in_vocabulary(record: dict, unknown: set[str] | None) -> tuple[dict, dict[str, str]]:
+    """The record with the seed's spellings read as the fields they name, and the tags to add:
+    each seed measure as a number in its unit, each field outside the vocabulary as its text."""
+    if all(key in FIELDS for key in record):
+        return record, {}
+    read, extra = {}, {}
+    for key, value in record.items():
+        if key in FIELDS:
+            read[key] = value
+        elif key in ALIASES:
+            name = ALIASES[key]
+            if name in record and not values.is_absent(record[name]) and not values.is_absent(value) \
+                    and values.number(record[name], name) != values.number(value, key):
+                raise BadValue(f"{key} {value} and {name} {record[name]} disagree")
+            read.setdefault(name, value)
+        elif key in MEASURES:
+            number = _non_negative(values.number(value, key), key)
+            if number is not None:
+                extra[MEASURES[key]] = f"{number:g}"
+        else:
+            if unknown is not None:
+                unknown.add(key)
+            if not values.is_absent(value):
+                extra[key] = value if isinstance(value, str) else json.dumps(value, default=str, sort_keys=True)
+    return read, extra
+
+
+def _with_tags(tags: list[tuple[str, str]] | None, extra: dict[str, str]) -> list[tuple[str, str]] | None:
+    """The record's own tags, then the extra fields whose names its tags do not already hold."""
+    if not extra:
+        return tags
+    own = dict(tags or [])
+    return sorted({**{k: v for k, v in extra.items() if k not in own}, **own}.items())
+
+
+def _why_no_cost(record: dict, duration_h: float | None) -> str:
+    """The flag of a run the product could not price: what it would have needed."""
+    if duration_h is None:
+        return "no cost: the run has no end_time or duration_hours yet"
+    named = [f"{field} {record[field]!r}" for field in ("instance_type", "gpu_type") if not values.is_absent(record.get(field))]
+    return ("no cost: neither estimated_cost_usd nor price_per_hour_usd is given, and the price catalog has no price for "
+            + (" or ".join(named) if named else "a run that names no instance_type or gpu_type"))
+
+
+def unknown_fields_warning(unknown: set[str]) -> list[str]:
+    """The summary's word on fields outside the run vocabulary (kept as tags)."""
+    if not unknown:
+        return []
+    names = sorted(unknown)
+    shown = ", ".join(names[:20]) + (f" and {len(names) - 20} more" if len(names) > 20 else "")
+    return [f"fields not recognised, kept as the runs' tags: {shown}"]
 
 
 def json_record(line: int, text: str) -> object:

@@ -36,6 +36,7 @@ COUNTS = {"gpu_count": run_record.MAX_GPUS, "examples": values.BIGINT_MAX}
 TIMES = ("start_time", "end_time")
 OTHERS = ("gpu_uuids", "gpu_indices", "gpu_uuid", "gpu_index", "tags", "eval_history")
 PATHS = TEXTS + NUMBERS + MONEY + tuple(COUNTS) + TIMES + OTHERS
+assert set(PATHS) == set(run_record.FIELDS)  # a record with any other key is read in Python
 NUMBER_TYPES = "('UBIGINT', 'BIGINT', 'DOUBLE')"
 ABSENT = "(@t IS NULL OR @t = 'NULL' OR (@t = 'VARCHAR' AND @v = ''))"  # missing, null or '' (blanks go to Python)
 STATUS = {**{s: s for s in run_record.STATUSES}, **run_record.STATUS_SYNONYMS}
@@ -66,23 +67,23 @@ def stage(src: Source, con, ctx: ParseContext) -> Staged:
     whole = stripped.startswith("[") or (stripped.startswith("{") and not _is_json(stripped) and _one_value(src, con))
     con.execute(f"CREATE OR REPLACE TEMP TABLE {STAGED_RUNS} AS SELECT *, 0::BIGINT AS ord FROM runs LIMIT 0")
     con.execute(f"CREATE OR REPLACE TEMP TABLE {STAGED_EVALS} AS SELECT *, 0::BIGINT AS ord FROM run_evals LIMIT 0")
-    accepted = 0
+    accepted, unknown = 0, set()
     if whole and stripped.startswith("[") and not _has_long_number(src):
-        accepted = _stage_array(src, con, ctx, prices, head)
+        accepted = _stage_array(src, con, ctx, prices, head, unknown)
     elif whole:  # one object over many lines (run_meta.json), or an array DuckDB does not read: as before
         parsed = runs_json.parse(staging.lines(src), ctx)
         staging.insert_parsed(con, parsed, src.name)
-        return Staged(parsed.accepted, run_record.staged_run_totals(con))
+        return Staged(parsed.accepted, run_record.staged_run_totals(con), parsed.warnings)
     else:
         for batch in staging.line_batches(src):
             # in DuckDB-sized chunks: one Arrow chunk would be scanned by one thread
             con.register("batch", pa.Table.from_batches(batch.to_batches(max_chunksize=VECTOR_ROWS)))
             try:
-                accepted += _stage_batch(con, src, ctx, prices, "batch")
+                accepted += _stage_batch(con, src, ctx, prices, "batch", unknown=unknown)
             finally:
                 con.unregister("batch")
     _keep_latest(con)
-    return Staged(accepted, run_record.staged_run_totals(con))
+    return Staged(accepted, run_record.staged_run_totals(con), run_record.unknown_fields_warning(unknown))
 
 
 HEAD_BYTES = 1 << 20  # the first line is looked for in the file's first MB (then in line_batches)
@@ -161,7 +162,7 @@ def _has_long_number(src: Source) -> bool:
                for batch in staging.line_batches(src))
 
 
-def _stage_array(src: Source, con, ctx: ParseContext, prices, head: tuple[int, str]) -> int:
+def _stage_array(src: Source, con, ctx: ParseContext, prices, head: tuple[int, str], unknown: set[str]) -> int:
     """Stage a JSON array's elements (each numbered with the array's first line, as runs_json.parse
     does), streamed by DuckDB's array reader; an array it cannot read goes to runs_json.parse."""
     from ingest import runs_json
@@ -183,7 +184,7 @@ def _stage_array(src: Source, con, ctx: ParseContext, prices, head: tuple[int, s
     for start in range(0, count, size):
         con.execute(f"CREATE OR REPLACE TEMP VIEW element_batch AS SELECT ord, {first} AS line, raw FROM elements "
                     f"WHERE ord > {start} AND ord <= {start + size}")
-        accepted += _stage_batch(con, src, ctx, prices, "element_batch", raw_of_line=first_text)
+        accepted += _stage_batch(con, src, ctx, prices, "element_batch", raw_of_line=first_text, unknown=unknown)
     con.execute("DROP TABLE elements")
     return accepted
 
@@ -277,7 +278,7 @@ def _sql_ok_and_rows(ctx: ParseContext, batch: str) -> str:
         ), plain AS (
             SELECT *,
                    coalesce(
-                       object AND len(keys) = len(list_distinct(keys))
+                       object AND len(keys) = len(list_distinct(keys)) AND list_has_all({list(PATHS)!r}, keys)
                        AND {text_ok} AND {number_ok} AND {money_ok} AND {count_ok} AND {time_ok}
                        AND NOT regexp_matches(concat_ws(chr(1), {texts}, coalesce(array_to_string(uuid_list, chr(1)), '')),
                                               '{EDGE_BLANK}')
@@ -358,8 +359,10 @@ def _sql_ok_and_rows(ctx: ParseContext, batch: str) -> str:
         FROM costed"""
 
 
-def _stage_batch(con, src: Source, ctx: ParseContext, prices, batch: str, raw_of_line: str | None = None) -> int:
-    """Stage one batch of records (`batch` has line, raw and, for an array, ord); returns the runs it accepted."""
+def _stage_batch(con, src: Source, ctx: ParseContext, prices, batch: str, raw_of_line: str | None = None,
+                 unknown: set[str] | None = None) -> int:
+    """Stage one batch of records (`batch` has line, raw and, for an array, ord); returns the runs it accepted
+    (fields outside the run vocabulary, read in Python, added to `unknown`)."""
     ordered = "ord" if raw_of_line is not None else "line AS ord"
     con.execute(f"CREATE OR REPLACE TEMP VIEW records AS SELECT line, {ordered}, raw FROM {batch}")
     con.execute(f"CREATE OR REPLACE TEMP TABLE typed AS {_sql_ok_and_rows(ctx, 'records')}")
@@ -387,6 +390,7 @@ def _stage_batch(con, src: Source, ctx: ParseContext, prices, batch: str, raw_of
         UPDATE typed SET settled = false
         WHERE settled AND ord IN (SELECT ord FROM points WHERE NOT ok)""")
     _price_from_catalog(con, prices)
+    con.execute("UPDATE typed SET settled = false WHERE settled AND cost_usd IS NULL")  # Python flags why
     columns = [name for name, *_ in con.execute("DESCRIBE runs").fetchall()]
     select = ", ".join("'runs' AS source_kind" if c == "source_kind" else "line AS source_line" if c == "source_line"
                        else "NULL AS load_id" if c == "load_id" else "NULL AS flags" if c == "flags" else c for c in columns)
@@ -400,7 +404,7 @@ def _stage_batch(con, src: Source, ctx: ParseContext, prices, batch: str, raw_of
         f"USING (ord) WHERE {FILLED.format('r.raw')} ORDER BY r.ord").fetchall()
     if suspects:  # the exact reason, or a quirk the SQL does not read: Python, record by record
         log.debug("%s: %d records read in Python", src.name, len(suspects))
-        accepted += _stage_in_python(con, src, ctx, prices, suspects, raw_of_line)
+        accepted += _stage_in_python(con, src, ctx, prices, suspects, raw_of_line, unknown)
     return accepted
 
 
@@ -444,7 +448,8 @@ def _price_from_catalog(con, prices: config.Prices) -> None:
                 "AND c.price IS NOT NULL AND c.cost IS NULL")  # not exact here: Python prices it
 
 
-def _stage_in_python(con, src: Source, ctx: ParseContext, prices, suspects, raw_of_line: str | None) -> int:
+def _stage_in_python(con, src: Source, ctx: ParseContext, prices, suspects, raw_of_line: str | None,
+                     unknown: set[str] | None = None) -> int:
     """Stage records by run_record.build_run (as runs_json.parse reads them); returns the runs accepted."""
     from ingest import runs_json
 
@@ -460,7 +465,7 @@ def _stage_in_python(con, src: Source, ctx: ParseContext, prices, suspects, raw_
         try:
             if not isinstance(record, dict):
                 raise BadValue(f"expected a JSON object, got {type(record).__name__}")
-            run, points = run_record.build_run(record, line, ctx, KIND, prices)
+            run, points = run_record.build_run(record, line, ctx, KIND, prices, unknown)
         except BadValue as error:
             rejects.append((line, str(error), shown))
             continue

@@ -10,7 +10,7 @@ from decimal import Decimal
 
 from ingest import config
 from ingest.contract import BadValue, Lines, ParseContext, Parsed, Reject
-from ingest.run_record import build_run, collect, json_record, run_totals, to_parsed
+from ingest.run_record import build_run, collect, json_record, run_totals, to_parsed, unknown_fields_warning
 
 KIND = "runs"
 TABLES = ("runs", "run_evals")
@@ -26,7 +26,7 @@ def parse(lines: Lines, ctx: ParseContext) -> Parsed:
     numbered = list(lines)
     whole = _whole_document(numbered)
     records = whole if whole is not None else _json_lines(numbered)
-    parsed, latest = Parsed(), {}
+    parsed, latest, unknown = Parsed(), {}, set()
     prices = config.load().prices  # runs without a price are priced from the catalog
     for line, record in records:
         if isinstance(record, Reject):
@@ -35,10 +35,11 @@ def parse(lines: Lines, ctx: ParseContext) -> Parsed:
         try:
             if not isinstance(record, dict):
                 raise BadValue(f"expected a JSON object, got {type(record).__name__}")
-            collect(latest, *build_run(record, line, ctx, KIND, prices))
+            collect(latest, *build_run(record, line, ctx, KIND, prices, unknown))
             parsed.accepted += 1
         except BadValue as error:
             parsed.rejects.append(Reject(line, str(error), _raw(numbered, line)))
+    parsed.warnings.extend(unknown_fields_warning(unknown))
     return to_parsed(latest, parsed)
 
 

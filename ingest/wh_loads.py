@@ -58,56 +58,63 @@ def loads_of_content(sha256: str, path: Path | None = None) -> list[int]:
 
 def unload(load_id: int, reason: str = "unloaded", path: Path | None = None) -> dict[str, int] | None:
     """Remove one load, every row it brought and its rejects, in one transaction; returns the rows
-    removed per table, or None when there is no such load.
+    removed per table, or None when there is no such load (remove_load says what goes)."""
+    with connect(path) as con:
+        con.execute("BEGIN TRANSACTION")
+        try:
+            removed = remove_load(con, load_id, reason)
+            con.execute("COMMIT" if removed is not None else "ROLLBACK")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+    return removed
+
+
+def remove_load(con: duckdb.DuckDBPyConnection, load_id: int, reason: str) -> dict[str, int] | None:
+    """Within the caller's transaction, on a connection whose current database is the warehouse:
+    remove one load, every row it brought and its rejects; the rows removed per table, or None
+    when there is no such load.
 
     Latest wins: a row this load had replaced (an older version of a run, a bill line) is not
     brought back, it was gone when this load came. When samples go, the GPU rollups are recomputed
     from the samples that stay; per-run energy and bill lines' runs are stored again."""
-    with connect(path) as con:
-        con.execute("BEGIN TRANSACTION")
-        try:
-            ledger = con.execute("SELECT path, sha256, kind, options FROM loads WHERE load_id = ?",
-                                 [load_id]).fetchone()
-            if ledger is None:
-                con.execute("ROLLBACK")
-                return None
-            removed = {"run_evals": con.execute(
-                "DELETE FROM run_evals WHERE run_id IN (SELECT run_id FROM runs WHERE load_id = ?)",
-                [load_id]).fetchone()[0]}
-            # The first removed sample of each GPU bounds what its rollups must recompute.
-            con.execute("CREATE OR REPLACE TEMP TABLE removed_samples AS SELECT host, gpu_index, "
-                        "min(sampled_at) AS sampled_at FROM gpu_samples WHERE load_id = ? "
-                        "GROUP BY host, gpu_index", [load_id])
-            # the runs and bill lines that go: what is stored of them and for them is redone
-            con.execute("CREATE OR REPLACE TEMP TABLE changed_runs AS SELECT run_id FROM runs WHERE load_id = ?",
-                        [load_id])
-            con.execute("CREATE OR REPLACE TEMP TABLE changed_lines AS SELECT line_key FROM billing_lines "
-                        "WHERE load_id = ?", [load_id])
-            for table in _tables_with_load_id(con):
-                removed[table] = con.execute(f"DELETE FROM {table} WHERE load_id = ?", [load_id]).fetchone()[0]
-            samples_gone = con.execute("SELECT count(*) FROM removed_samples").fetchone()[0] > 0
-            if samples_gone:
-                from ingest import config
+    ledger = con.execute("SELECT path, sha256, kind, options FROM loads WHERE load_id = ?",
+                         [load_id]).fetchone()
+    if ledger is None:
+        return None
+    removed = {"run_evals": con.execute(
+        "DELETE FROM run_evals WHERE run_id IN (SELECT run_id FROM runs WHERE load_id = ?)",
+        [load_id]).fetchone()[0]}
+    # The first removed sample of each GPU bounds what its rollups must recompute.
+    con.execute("CREATE OR REPLACE TEMP TABLE removed_samples AS SELECT host, gpu_index, "
+                "min(sampled_at) AS sampled_at FROM gpu_samples WHERE load_id = ? "
+                "GROUP BY host, gpu_index", [load_id])
+    # the runs and bill lines that go: what is stored of them and for them is redone
+    con.execute("CREATE OR REPLACE TEMP TABLE changed_runs AS SELECT run_id FROM runs WHERE load_id = ?",
+                [load_id])
+    con.execute("CREATE OR REPLACE TEMP TABLE changed_lines AS SELECT line_key FROM billing_lines "
+                "WHERE load_id = ?", [load_id])
+    for table in _tables_with_load_id(con):
+        removed[table] = con.execute(f"DELETE FROM {table} WHERE load_id = ?", [load_id]).fetchone()[0]
+    samples_gone = con.execute("SELECT count(*) FROM removed_samples").fetchone()[0] > 0
+    if samples_gone:
+        from ingest import config
 
-                db = '"' + con.execute("SELECT current_database()").fetchone()[0].replace('"', '""') + '"'
-                # the rollups of the GPUs whose samples went, and what depends on them
-                if gpu_rollups.unloaded(con, db, config.load().gpu, gpu_rollups.stored_settings(con, db)):
-                    derived.update_run_energy(con, runs=True, gpus=True)
-                else:  # other [gpu] settings: every GPU's minutes were computed again
-                    derived.refresh_run_energy(con)
-            elif removed.get("runs"):
-                derived.update_run_energy(con, runs=True, gpus=False)
-            if removed.get("runs") or removed.get("billing_lines"):
-                derived.update_billing_runs(con, runs=bool(removed.get("runs")),
-                                            lines=bool(removed.get("billing_lines")))
-            con.execute("DELETE FROM loads WHERE load_id = ?", [load_id])
-            con.execute("INSERT INTO unloads VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                        [load_id, *ledger, sum(n for t, n in removed.items() if t != "rejects"),
-                         datetime.now(timezone.utc), reason])
-            con.execute("COMMIT")
-        except BaseException:
-            con.execute("ROLLBACK")
-            raise
+        db = '"' + con.execute("SELECT current_database()").fetchone()[0].replace('"', '""') + '"'
+        # the rollups of the GPUs whose samples went, and what depends on them
+        if gpu_rollups.unloaded(con, db, config.load().gpu, gpu_rollups.stored_settings(con, db)):
+            derived.update_run_energy(con, runs=True, gpus=True)
+        else:  # other [gpu] settings: every GPU's minutes were computed again
+            derived.refresh_run_energy(con)
+    elif removed.get("runs"):
+        derived.update_run_energy(con, runs=True, gpus=False)
+    if removed.get("runs") or removed.get("billing_lines"):
+        derived.update_billing_runs(con, runs=bool(removed.get("runs")),
+                                    lines=bool(removed.get("billing_lines")))
+    con.execute("DELETE FROM loads WHERE load_id = ?", [load_id])
+    con.execute("INSERT INTO unloads VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                [load_id, *ledger, sum(n for t, n in removed.items() if t != "rejects"),
+                 datetime.now(timezone.utc), reason])
     return {table: count for table, count in removed.items() if count}
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import duckdb
 
-from ingest import derived, gpu_rollups, staging
+from ingest import derived, gpu_rollups, staging, wh_loads
 from ingest.contract import Parsed
 from ingest.wh_connection import attached, db_path, ensure_schema
 
@@ -30,6 +30,7 @@ class LoadResult:
     rows_rejected: int
     already_loaded: bool
     lock_s: float = field(default=0.0, compare=False)  # seconds the merge held the warehouse locked
+    replaced: list[int] = field(default_factory=list, compare=False)  # earlier loads this one replaced
 
 
 def load(source: str, sha256: str, kind: str, parsed: Parsed, path: Path | None = None) -> LoadResult:
@@ -43,12 +44,14 @@ def load(source: str, sha256: str, kind: str, parsed: Parsed, path: Path | None 
 
 
 def merge(stage: duckdb.DuckDBPyConnection, source: str, sha256: str, kind: str, accepted: int,
-          path: Path | None = None, options: str | None = None) -> LoadResult:
+          path: Path | None = None, options: str | None = None, replaces: tuple[int, ...] = ()) -> LoadResult:
     """Merge a file's staging database (ingest/staging.py) into the warehouse in one transaction:
     the ledger row (with `options`, load_options() text), its rows with their load_id, its
     rejects, the GPU rollups and the derived tables (ingest/derived.py) it changes.
 
-    A file already in the ledger (same sha256 and kind) is a no-op. Rows of a table in
+    A file already in the ledger (same sha256 and kind) is a no-op. The loads in `replaces` (the
+    same file read before with other options) are removed in the same transaction: a merge that
+    fails leaves them whole. Rows of a table in
     REPLACE_BY replace stored rows with the same key; within the file a repeated key keeps its
     last line. Everything that can be done without the warehouse (keeping the last of a key,
     the GPU rollups, from the samples near the new ones read beforehand with the warehouse
@@ -66,10 +69,6 @@ def merge(stage: duckdb.DuckDBPyConnection, source: str, sha256: str, kind: str,
     replaced = _replaced_keys(stage, tables)
     gpu = config.load().gpu if "gpu_samples" in tables else None
     new_runs, new_lines = "runs" in tables, "billing_lines" in tables
-    if new_runs:
-        stage.execute("CREATE OR REPLACE TEMP TABLE changed_runs AS SELECT run_id FROM replaced_run_id")
-    if new_lines:
-        stage.execute("CREATE OR REPLACE TEMP TABLE changed_lines AS SELECT line_key FROM replaced_line_key")
     snapshot = None
     if gpu is not None:
         gpu_rollups.touched(stage, gpu)
@@ -85,11 +84,17 @@ def merge(stage: duckdb.DuckDBPyConnection, source: str, sha256: str, kind: str,
     with attached(stage, path, held):
         stage.execute("BEGIN TRANSACTION")
         try:
-            earlier = next(iter(stage.execute("SELECT load_id FROM wh.loads WHERE sha256 = ? AND kind = ?",
-                                              [sha256, kind]).fetchall()), None)
+            earlier = next(iter(stage.execute("SELECT load_id FROM wh.loads WHERE sha256 = ? AND kind = ? "
+                                              "AND NOT list_contains(?, load_id)",
+                                              [sha256, kind, list(replaces)]).fetchall()), None)
             if earlier:
                 stage.execute("ROLLBACK")
                 return LoadResult(earlier[0], 0, 0, already_loaded=True)
+            gone = _remove_loads(stage, replaces)
+            if new_runs:  # after the removals, which keep these temp tables of their own
+                stage.execute("CREATE OR REPLACE TEMP TABLE changed_runs AS SELECT run_id FROM replaced_run_id")
+            if new_lines:
+                stage.execute("CREATE OR REPLACE TEMP TABLE changed_lines AS SELECT line_key FROM replaced_line_key")
             if gpu is not None and _gpu_snapshot(stage) != snapshot:  # another load came in between
                 gpu_rollups.derive(stage, gpu, gpu_rollups.context(stage, "wh", gpu) > 0)
                 derived.note_traced(stage, "wh")
@@ -136,7 +141,30 @@ def merge(stage: duckdb.DuckDBPyConnection, source: str, sha256: str, kind: str,
         except BaseException:
             _roll_back(stage)
             raise
-    return LoadResult(load_id, accepted, rejected, already_loaded=False, lock_s=held[0])
+    return LoadResult(load_id, accepted, rejected, already_loaded=False, lock_s=held[0], replaced=gone)
+
+
+def _remove_loads(stage: duckdb.DuckDBPyConnection, load_ids: tuple[int, ...]) -> list[int]:
+    """Remove the earlier loads a merge replaces, inside its transaction; the ids that were there."""
+    gone = []
+    if not load_ids:
+        return gone
+    # a removal writes its own touched_gpus (the GPUs whose samples went): keep the new file's
+    kept = _has_temp(stage, "touched_gpus")
+    if kept:
+        stage.execute("CREATE OR REPLACE TEMP TABLE merge_touched_gpus AS SELECT * FROM touched_gpus")
+    stage.execute("USE wh")  # removal and its derived tables are the warehouse's
+    try:
+        gone = [load_id for load_id in load_ids if wh_loads.remove_load(stage, load_id, "replaced") is not None]
+    except BaseException:  # an aborted transaction takes no USE: roll back first
+        _roll_back(stage)
+        stage.execute("USE memory")
+        raise
+    stage.execute("USE memory")
+    if kept:
+        stage.execute("CREATE OR REPLACE TEMP TABLE touched_gpus AS SELECT * FROM merge_touched_gpus")
+        stage.execute("DROP TABLE merge_touched_gpus")
+    return gone
 
 
 def _roll_back(stage: duckdb.DuckDBPyConnection) -> None:

@@ -149,9 +149,13 @@ def test_nvidia_smi_mixed_good_and_bad_lines(formats_dir, tmp_path, monkeypatch,
     lines = smi_variants((formats_dir / NVIDIA_SMI).read_text().splitlines())[variant]
     broken, changed = smi_broken(lines, random.Random(42))
     if variant == "index":  # and indices missing, unreadable or out of range
+        taken = {tuple(f.strip() for f in line.split(",")[:2]) for line in broken}
         for n in range(5, len(broken), 11):
             if broken[n].strip():
-                broken[n] = random.Random(n).choice(["", "x", "70000", " 3 "]) + broken[n][broken[n].index(","):]
+                index = random.Random(n).choice(["", "x", "70000", " 3 "])
+                if (index.strip(), broken[n].split(",")[1].strip()) in taken:
+                    continue  # two rows of one GPU and timestamp are refused by the load (test_nvidia_smi_identity.py)
+                broken[n] = index + broken[n][broken[n].index(","):]
                 changed.add(n + 1)
     in_python = stage_both(nvidia_smi, write(tmp_path, f"node_{variant}.csv", broken), monkeypatch, PARIS,
                            host="gpu-node-3" if variant == "uuid" else None)

@@ -123,6 +123,39 @@ def test_a_reload_with_another_zone_replaces_the_earlier_load(tmp_path, warehous
     assert rows("SELECT DISTINCT host FROM gpu_samples") == [("other",)]
 
 
+def test_a_reload_that_fails_midway_leaves_the_earlier_load_whole(tmp_path, warehouse, monkeypatch):
+    """Replacing a load is one transaction with the new load's merge: when the merge fails after the
+    earlier load's rows were removed, every one of them is back (ledger, samples, minutes)."""
+    from ingest import gpu_rollups, wh_merge
+
+    path = write(tmp_path / "gpu.csv", NVIDIA_SMI)
+    assert loader.ingest_file(path, host="box").status == "loaded"
+    tables = ("loads", "gpu_samples", "gpu_minutes", "gpu_days", "unloads")
+    before = {table: rows(f"SELECT * FROM {table} ORDER BY ALL") for table in tables}
+    assert before["gpu_samples"] and before["gpu_minutes"] and not before["unloads"]
+    removed = []
+    real_remove = wh_merge._remove_loads
+
+    def remove_then_fail_later(stage, load_ids):
+        removed.extend(real_remove(stage, load_ids))
+        assert stage.execute("SELECT count(*) FROM wh.gpu_samples").fetchall()[0][0] == 0  # gone, inside
+        return removed
+
+    real_replace, calls = gpu_rollups.replace, []
+
+    def fail_on_the_new_rollups(*args, **kwargs):  # the first call rewrites the removed load's GPUs
+        calls.append(1)
+        if len(calls) > 1:
+            raise RuntimeError("disk full")
+        return real_replace(*args, **kwargs)
+
+    monkeypatch.setattr(wh_merge, "_remove_loads", remove_then_fail_later)
+    monkeypatch.setattr(gpu_rollups, "replace", fail_on_the_new_rollups)
+    again = loader.ingest_file(path, tz=values.zone("Europe/Paris"), host="box")
+    assert again.status == "failed" and "disk full" in again.error and removed == [1]
+    assert {table: rows(f"SELECT * FROM {table} ORDER BY ALL") for table in tables} == before
+
+
 def test_a_reload_as_another_kind_replaces_the_earlier_load(tmp_path, warehouse):
     path = runs_file(tmp_path / "runs.jsonl", {"r1": "p"})
     assert loader.ingest_file(path).kind == "runs"
