@@ -216,6 +216,7 @@ def _ingest_file(path: Path, kind: str | None, context: ParseContext, on_progres
                 "SELECT line, reason FROM rejects ORDER BY line LIMIT ?", [REJECTS_SHOWN]).fetchall()]
             summary.totals = staged.totals
             summary.warnings.extend(staged.warnings)
+            summary.warnings.extend(result.warnings)
             if getattr(parser, "LOCAL_TIME", False) and tz is timezone.utc and text is not None \
                     and not OFFSET_TIME.search(text):
                 summary.warnings.append(
