@@ -14,7 +14,7 @@ from typing import Callable, Iterator
 import duckdb
 import zstandard
 
-from ingest import codecarbon, config, dcgm, gpu_collector, limits, nvidia_smi, runs_json, serving, staging, warehouse
+from ingest import codecarbon, config, dcgm, gpu_collector, limits, mixed_scrape, nvidia_smi, runs_json, serving, staging, warehouse
 from ingest import billing_aws, billing_azure, billing_focus, billing_gcp
 from ingest.contract import BadValue, ParseContext, Reject
 from ingest.importers import serving_metrics, slurm, wandb_runs
@@ -24,7 +24,7 @@ from ingest.staging import NotText, Source, Staged
 # bills too (a GCP label named run_id would look like a run). FOCUS sniffs before Azure: an
 # Azure FOCUS export is FOCUS.
 PARSERS: tuple[ModuleType, ...] = (codecarbon, wandb_runs, serving, billing_focus, billing_aws, billing_gcp,
-                                   billing_azure, runs_json, gpu_collector, nvidia_smi, dcgm, serving_metrics, slurm)
+                                   billing_azure, runs_json, gpu_collector, nvidia_smi, mixed_scrape, dcgm, serving_metrics, slurm)
 KINDS = {parser.KIND: parser for parser in PARSERS}
 FILE_SUFFIXES = {".jsonl", ".json", ".ndjson", ".csv", ".gz", ".zst", ".prom", ".parquet"}
 PARQUET_MAGIC = b"PAR1"  # a parser with BINARY = True gets such files as bytes
@@ -216,6 +216,7 @@ def _ingest_file(path: Path, kind: str | None, context: ParseContext, on_progres
                 "SELECT line, reason FROM rejects ORDER BY line LIMIT ?", [REJECTS_SHOWN]).fetchall()]
             summary.totals = staged.totals
             summary.warnings.extend(staged.warnings)
+            summary.warnings.extend(result.warnings)
             if getattr(parser, "LOCAL_TIME", False) and tz is timezone.utc and text is not None \
                     and not OFFSET_TIME.search(text):
                 summary.warnings.append(

@@ -18,6 +18,7 @@ TOTAL_LABELS = {
     "windows_cost_derived": "windows priced from the catalog",
     "windows_without_cost": "windows without cost",
     "energy_kwh_total": "measured energy (kWh)",
+    "windows_energy_kwh_total": "serving windows' energy (kWh)",
     "gpus": "GPUs",
     "samples": "samples",
     "first_ts": "from",

@@ -6,8 +6,8 @@ the whole key, and the key's file suffix (`.csv.gz`, `.parquet`). Any set of leg
 maps to distinct files that stay inside that folder: `a.csv` and `a.csv/b.csv`, keys of 1,024
 bytes, `..` parts, backslashes and any Unicode alike.
 Incremental: `<dest>/.mlcost-fetch.json` records each object fetched (by bucket, key and ETag)
-and whether it was ingested; an object whose ETag is unchanged and whose file is still there is
-not transferred again. Resumable: each object is written to `<name>.part` and renamed when
+and whether it was ingested, or why it could not be; an object whose ETag is unchanged and whose
+file is still there is not transferred again, nor loaded again after a failure. Resumable: each object is written to `<name>.part` and renamed when
 complete, and the state file is rewritten (atomically) after every object, so a fetch stopped
 half-way leaves no half file under a real name and the next run fetches only what is missing,
 then ingests whatever was fetched but not yet ingested.
@@ -54,6 +54,7 @@ class FetchResult:
     refused: list[tuple[str, str]] = field(default_factory=list)  # (URI, reason)
     not_in_manifest: list[str] = field(default_factory=list)  # data files no manifest lists
     pending: list[tuple[str, Path]] = field(default_factory=list)  # (URI, local file) not yet ingested
+    failed_before: list[tuple[str, str]] = field(default_factory=list)  # (URI, reason): unchanged since it failed
 
 
 def parse_uri(uri: str) -> tuple[str, str]:
@@ -109,17 +110,29 @@ def fetch(client: Any, bucket: str, prefix: str, dest: Path) -> FetchResult:
         wanted = {(bucket, key): etag for key, etag in listed.items() if _is_data(key)}
     for (where, key), etag in wanted.items():
         _fetch_one(client, where, key, etag, dest, state, result)
-    result.pending = [(uri, dest / entry["path"]) for uri, entry in sorted(state["objects"].items())
-                      if entry.get("data") and not entry.get("ingested") and (dest / entry["path"]).is_file()]
+    waiting = [(uri, entry) for uri, entry in sorted(state["objects"].items())
+               if entry.get("data") and not entry.get("ingested") and (dest / entry["path"]).is_file()]
+    result.pending = [(uri, dest / entry["path"]) for uri, entry in waiting if "failed" not in entry]
+    result.failed_before = [(uri, entry["failed"]) for uri, entry in waiting if "failed" in entry]
     return result
 
 
 def mark_ingested(dest: Path, uris: list[str]) -> None:
     """Record that these fetched objects were ingested (the next fetch will not ingest them again)."""
+    _mark(dest, uris, ingested=True)
+
+
+def mark_failed(dest: Path, uri: str, reason: str) -> None:
+    """Record that this fetched object could not be loaded, and why: the next fetch reports it
+    without trying again, until the object changes (a new ETag fetches and tries it afresh)."""
+    _mark(dest, [uri], failed=reason)
+
+
+def _mark(dest: Path, uris: list[str], **fields) -> None:
     state = _read_state(dest)
     for uri in uris:
         if uri in state["objects"]:
-            state["objects"][uri]["ingested"] = True
+            state["objects"][uri].update(fields)
     _write_state(dest, state)
 
 

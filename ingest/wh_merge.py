@@ -21,6 +21,23 @@ REPLACE_BY: dict[str, str | tuple[str, ...]] = {
     "gpu_samples": ("host", "gpu_index", "sampled_at"),
     "billing_lines": "line_key",  # ingest/billing.py says how a bill line's key is made
 }
+# A serving window replaces the stored windows of its series (service, model version, host) whose
+# span overlaps its own, not only the one with its start: the same range imported again with
+# another step (or a file restating a period at another granularity) must not count twice.
+# Stored windows are first narrowed to each series' span in the file.
+OVERLAPPING_WINDOWS = """
+DELETE FROM wh.serving_windows AS s USING (
+    SELECT w.window_key FROM wh.serving_windows w
+    JOIN (SELECT service, model_version, coalesce(host, '') AS host, min(window_start) AS first_start,
+                 max(window_end) AS last_end
+          FROM serving_windows GROUP BY ALL) span
+      ON w.service = span.service AND w.model_version = span.model_version AND coalesce(w.host, '') = span.host
+     AND w.window_start < span.last_end AND span.first_start < w.window_end
+    JOIN serving_windows n
+      ON w.service = n.service AND w.model_version = n.model_version AND coalesce(w.host, '') = coalesce(n.host, '')
+     AND w.window_start < n.window_end AND n.window_start < w.window_end
+) o WHERE s.window_key = o.window_key
+"""
 
 
 @dataclass(frozen=True)
@@ -31,6 +48,16 @@ class LoadResult:
     already_loaded: bool
     lock_s: float = field(default=0.0, compare=False)  # seconds the merge held the warehouse locked
     replaced: list[int] = field(default_factory=list, compare=False)  # earlier loads this one replaced
+    overlapped_windows: int = field(default=0, compare=False)  # stored serving windows its windows overlapped
+
+    @property
+    def warnings(self) -> list[str]:
+        """What the merge did that the load's summary should say."""
+        if not self.overlapped_windows:
+            return []
+        return [f"{self.overlapped_windows:,} stored serving windows overlapped this load's windows of the same "
+                "service, model version and host and were replaced (latest wins: a range loaded again with another "
+                "step or window length counts once)"]
 
 
 def load(source: str, sha256: str, kind: str, parsed: Parsed, path: Path | None = None) -> LoadResult:
@@ -106,6 +133,8 @@ def merge(stage: duckdb.DuckDBPyConnection, source: str, sha256: str, kind: str,
             ).fetchall()[0][0]
             for name, column in replaced:
                 stage.execute(f"DELETE FROM wh.{name} WHERE {column} IN (SELECT {column} FROM replaced_{column})")
+            overlapped = (stage.execute(OVERLAPPING_WINDOWS).fetchall()[0][0]
+                          if "serving_windows" in tables else 0)
             if "gpu_samples" in tables and snapshot[4]:  # only stored samples in the new ones' span can go
                 stage.execute("DELETE FROM wh.gpu_samples AS s USING gpu_samples AS n WHERE s.host = n.host "
                               "AND s.gpu_index = n.gpu_index AND s.sampled_at = n.sampled_at")
@@ -141,7 +170,8 @@ def merge(stage: duckdb.DuckDBPyConnection, source: str, sha256: str, kind: str,
         except BaseException:
             _roll_back(stage)
             raise
-    return LoadResult(load_id, accepted, rejected, already_loaded=False, lock_s=held[0], replaced=gone)
+    return LoadResult(load_id, accepted, rejected, already_loaded=False, lock_s=held[0], replaced=gone,
+                      overlapped_windows=overlapped)
 
 
 def _remove_loads(stage: duckdb.DuckDBPyConnection, load_ids: tuple[int, ...]) -> list[int]:

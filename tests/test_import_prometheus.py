@@ -247,6 +247,28 @@ def test_import_prometheus_pulls_gpu_samples_and_serving_windows(prom, warehouse
     assert [s["status"] for s in again] == ["already_loaded", "already_loaded"]
     assert len(wh.query("SELECT * FROM serving_windows")) == serving_summary["windows"]
 
+    # The same range at twice the step: its windows overlap the first import's, of the same series, and
+    # replace them (latest wins), so each request counts once: the totals are the counters' increases
+    # over the range, computed from the log, whichever step read them.
+    assert cli.main(["import", "prometheus", url, "--since", since, "--until", until, "--step", f"{2 * STEP_S}s",
+                     "--gpu-type", "L4", "--gpu-count", "1", "--json"]) == 0
+    coarse = json.loads(capsys.readouterr().out)
+    assert [s["status"] for s in coarse] == ["loaded", "loaded"]
+    assert any("stored serving windows overlapped" in w for w in coarse[1].get("warnings", []))
+    stored = wh.query("SELECT service, epoch_ms(window_start) AS t0, epoch_ms(window_end) AS t1, requests_success "
+                      "FROM serving_windows ORDER BY service, t0")
+    for service in ("llama-3-8b", "resnet"):
+        spans = stored[stored.service == service][["t0", "t1"]].values.tolist()
+        assert all(b[0] >= a[1] for a, b in zip(spans, spans[1:])), spans  # no two windows of a series overlap
+    coarse_times = [t for t in times if (t - times[0]) % (2 * STEP_S * 1000) == 0]
+    first, last = coarse_times[0], coarse_times[-1]
+    key = ("vllm:request_success_total", VLLM + (("finished_reason", "stop"),))
+    llama = stored[stored.service == "llama-3-8b"]
+    assert int(llama.requests_success.sum()) == sum(
+        increase(at(log, a)[key], at(log, b)[key]) for a, b in zip(coarse_times, coarse_times[1:])
+    ) + sum(increase(at(log, a)[key], at(log, b)[key]) for a, b in zip(times, times[1:]) if a >= last)
+    assert llama.t0.min() == first
+
 
 def test_a_refused_query_shows_the_servers_reason(prom, warehouse, capsys, monkeypatch):
     url, _ = prom

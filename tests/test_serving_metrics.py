@@ -331,3 +331,30 @@ def test_pulled_triton_series_share_the_gpu_energy_and_a_flat_counter_is_a_warni
     assert energy[("a", 1_763_632_860)] is None and energy[("b", 1_763_632_860)] is None
     summary = ledger.load_import("prometheus test", prometheus.KIND, parsed, b"pulled", {})
     assert summary.status == "loaded" and "nv_energy_consumption did not rise" in summary.warnings[0]
+
+
+def test_a_scrape_with_dcgm_and_vllm_series_loads_both_halves_as_one_load(warehouse, formats_dir, tmp_path, capsys):
+    """A /metrics file holding GPU (dcgm-exporter) and vLLM series, as one exporter or a merged scrape
+    shows them: detected as both, the GPU samples and the serving window load in one load. Figures
+    from the two real scrapes' text (regexes), not from the readers."""
+    dcgm_text = corpus.require(formats_dir, "nvidia_gpu/dcgm_exporter_scrape_L4_kops.prom").read_text()
+    vllm_text = corpus.require(formats_dir, VLLM).read_text()
+    path = tmp_path / "node_metrics.prom"
+    path.write_text(dcgm_text.rstrip("\n") + "\n" + vllm_text)
+    created = min(value for name in ("vllm:request_success_created", "vllm:prompt_tokens_created",
+                                     "vllm:generation_tokens_created") for _, value in series_values(vllm_text, name))
+    at = datetime.fromtimestamp(created, timezone.utc) + timedelta(minutes=30)
+    assert cli.main(["ingest", "--json", "--at", at.isoformat(), str(path)]) == 0
+    (summary,) = json.loads(capsys.readouterr().out)
+    gpus = {re.search(r'gpu="(\d+)"', labels)[1] for labels, _ in series_values(dcgm_text, "DCGM_FI_DEV_POWER_USAGE")}
+    requests = sum(value for _, value in series_values(vllm_text, "vllm:request_success_total"))
+    assert (summary["kind"], summary["status"], summary["rows_loaded"]) == ("dcgm+serving-metrics", "loaded",
+                                                                            len(gpus) + 1)
+    assert (summary["gpus"], summary["samples"], summary["windows"], summary["requests_total"]) == (
+        len(gpus), len(gpus), 1, requests)
+    (row,) = windows()
+    assert (row["service"], row["requests_total"], row["window_end"]) == (MODEL, requests, at)
+    power = dict(series_values(dcgm_text, "DCGM_FI_DEV_POWER_USAGE"))
+    stored = wh.query("SELECT gpu_index, power_w, sampled_at FROM gpu_samples ORDER BY gpu_index")
+    assert sorted(stored["power_w"]) == sorted(power.values()) and set(stored["sampled_at"]) == {at}
+    assert wh.query("SELECT count(*) AS n FROM loads")["n"][0] == 1

@@ -19,7 +19,7 @@ def load_import(source: str, kind: str, parsed: Parsed, content: bytes, totals: 
         summary.rows_loaded, summary.rows_rejected = result.rows_loaded, result.rows_rejected
         summary.rejects = [{"line": r.line, "reason": r.reason} for r in parsed.rejects[:REJECTS_SHOWN]]
         summary.totals = totals
-        summary.warnings = list(parsed.warnings)  # e.g. a GPU energy counter that never rose
+        summary.warnings = list(parsed.warnings) + result.warnings  # e.g. a GPU energy counter that never rose
     return summary
 
 

@@ -50,6 +50,9 @@ def run_fetch(args: argparse.Namespace) -> int:
             "(superseded deliveries) and were left alone")
     for uri, reason in fetched.refused:
         say(f"{uri}: {reason}")
+    if fetched.failed_before:
+        say(f"{len(fetched.failed_before)} files that could not be loaded before are unchanged and were not tried "
+            f"again (the first: {fetched.failed_before[0][0]}); a new version of a file is fetched and tried")
     summaries = []
     for uri, path in fetched.pending:
         try:
@@ -57,12 +60,14 @@ def run_fetch(args: argparse.Namespace) -> int:
         except Exception as error:  # noqa: BLE001 (one bad bill must not stop the others, nor later runs)
             summary = loader.FileSummary(uri, error=f"{uri}: not loaded, the file could not be read "
                                                     f"({type(error).__name__}: {str(error)[:200]}); the "
-                                                    "other bills load, and the next fetch tries it again")
+                                                    "other bills load, and a new version of it is tried again")
         summaries.append(summary)
         if not args.json:
             print("\n".join(summary_lines(summary)), flush=True)
         if summary.status != "failed":
             s3_fetch.mark_ingested(dest, [uri])
+        else:  # reported once: not tried again until the object changes
+            s3_fetch.mark_failed(dest, uri, summary.error or "could not be read")
     if args.json:
         print(json.dumps([s.to_json() for s in summaries], indent=2))
     return 0 if all(s.ok for s in summaries) and not fetched.refused else EXIT_PROBLEMS
