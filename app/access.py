@@ -32,6 +32,7 @@ REDIRECT_PATH = "/oauth2callback"  # Streamlit serves the provider's answer ther
 AUTHLIB_MIN = (1, 3, 2)  # the version Streamlit's st.login asks for
 
 _LOG = logging.getLogger(__name__)
+_logged: set[str] = set()
 
 
 def read_only() -> bool:
@@ -151,9 +152,11 @@ def require_login() -> None:
         return
     problem = login_problem(_streamlit_auth(), ".streamlit/secrets.toml")
     if problem is not None:
-        _LOG.error("mlcost: the OIDC login (MLCOST_LOGIN=oidc) %s; every page shows only this", problem)
+        if problem not in _logged:  # once per server, not once per page view
+            _logged.add(problem)
+            _LOG.error("mlcost: the OIDC login (MLCOST_LOGIN=oidc) %s; every page shows only this", problem)
         st.title("mlcost")
-        st.error(md(f"The sign-in (MLCOST_LOGIN=oidc) {problem}: until then this dashboard shows nothing "
+        st.error(md(f"The OIDC login (MLCOST_LOGIN=oidc) {problem}: until then this dashboard shows nothing "
                     "(README, Access)."), icon=":material/lock:")
         st.stop()
     if not st.user.is_logged_in:
