@@ -91,8 +91,8 @@ def login_problem(auth: object, where: str) -> str | None:
         return f"needs {names} under [auth] in {where}"
     assert isinstance(auth, Mapping)
     if not auth["redirect_uri"].strip().endswith(REDIRECT_PATH):
-        return (f"needs redirect_uri under [auth] in {where} to end with {REDIRECT_PATH} (the dashboard's "
-                f"address, e.g. https://mlcost.example.com{REDIRECT_PATH})")
+        return (f"needs redirect_uri under [auth] in {where} to be the dashboard's address followed by "
+                f"{REDIRECT_PATH}, as registered with the provider")
     if not _authlib_ok():
         return f"needs Authlib {'.'.join(map(str, AUTHLIB_MIN))} or later (pip install Authlib)"
     return None
