@@ -401,7 +401,7 @@ def test_the_login_without_auth_shows_one_sentence_when_started_directly(chromiu
     with serving(command, port, tmp_path / "server.log", env) as base_url, browser_page(chromium) as page:
         for path in ("", "data", "budgets"):
             page.goto(f"{base_url}/{path}")
-            error = page.get_by_test_id("stAlertContentError")
+            error = page.get_by_test_id("stAlertContentError").get_by_test_id("stMarkdownContainer")
             expect(error).to_have_text(
                 "The OIDC login (MLCOST_LOGIN=oidc) needs redirect_uri, cookie_secret, client_id, client_secret and "
                 "server_metadata_url under [auth] in .streamlit/secrets.toml: until then this dashboard shows "
