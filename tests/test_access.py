@@ -188,9 +188,10 @@ def listening_addresses(port: int) -> set[str]:
 
 
 @contextmanager
-def serving(command: list[str], port: int, log: Path, env: dict | None = None) -> Iterator[str]:
+def serving(command: list[str], port: int, log: Path, env: dict | None = None,
+            cwd: Path | None = None) -> Iterator[str]:
     with log.open("w") as output:
-        server = subprocess.Popen(command, cwd=REPO_ROOT, env=env or dict(os.environ), stdout=output,
+        server = subprocess.Popen(command, cwd=cwd or REPO_ROOT, env=env or dict(os.environ), stdout=output,
                                   stderr=subprocess.STDOUT, start_new_session=True)
     try:
         base_url = f"http://127.0.0.1:{port}"
@@ -243,19 +244,27 @@ def oidc_provider(tmp_path) -> Iterator[str]:
 
 
 @pytest.mark.browser
-def test_the_oidc_login_guards_every_page(chromium, oidc_provider, warehouse, tmp_path):  # noqa: F811
+@pytest.mark.parametrize("how", ["streamlit run", "mlcost dashboard"])
+def test_the_oidc_login_guards_every_page(chromium, oidc_provider, warehouse, tmp_path, how):  # noqa: F811
+    """`streamlit run` with [auth] in ~/.streamlit/secrets.toml; `mlcost dashboard --login oidc` with
+    [auth] in ./.streamlit/secrets.toml of the folder it is started in (which it passes on)."""
     from playwright.sync_api import expect
 
     port = free_port()
-    home = tmp_path / "home"
-    (home / ".streamlit").mkdir(parents=True)
-    (home / ".streamlit" / "secrets.toml").write_text(
+    home, work = tmp_path / "home", tmp_path / "work"
+    secrets = (home if how == "streamlit run" else work) / ".streamlit" / "secrets.toml"
+    secrets.parent.mkdir(parents=True)
+    home.mkdir(exist_ok=True)
+    secrets.write_text(
         f'[auth]\nredirect_uri = "http://127.0.0.1:{port}/oauth2callback"\n'
         'cookie_secret = "a-test-cookie-secret-of-some-length"\nclient_id = "mlcost"\nclient_secret = "mlcost-secret"\n'
         f'server_metadata_url = "{oidc_provider}/.well-known/openid-configuration"\n')
-    env = {**os.environ, "HOME": str(home), "MLCOST_LOGIN": "oidc"}
-    command = [sys.executable, "-m", "streamlit", "run", "app/main.py", "--server.port", str(port)]
-    with serving(command, port, tmp_path / "server.log", env) as base_url, browser_page(chromium) as page:
+    env = {**os.environ, "HOME": str(home), "MLCOST_LOGIN": "oidc", "PYTHONPATH": str(REPO_ROOT)}
+    command = ([sys.executable, "-m", "streamlit", "run", "app/main.py", "--server.port", str(port)]
+               if how == "streamlit run" else
+               [sys.executable, "-m", "mlcost", "dashboard", "--login", "oidc", "--port", str(port)])
+    with serving(command, port, tmp_path / "server.log", env, cwd=work if how == "mlcost dashboard" else None) \
+            as base_url, browser_page(chromium) as page:
         page.goto(base_url)
         expect(page.get_by_text("Sign in to open the cost dashboard.")).to_be_visible()
         assert page.get_by_role("heading", name="Overview").count() == 0
