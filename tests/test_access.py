@@ -443,3 +443,16 @@ def test_a_failing_page_shows_no_traceback(chromium, tmp_path):
     assert shown and all(what.startswith("exception element: This app has encountered an error") for _, what in shown)
     log = (tmp_path / "server.log").read_text()
     assert "Traceback" in log and str(bad) in log
+
+
+def test_the_demo_refuses_before_it_loads_anything(tmp_path):
+    """`mlcost demo --address 0.0.0.0` refuses like the dashboard, before writing the warehouse or
+    ./mlcost.toml."""
+    port = free_port()
+    env = {**os.environ, "HOME": str(tmp_path), "PYTHONPATH": str(REPO_ROOT)}
+    for name in ("MLCOST_DB", "MLCOST_CONFIG", "MLCOST_LOGIN"):
+        env.pop(name, None)
+    done = subprocess.run([sys.executable, "-m", "mlcost", "demo", "--address", "0.0.0.0", "--port", str(port)],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=REFUSE_S)
+    assert "--no-login" in assert_one_sentence_refusal(done, port)
+    assert sorted(path.name for path in tmp_path.iterdir()) == []

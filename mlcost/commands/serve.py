@@ -38,7 +38,20 @@ def register(commands) -> None:
         login.add_argument("--no-login", action="store_true",
                            help="serve on an --address beyond this machine without a login, on purpose: anyone "
                                 "who can reach the port sees every page")
-        command.set_defaults(run=runner)
+        command.set_defaults(run=_checked(runner))
+
+
+def _checked(runner):
+    """`runner` behind the access check: a dashboard that would fail open does not start (and the
+    demo loads nothing first); the one sentence why on stderr, exit code 2."""
+    def run(args: argparse.Namespace) -> int:
+        env = {**os.environ, **({"MLCOST_LOGIN": args.login} if args.login else {})}
+        refusal = access_refusal(args, env, streamlit_secrets_files())
+        if refusal is not None:
+            say(refusal)
+            return EXIT_USAGE
+        return runner(args)
+    return run
 
 
 def run_dashboard(args: argparse.Namespace) -> int:
@@ -73,11 +86,7 @@ def _serve(args: argparse.Namespace, db: Path) -> int:
         env["MLCOST_READ_ONLY"] = "1"
     if args.login:
         env["MLCOST_LOGIN"] = args.login
-    secrets_files = streamlit_secrets_files()
-    refusal = access_refusal(args, env, secrets_files)
-    if refusal is not None:
-        say(refusal)
-        return EXIT_USAGE
+    secrets_files = streamlit_secrets_files()  # checked (access_refusal) before the command ran
     print(f"mlcost: warehouse {db.resolve()}; dashboard on http://{args.address}:{args.port}", flush=True)
     command = [
         sys.executable, "-m", "streamlit", "run", str(REPO_ROOT / "app" / "main.py"),
