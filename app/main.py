@@ -42,6 +42,7 @@ def busy(error: warehouse.WarehouseBusy) -> None:
 
 
 access.require_login()
+access.warn_if_exposed()
 page = st.navigation(PAGES)
 try:
     # one read connection for the render's queries, let go when idle or when a loader waits

@@ -3,6 +3,9 @@
 Run table cells are drawn on a canvas (glide-data-grid), so the visible proof is the
 cost-to-target caption, which names the cheapest run to reach its target in the page's
 text; the grid's hidden accessibility table is checked to hold the run as well.
+
+Every page a test opens through browser_page is watched (WATCH_ERRORS_JS): a Streamlit exception
+element or a traceback shown at any moment fails the test.
 """
 from __future__ import annotations
 
@@ -125,55 +128,83 @@ def sample_dashboard(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple
         yield base_url, db
 
 
+# Run in every document the browser opens: reports each Streamlit exception element and each text
+# with "Traceback" (Python's header, or Streamlit's "Traceback:" above the frames it shows with
+# showErrorDetails = false/"stacktrace") that ever appears, however briefly, to Python.
+WATCH_ERRORS_JS = """
+(() => {
+  const reported = new Set();
+  const report = (what) => {
+    const key = location.href + " " + what;
+    if (!reported.has(key)) { reported.add(key); window.mlcostShownError(location.href, what); }
+  };
+  const look = (nodes) => {
+    document.querySelectorAll('[data-testid="stException"]').forEach(
+      (element) => report("exception element: " + element.textContent.slice(0, 300)));
+    for (const node of nodes) {
+      const text = node.textContent || "";
+      if (text.includes("Traceback")) report("traceback: " + text.slice(0, 300));
+    }
+  };
+  window.mlcostLook = () => look(document.body ? [document.body] : []);
+  new MutationObserver((mutations) => look(mutations.flatMap(
+    (m) => m.type === "characterData" ? [m.target] : Array.from(m.addedNodes))))
+    .observe(document, {childList: true, subtree: true, characterData: true});
+})();
+"""
+
+
 @contextmanager
-def browser_page(chromium: Path) -> Iterator[object]:
+def browser_page(chromium: Path, errors_shown: list | None = None) -> Iterator[object]:
+    """A Chromium page; on leaving, fails the test if any page it showed had a Streamlit exception
+    or a traceback (pass a list as `errors_shown` to collect them instead and check them yourself)."""
     from playwright.sync_api import expect, sync_playwright
 
+    shown = [] if errors_shown is None else errors_shown
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=str(chromium), args=CHROMIUM_ARGS)
         try:
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            context = browser.new_context(viewport={"width": 1400, "height": 1000})
+            context.expose_function("mlcostShownError", lambda url, what: shown.append((url, what)))
+            context.add_init_script(WATCH_ERRORS_JS)
+            page = context.new_page()
             page.set_default_timeout(WAIT_MS)
             expect.set_options(timeout=WAIT_MS)
             yield page
+            for open_page in context.pages:  # what is on screen now, and the reports still on their way
+                open_page.evaluate("window.mlcostLook && window.mlcostLook()")
         finally:
             browser.close()
+    if errors_shown is None:
+        assert shown == [], f"a page showed an exception or a traceback: {shown}"
 
 
 def test_uploaded_run_shows_on_training_runs(chromium, dashboard, tmp_path):
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
     run_log = tmp_path / "browser_runs.jsonl"
     run_log.write_text(json.dumps(RUN) + "\n")
     screenshot = tmp_path / "training_runs.png"
 
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(chromium), args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            page.set_default_timeout(WAIT_MS)
-            expect.set_options(timeout=WAIT_MS)
+    with browser_page(chromium) as page:
+        page.goto(f"{dashboard}/data")
+        expect(page.get_by_text("Nothing loaded yet")).to_be_visible()
+        page.locator("[data-testid=stFileUploader] input[type=file]").set_input_files(run_log)
+        expect(page.get_by_test_id("stFileChipName").filter(has_text=run_log.name)).to_be_visible()
+        expect(page.get_by_test_id("stFileChipIconSpinner")).to_have_count(0)  # upload finished
+        page.get_by_role("button", name="Load files").click()
+        expect(page.get_by_text(f"OK {run_log.name} [runs]: 1 rows loaded, 0 rejected")).to_be_visible()
 
-            page.goto(f"{dashboard}/data")
-            expect(page.get_by_text("Nothing loaded yet")).to_be_visible()
-            page.locator("[data-testid=stFileUploader] input[type=file]").set_input_files(run_log)
-            expect(page.get_by_test_id("stFileChipName").filter(has_text=run_log.name)).to_be_visible()
-            expect(page.get_by_test_id("stFileChipIconSpinner")).to_have_count(0)  # upload finished
-            page.get_by_role("button", name="Load files").click()
-            expect(page.get_by_text(f"OK {run_log.name} [runs]: 1 rows loaded, 0 rejected")).to_be_visible()
-
-            page.get_by_test_id("stSidebar").get_by_role("link", name="Training runs").click()
-            expect(page.get_by_role("heading", name="Training runs")).to_be_visible()
-            caption = page.get_by_test_id("stCaptionContainer").filter(has_text="cheapest to get there")
-            expect(caption).to_have_text(
-                f"1 run reached the target; cheapest to get there: {RUN_ID} at $3.50 after 1.00 h.")
-            expect(caption.locator("strong")).to_have_text(RUN_ID)
-            # The grid paints its cells on a canvas; its accessibility table (hidden) has the text.
-            expect(page.get_by_test_id("stDataFrame").locator("td", has_text=RUN_ID)).to_have_count(1)
-            expect(page.get_by_test_id("stPlotlyChart").locator(".main-svg").first).to_be_visible()
-            page.screenshot(path=screenshot, full_page=True)
-        finally:
-            browser.close()
+        page.get_by_test_id("stSidebar").get_by_role("link", name="Training runs").click()
+        expect(page.get_by_role("heading", name="Training runs")).to_be_visible()
+        caption = page.get_by_test_id("stCaptionContainer").filter(has_text="cheapest to get there")
+        expect(caption).to_have_text(
+            f"1 run reached the target; cheapest to get there: {RUN_ID} at $3.50 after 1.00 h.")
+        expect(caption.locator("strong")).to_have_text(RUN_ID)
+        # The grid paints its cells on a canvas; its accessibility table (hidden) has the text.
+        expect(page.get_by_test_id("stDataFrame").locator("td", has_text=RUN_ID)).to_have_count(1)
+        expect(page.get_by_test_id("stPlotlyChart").locator(".main-svg").first).to_be_visible()
+        page.screenshot(path=screenshot, full_page=True)
 
     assert screenshot.stat().st_size > 0
     shutil.copyfile(screenshot, SCREENSHOT_COPY)

@@ -19,6 +19,7 @@ from ingest.report import summary_lines
 SPOOL_CHUNK_BYTES = 1 << 20
 
 st.title("Data")
+access.warn_if_exposed(st)
 st.write("Upload training-run summaries (JSONL or `run_meta.json`), CodeCarbon `emissions.csv` "
          "or serving-window files (JSONL or CSV), inference servers' `/metrics` scrapes (vLLM, Triton, "
          "TorchServe `.prom`), GPU traces (`mlcost collect` or nvidia-smi CSV, DCGM "
