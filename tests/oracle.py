@@ -344,6 +344,10 @@ class Allocation:
     by_run: dict[str, dict[str, Fraction]]
     by_version: dict[str, dict[tuple[str, str], Fraction]]
     nodes: dict[str, dict[str, Node]]
+    # Every piece: (line id, bucket, rule, run_id or None, model version or None) -> amount; the
+    # line id is the bill's x_LineItemId. Pieces of no amount (a node line with no idle) are left out.
+    pieces: dict[tuple[str, str, str, str | None, str | None], Fraction]
+    by_rule: dict[str, dict[tuple[str, str], Fraction]]    # (bucket, rule) -> amount
 
 
 @dataclass(frozen=True)
@@ -432,21 +436,22 @@ class Oracle:
 
     # --- allocation -----------------------------------------------------------------------------
 
-    def _run_of(self, line: Line) -> Run | None:
+    def _run_of(self, line: Line) -> tuple[Run | None, str | None]:
         """Rule 1: a usage line's run, by its run tag, else by resource id and time overlap
         (widened by the slack on each side), the run it overlaps longest."""
         if line.category != "usage":
-            return None
+            return None, None
         tagged = line.tags.get(self.run_tag)
         if tagged in self.runs:
-            return self.runs[tagged]
+            return self.runs[tagged], "run tag"
         end = line.end if line.end is not None else line.start
         candidates = [r for r in self.runs.values()
                       if line.resource_id and r.tags.get("resource_id") == line.resource_id
                       and line.start < r.end + self.slack_s and end > r.start - self.slack_s]
         if not candidates:
-            return None
-        return max(candidates, key=lambda r: (min(end, r.end) - max(line.start, r.start), r.run_id))
+            return None, None
+        return max(candidates, key=lambda r: (min(end, r.end) - max(line.start, r.start), r.run_id)), \
+            "resource id + time overlap"
 
     def _is_compute(self, line: Line) -> bool:
         """Rule 4's compute: an instance type named in the description, or GPU spend (an instance
@@ -471,9 +476,15 @@ class Oracle:
         by_team_bucket, by_run = defaultdict(lambda: defaultdict(Fraction)), defaultdict(lambda: defaultdict(Fraction))
         by_version = defaultdict(lambda: defaultdict(Fraction))
         nodes: dict[str, dict[str, Node]] = defaultdict(dict)
+        pieces: dict[tuple, Fraction] = defaultdict(Fraction)
+        by_rule = defaultdict(lambda: defaultdict(Fraction))
 
-        def book(line: Line, bucket: str, amount: Fraction, run: Run | None = None, version: str | None = None):
+        def book(line: Line, bucket: str, rule: str, amount: Fraction, run: Run | None = None,
+                 version: str | None = None):
             currency = line.currency
+            if amount:
+                pieces[(line.key, bucket, rule, run.run_id if run else None, version)] += amount
+                by_rule[currency][(bucket, rule)] += amount
             buckets[currency][bucket] += amount
             team = (run.team if run and run.team else None) or line.tags.get(self.team_tag) or "(no team)"
             project = (run.project if run and run.project else None) or line.tags.get(self.project_tag) \
@@ -490,9 +501,9 @@ class Oracle:
             cost = Fraction(line.cost)
             billed[line.currency] += cost
             counts[line.currency] += 1
-            run = self._run_of(line)
+            run, rule = self._run_of(line)
             if run is not None:
-                book(line, "training", cost, run)
+                book(line, "training", rule, cost, run)
                 continue
             host = next((h for h in (line.resource_name, line.resource_id) if h in gpus_of), None)
             if (host is not None and line.category == "usage" and line.end is not None and line.end > line.start):
@@ -503,16 +514,19 @@ class Oracle:
                 self._split_serving_line(line, service, cost, book)
                 continue
             if line.category != "usage":
-                book(line, "shared", cost)
-            elif line.tags.get(self.run_tag) is not None or self._is_compute(line):
-                book(line, "unallocated", cost)
+                book(line, "shared", line.category, cost)
+            elif line.tags.get(self.run_tag) is not None:
+                book(line, "unallocated", "run tag names a run that is not loaded", cost)
+            elif self._is_compute(line):
+                book(line, "unallocated", "compute matching no run, node or service", cost)
             else:
-                book(line, "shared", cost)
+                book(line, "shared", "shared service", cost)
 
         return Allocation(dict(billed), dict(counts), {c: dict(v) for c, v in buckets.items()},
                           {c: dict(v) for c, v in by_team.items()}, {c: dict(v) for c, v in by_project.items()},
                           {c: dict(v) for c, v in by_team_bucket.items()}, {c: dict(v) for c, v in by_run.items()},
-                          {c: dict(v) for c, v in by_version.items()}, dict(nodes))
+                          {c: dict(v) for c, v in by_version.items()}, dict(nodes), dict(pieces),
+                          {c: dict(v) for c, v in by_rule.items()})
 
     def _split_node_line(self, line: Line, host: str, gpus: list, cost: Fraction, book, nodes) -> None:
         """Rule 2: the node's capacity (its GPUs traced in the period x the line's seconds) split
@@ -536,12 +550,12 @@ class Oracle:
         node.idle_gpu_seconds += idle
         for run_id, seconds in sorted(run_seconds.items()):
             share = cost * seconds / total
-            book(line, "training", share, self.runs[run_id])
+            book(line, "training", "node GPU-hours share", share, self.runs[run_id])
             node.training += share
         node.idle_gpu += cost * idle / total
         node.unallocated += cost * rest / total
-        book(line, "idle_gpu", cost * idle / total)
-        book(line, "unallocated", cost * rest / total)
+        book(line, "idle_gpu", "idle GPU-hours x node rate", cost * idle / total)
+        book(line, "unallocated", "node GPU-hours without a run or idle reading", cost * rest / total)
 
     def _split_serving_line(self, line: Line, service: str, cost: Fraction, book) -> None:
         """Rule 3: a service's line split between its model versions by the cost of their windows
@@ -555,13 +569,15 @@ class Oracle:
                 by_time[w.version] += overlap
                 if w.cost_usd is not None:
                     by_cost[w.version] += Fraction(w.cost_usd) * overlap / (w.end - w.start)
+        rule = "service tag, versions by window cost" if sum(by_cost.values()) > 0 \
+            else "service tag, versions by window time"
         weights = by_cost if sum(by_cost.values()) > 0 else by_time
         total = sum(weights.values())
         if not weights or total == 0:
-            book(line, "serving", cost)
+            book(line, "serving", "service tag, no serving windows in the charge period", cost)
             return
         for version, weight in sorted(weights.items()):
-            book(line, "serving", cost * weight / total, version=version)
+            book(line, "serving", rule, cost * weight / total, version=version)
 
 
 @lru_cache(maxsize=1)
