@@ -238,14 +238,6 @@ def test_costs_page_is_the_oracles(sample_db, truth, month):
         assert_close(figures["idle_gpu_hours"], node.idle_gpu_hours, f"{host} idle GPU-hours", within=1e-6)
 
 
-def test_costs_page_by_project_is_the_oracles(sample_db, truth):
-    expected = truth.allocation(*oracle.month_bounds("2026-11")).by_project[CURRENCY]
-    shown = costs_page_shows("2026-11", key="project")["by_key"]
-    assert set(shown) == set(expected)
-    for project, exact in expected.items():
-        assert_close(shown[project], exact, f"project {project}")
-
-
 @pytest.mark.parametrize("month", MONTHS)
 def test_idle_page_is_the_oracles(sample_db, truth, month):
     """Idle GPU-hours over the month on the Idle GPUs page: all, allocated but idle, unallocated."""
