@@ -92,6 +92,26 @@ def allocation_json_shows(capsys, month: str, by: str) -> dict:
     return result["currencies"][CURRENCY]
 
 
+def allocation_table_shows(capsys, month: str) -> dict:
+    """`mlcost allocation --month M` (the text table): {'billed': text, 'buckets': {label: text},
+    'by_team': {team: text}} of the USD section."""
+    assert cli.main(["allocation", "--month", month]) == 0
+    text = capsys.readouterr().out
+    billed = re.search(r"USD: billed \(effective cost\) (\S+)", text)
+    assert billed, text
+    sections: dict[str, dict[str, str]] = {}
+    section = None
+    for line in text.splitlines():
+        cells = re.split(r"\s{2,}", line.strip())
+        if len(cells) >= 2 and cells[1] == "amount":
+            section = sections.setdefault(cells[0], {})
+        elif section is not None and len(cells) >= 2 and line.startswith("  "):
+            section[cells[0]] = cells[1]
+        elif not line.strip():
+            section = None
+    return {"billed": billed[1], "buckets": sections["bucket"], "by_team": sections["by team"]}
+
+
 def open_page(page: str) -> AppTest:
     at = AppTest.from_file(str(APP), default_timeout=120).run()
     at.switch_page(page).run()
@@ -221,6 +241,22 @@ def test_allocation_json_is_the_oracles(sample_db, capsys, truth, month):
 
 
 @pytest.mark.parametrize("month", MONTHS)
+def test_allocation_table_is_the_oracles(sample_db, capsys, truth, month):
+    """`mlcost allocation --month` as text: the bill, each bucket and each team, to the cent."""
+    expected = truth.allocation(*oracle.month_bounds(month))
+    shown = allocation_table_shows(capsys, month)
+    assert_shown(shown["billed"], expected.billed[CURRENCY], "billed")
+    labels = {"training": "Training runs", "serving": "Serving", "idle_gpu": "Idle GPUs", "shared": "Shared",
+              "unallocated": "Unallocated"}
+    for bucket, label in labels.items():
+        (cell,) = [text for name, text in shown["buckets"].items() if name.startswith(label)]
+        assert_shown(cell, expected.buckets[CURRENCY][bucket], bucket)
+    assert set(shown["by_team"]) == set(expected.by_team[CURRENCY])
+    for team, exact in expected.by_team[CURRENCY].items():
+        assert_shown(shown["by_team"][team], exact, f"team {team}")
+
+
+@pytest.mark.parametrize("month", MONTHS)
 def test_costs_page_is_the_oracles(sample_db, truth, month):
     """The Costs page's bill, bucket metrics, by-team table and GPU nodes table."""
     expected = truth.allocation(*oracle.month_bounds(month))
@@ -255,11 +291,14 @@ def test_report_is_the_oracles(sample_db, capsys, truth, month):
     observed and allocated-but-idle GPU-hours, for each period its columns name."""
     shown = report_shows(capsys, month)
     first, after = oracle.month_bounds(month)
-    charges = shown["Charges for the month (USD)"]
-    assert (first, after) in charges or any(p[0] == first for p in charges), charges
+    charges = shown["Charges for the month (USD)"]  # lines whose charge period starts in the columns' days
+    assert any(start == first for start, _ in charges), charges
     for (start, end), cell in charges.items():
-        if start == first:  # the month itself: every line whose charge starts in it
-            assert_shown(cell, truth.allocation(first, after).billed[CURRENCY], f"{month} charges")
+        billed = truth.allocation(start, end).billed.get(CURRENCY)
+        if cell in ("—", ""):
+            assert billed is None, (start, end)
+            continue
+        assert_shown(cell, billed, f"charges {start}..{end}")
     for figure, exact in (("Idle GPU-hours", lambda i: i.idle_gpu_hours),
                           ("Observed GPU-hours", lambda i: i.observed_gpu_hours),
                           ("Allocated but idle GPU-hours", lambda i: i.allocated_idle_gpu_hours)):
@@ -286,3 +325,39 @@ def test_slack_idle_alert_is_the_oracles(sample_db, monkeypatch, truth, as_of):
     assert expected.observed_gpu_hours > 0
     assert_shown(shown["idle_gpu_hours"], expected.idle_gpu_hours, "idle GPU-hours", places=1)
     assert_shown(shown["unallocated_idle_gpu_hours"], expected.unallocated_idle_gpu_hours, "unallocated", places=1)
+
+
+# --- findings: where the program differs from the documented rule ----------------------------------
+
+@pytest.mark.xfail(strict=True, reason=(
+    "Idle GPUs page / alerts / report (gpu_days) count a minute's idle seconds as 'allocated' when a run "
+    "held the GPU for any part of that minute, while the allocation (Costs, docs/allocation.md) counts "
+    "the idle seconds no run held. Run 10:00:30-10:30:30 on a GPU idle all hour: the run held 0.5 GPU-h, "
+    "the allocation prices 0.5 idle GPU-h no run held ($0.50 of a $1 line), but idle_by_gpu says "
+    "0.516667 h allocated and 0.483333 h unallocated idle ($0.483333): two values for one figure."))
+def test_unallocated_idle_is_one_figure_when_a_run_starts_mid_minute(warehouse, tmp_path, capsys):
+    from ingest import loader
+    from metrics import queries
+    from metrics.filters import Filters
+
+    trace = tmp_path / "n1_2026-01.csv"
+    rows = ["timestamp,host,gpu_index,gpu_uuid,gpu_name,power_w,energy_mj,gpu_util_pct,mem_used_mib"]
+    rows += [f"2026-01-05T10:{s // 60:02d}:{s % 60:02d}Z,n1,0,GPU-0,NVIDIA L4,20,,0,0" for s in range(0, 3600, 30)]
+    trace.write_text("\n".join(rows) + "\n")
+    runs = tmp_path / "runs.jsonl"
+    runs.write_text(json.dumps({"run_id": "r1", "project": "p", "team": "t", "start_time": "2026-01-05T10:00:30Z",
+                                "end_time": "2026-01-05T10:30:30Z", "price_per_hour_usd": 1, "host": "n1",
+                                "gpu_indices": [0], "gpu_type": "NVIDIA L4"}) + "\n")
+    bill = tmp_path / "bill.csv"
+    bill.write_text("BilledCost,EffectiveCost,BillingCurrency,ChargePeriodStart,ChargePeriodEnd,ChargeCategory,"
+                    "ProviderName,ServiceName,ResourceId,ResourceName,x_LineItemId\n"
+                    "1,1,USD,2026-01-05 10:00:00,2026-01-05 11:00:00,Usage,AWS,EC2,i-1,n1,li-1\n")
+    assert all(s.ok for _, s in loader.ingest_paths([str(trace), str(runs), str(bill)]))
+    day = date(2026, 1, 5)
+    expected = oracle.Oracle.of(runs=runs, traces=[trace], bills=[bill]).idle(day, day + timedelta(days=1))
+    assert expected.unallocated_idle_gpu_hours == Fraction(1, 2)  # by hand: 11:00 - 10:30:30 + 10:00:30 - 10:00
+    node = allocation_json_shows(capsys, "2026-01", "team")["nodes"]["n1"]
+    assert node["idle_gpu_hours"] == pytest.approx(0.5)  # the allocation agrees with the oracle
+    page = queries.idle_by_gpu(Filters(start=day, end=day))
+    assert float(page["unallocated_idle_h"].sum()) == pytest.approx(float(expected.unallocated_idle_gpu_hours))
+    assert float(page["allocated_idle_h"].sum()) == pytest.approx(float(expected.allocated_idle_gpu_hours))
