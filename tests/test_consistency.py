@@ -327,6 +327,38 @@ def test_slack_idle_alert_is_the_oracles(sample_db, monkeypatch, truth, as_of):
     assert_shown(shown["unallocated_idle_gpu_hours"], expected.unallocated_idle_gpu_hours, "unallocated", places=1)
 
 
+def test_idle_rule_follows_the_settings(sample_db, tmp_path, monkeypatch, capsys):
+    """Other [gpu] settings (a power condition, a lower utilization threshold, a longer minimum
+    stretch), recomputed with `mlcost rollup`: the idle GPU-hours and the nodes' idle are the
+    oracle's under the same settings, in every sample month."""
+    from metrics import queries
+    from metrics.filters import Filters
+
+    settings = tmp_path / "mlcost.toml"
+    settings.write_text((SAMPLE_DIR / "mlcost.toml").read_text()
+                        + "\n[gpu]\nidle_power_max_w = 56\nidle_min_s = 600\nidle_util_max_pct = 3\n")
+    monkeypatch.setenv("MLCOST_CONFIG", str(settings))
+    assert cli.main(["rollup"]) == 0
+    capsys.readouterr()
+    S = SAMPLE_DIR
+    truth = oracle.Oracle.of(runs=S / "runs.jsonl", serving=S / "serving_windows.jsonl.gz",
+                             traces=sorted((S / "gpu_traces").glob("*.csv*")),
+                             bills=sorted((S / "billing").glob("*.csv*")), config=settings)
+    default = oracle.sample().idle(*oracle.month_bounds("2026-11")).idle_gpu_hours
+    assert truth.idle(*oracle.month_bounds("2026-11")).idle_gpu_hours < default - 100  # the settings matter
+    for month in MONTHS:
+        first, last = month_days(month)
+        expected = truth.idle(first, last + timedelta(days=1))
+        gpus = queries.idle_by_gpu(Filters(start=first, end=last))
+        assert float(gpus["idle_h"].sum()) == pytest.approx(float(expected.idle_gpu_hours), abs=1e-6), month
+        assert float(gpus["unallocated_idle_h"].sum()) == \
+            pytest.approx(float(expected.unallocated_idle_gpu_hours), abs=1e-6), month
+        nodes = allocation_json_shows(capsys, month, "team")["nodes"]
+        for host, node in truth.allocation(first, last + timedelta(days=1)).nodes[CURRENCY].items():
+            assert nodes[host]["idle_gpu_hours"] == pytest.approx(float(node.idle_gpu_hours), abs=1e-6)
+            assert abs(Fraction(Decimal(nodes[host]["idle_gpu"])) - node.idle_gpu) <= EXACT
+
+
 # --- findings: where the program differs from the documented rule ----------------------------------
 
 @pytest.mark.xfail(strict=True, reason=(
