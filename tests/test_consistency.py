@@ -82,6 +82,36 @@ def month_days(month: str) -> tuple[date, date]:
     return first, after - timedelta(days=1)
 
 
+# --- the oracle itself ------------------------------------------------------------------------------
+
+def test_the_oracle_uses_no_project_code():
+    """tests/oracle.py imports the standard library only: an oracle that called the program would
+    agree with it by construction."""
+    import ast
+    import sys
+
+    tree = ast.parse((REPO_ROOT / "tests" / "oracle.py").read_text())
+    imported = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
+                for alias in node.names}
+    imported |= {node.module.split(".")[0] for node in ast.walk(tree)
+                 if isinstance(node, ast.ImportFrom) and node.module}
+    assert imported and imported <= set(sys.stdlib_module_names) | {"__future__"}, imported
+
+
+def test_the_oracles_idle_rule_is_the_generators(truth):
+    """sample_data/truth.json, written by the generator from its own samples (idle_sustained_s per
+    GPU and UTC day: samples at or under 5 % in stretches of 300 s or more, x 120 s): the oracle's
+    idle seconds and observed seconds per GPU and day are the same, every day of the sample."""
+    days = json.loads((SAMPLE_DIR / "truth.json").read_text())["gpu_idle_by_day"]
+    assert len(days) > 800
+    for row in days:
+        first = date.fromisoformat(row["date"])
+        start, end = oracle.utc(first), oracle.utc(first + timedelta(days=1))
+        key = (row["host"], row["gpu_index"])
+        assert oracle.seconds_within(truth.idle_of[key], start, end) == row["idle_sustained_s"], row
+        assert oracle.seconds_within(truth.covered_of[key], start, end) == row["observed_s"], row
+
+
 # --- surface helpers: one per surface; extend these after merging ---------------------------------
 
 def allocation_json_shows(capsys, month: str, by: str) -> dict:
