@@ -33,7 +33,7 @@ import tomllib
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta, timezone
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Decimal
 from fractions import Fraction
 from functools import lru_cache
 from pathlib import Path
@@ -598,7 +598,6 @@ def dec(value: Fraction, places: int = 12) -> Decimal:
 
 def cents(value: Fraction) -> Decimal:
     """Rounded to the cent, half away from zero, as finance rounds."""
-    from decimal import ROUND_HALF_UP
     return dec(value, 6).quantize(Decimal("0.01"), rounding=ROUND_HALF_UP)
 
 
@@ -608,4 +607,4 @@ def shown_as(value: Fraction, places: int = 2) -> set[Decimal]:
     rounds pieces to 12 decimals may land on either side)."""
     step = Decimal(1).scaleb(-places)
     exact = dec(value, 12)
-    return {(exact + d).quantize(step, rounding="ROUND_HALF_UP") for d in (Decimal("-1e-6"), 0, Decimal("1e-6"))}
+    return {(exact + d).quantize(step, rounding=ROUND_HALF_UP) for d in (Decimal("-1e-6"), 0, Decimal("1e-6"))}

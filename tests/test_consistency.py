@@ -257,7 +257,8 @@ def test_allocation_json_is_the_oracles(sample_db, capsys, truth, month):
         assert Fraction(Decimal(shown["billed"])) == expected.billed[CURRENCY]
         assert shown["lines"] == expected.lines[CURRENCY]
         for bucket in oracle.BUCKETS:
-            assert abs(Fraction(Decimal(shown["buckets"][bucket])) - expected.buckets[CURRENCY][bucket]) <= EXACT, bucket
+            exact = expected.buckets[CURRENCY][bucket]
+            assert abs(Fraction(Decimal(shown["buckets"][bucket])) - exact) <= EXACT, bucket
         assert set(shown["by_key"]) == set(keyed), by
         for value, exact in keyed.items():
             assert abs(Fraction(Decimal(shown["by_key"][value])) - exact) <= EXACT, (by, value)
