@@ -230,7 +230,8 @@ IDLE_ALERT = re.compile(r"idle ([0-9][0-9,]*\.[0-9]) GPU-hours from (\d{4}-\d\d-
 
 def slack_idle_alert_shows(monkeypatch, as_of: date) -> dict | None:
     """The idle-waste alert that `mlcost alerts check --as-of` posts to Slack (a real HTTP server):
-    its first and last day, idle GPU-hours and those no run held, as texts; None when none was posted."""
+    its first and last day, idle GPU-hours, those no run held and the idle cost, as texts; None when
+    none was posted."""
     with slack_stand_in() as slack:
         monkeypatch.setenv("MLCOST_SLACK_WEBHOOK_URL", slack.url("/services/default"))
         monkeypatch.setenv("MLCOST_SLACK_WEBHOOK_URL_GENAI", slack.url("/services/genai"))
@@ -242,7 +243,8 @@ def slack_idle_alert_shows(monkeypatch, as_of: date) -> dict | None:
             found = IDLE_ALERT.search(text)
             if found:
                 return {"from": date.fromisoformat(found[2]), "to": date.fromisoformat(found[3]),
-                        "idle_gpu_hours": found[1], "unallocated_idle_gpu_hours": found[5]}
+                        "idle_gpu_hours": found[1], "unallocated_idle_gpu_hours": found[5],
+                        "idle_cost_usd": found[4]}  # all idle at the nodes' rates: oracle.idle_cost()["all"]
     return None
 
 
