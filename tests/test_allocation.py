@@ -1,5 +1,7 @@
 """The allocation of the bill (`mlcost allocation`, schema.sql bill_allocation) against figures
-worked out here from the sample bill files with csv and Decimal, never from the warehouse.
+worked out from the sample files, never from the warehouse: bill totals here with csv and Decimal,
+the split by rule, the nodes and their idle GPU-hours by tests/oracle.py (standard library only,
+no project code). Every surface's figures against the oracle: tests/test_consistency.py.
 
 The sample bill (sample_data/README.md): FOCUS lines of cloud runs (tagged run_id, three untagged
 ones tied by ResourceId), two GPU nodes billed 24 h a day (ResourceName gpu-node-1, gpu-node-2),
@@ -10,21 +12,23 @@ from __future__ import annotations
 
 import csv
 import gzip
-import io
 import json
 import shutil
 import tomllib
 from collections import defaultdict
 from datetime import datetime, timezone
 from decimal import Decimal
+from fractions import Fraction
 from pathlib import Path
 
 import pytest
 
-from ingest import loader, runs_json
+from ingest import config, loader, runs_json
 from ingest import warehouse as wh
 from ingest.contract import ParseContext
+from metrics import allocation
 from mlcost import cli
+from tests import oracle
 from tests.conftest import REPO_ROOT, SAMPLE_DIR
 
 MONTHS = ("2026-08", "2026-09", "2026-10", "2026-11")
@@ -81,36 +85,31 @@ def test_buckets_add_up_to_the_bill_to_the_cent(sample_db, capsys, month):
 
 
 @pytest.mark.parametrize("month", MONTHS)
-def test_shared_and_serving_are_the_bill_lines_they_should_be(sample_db, capsys, month):
-    rows = bill_rows(month)
-    # Shared: every charge that is not usage (support, credit, tax, adjustment) and the usage of
-    # services that are no instance (S3, data transfer). Serving: the lines tagged with a service.
-    shared = sum((Decimal(r["EffectiveCost"]) for r in rows
-                  if r["ChargeCategory"] != "Usage" or r["ResourceType"] != "Instance"), Decimal(0))
-    serving = sum((Decimal(r["EffectiveCost"]) for r in rows
-                   if r["ChargeCategory"] == "Usage" and "service" in json.loads(r["Tags"] or "{}")), Decimal(0))
-    tagged_runs = sum((Decimal(r["EffectiveCost"]) for r in rows if "run_id" in json.loads(r["Tags"] or "{}")),
-                      Decimal(0))
-    nodes = sum((Decimal(r["EffectiveCost"]) for r in rows if r["ResourceName"] in NODES), Decimal(0))
-    result = allocation_json(capsys, "--month", month)
-    buckets = {k: Decimal(v) for k, v in result["currencies"]["USD"]["buckets"].items()}
-    assert buckets["shared"] == shared
-    assert buckets["serving"] == serving
-    # Runs get their own instances' lines and a share of the nodes; idle and unallocated come
-    # only from the nodes (every cloud run instance in the sample belongs to a loaded run).
-    assert buckets["training"] >= tagged_runs
-    assert buckets["training"] + buckets["idle_gpu"] + buckets["unallocated"] == \
-        sum((Decimal(r["EffectiveCost"]) for r in rows
-             if r["ChargeCategory"] == "Usage" and r["ResourceType"] == "Instance"
-             and "service" not in json.loads(r["Tags"] or "{}")), Decimal(0))
-    assert buckets["idle_gpu"] + buckets["unallocated"] <= nodes
+def test_each_rule_carries_what_the_oracle_gives(sample_db, month):
+    """Per bucket and rule (the Costs page's "Rules" drill-down), the month's effective cost is the
+    oracle's, and no rule the oracle does not know carries money."""
+    start, end = oracle.month_bounds(month)
+    expected = oracle.sample().allocation(start, end).by_rule["USD"]
+    table = allocation.figures(start, end, "team", allocation.Rules.of(config.load(SAMPLE_DIR / "mlcost.toml")))
+    rows = table[(table["split"] == "bucket") & (table["billing_currency"] == "USD")]
+    found = {(row.bucket, row.rule): Fraction(row.effective_cost) for row in rows.itertuples() if row.effective_cost}
+    assert set(found) == set(expected)
+    for key, exact in expected.items():
+        assert abs(found[key] - exact) <= Fraction(1, 10 ** 6), key
+    # The sample's shape (sample_data/README.md): every cloud run instance belongs to a loaded run,
+    # so nothing is unallocated but node hours neither a run's nor idle.
+    assert {rule for bucket, rule in expected if bucket == "unallocated"} == \
+        {"node GPU-hours without a run or idle reading"}
 
 
 @pytest.mark.parametrize("month", MONTHS)
 def test_no_node_idles_above_its_bill(sample_db, capsys, month):
+    """Each node's idle cost is its own bill rate x the idle GPU-hours no run held, as the oracle
+    counts them from the traces and the runs; training, idle and unallocated add up to its bill."""
     rows = bill_rows(month)
     nodes = allocation_json(capsys, "--month", month)["currencies"]["USD"]["nodes"]
-    assert set(nodes) == set(NODES)
+    expected = oracle.sample().allocation(*oracle.month_bounds(month)).nodes["USD"]
+    assert set(nodes) == set(NODES) == set(expected)
     for host in NODES:
         lines = [r for r in rows if r["ResourceName"] == host]
         billed = sum((Decimal(r["EffectiveCost"]) for r in lines), Decimal(0))
@@ -121,7 +120,9 @@ def test_no_node_idles_above_its_bill(sample_db, capsys, month):
         assert Decimal(node["idle_gpu"]) + Decimal(node["training"]) + Decimal(node["unallocated"]) == billed
         rate = billed / (4 * hours)  # four GPUs per node
         assert Decimal(node["rate_per_gpu_hour"]) == rate.quantize(Decimal("0.000001"))
-        assert abs(Decimal(node["idle_gpu"]) - rate * Decimal(repr(node["idle_gpu_hours"]))) < CENT
+        idle_hours = expected[host].idle_gpu_hours
+        assert node["idle_gpu_hours"] == pytest.approx(float(idle_hours), abs=1e-6)
+        assert abs(Fraction(Decimal(node["idle_gpu"])) - Fraction(rate) * idle_hours) < Fraction(1, 10 ** 6)
         assert node["gpu_hours"] == pytest.approx(float(4 * hours))
 
 
