@@ -14,6 +14,7 @@ MLCOST_CORPUS_MIRROR replaces https://raw.githubusercontent.com (a proxy or a lo
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import sys
@@ -206,13 +207,51 @@ def locate(mirror: str | None = None, folder: Path | None = None, shared: Path =
 
 
 def require(formats: Path, name: str) -> Path:
-    """formats/name, or pytest.skip saying why it is absent (a file that cannot be fetched)."""
-    import pytest
-
+    """formats/name, or pytest.skip saying why it is absent (a file that cannot be fetched); under
+    CI=true an absent file fails instead: CI always has the corpus."""
     path = formats / name
     if not path.is_file():
         entry = BY_NAME.get(name)
-        pytest.skip(f"{name} is not in {formats}: {entry.note if entry and entry.note else how_to_get()}")
+        absent(f"{name} is not in {formats}: {entry.note if entry and entry.note else how_to_get()}")
+    return path
+
+
+def absent(reason: str) -> None:
+    """Skip the test for a corpus that cannot be had here, saying why; fail it under CI=true."""
+    import pytest
+
+    if os.environ.get("CI") == "true":
+        pytest.fail(reason)
+    pytest.skip(reason)
+
+
+@functools.cache
+def collected() -> Path | None:
+    """The corpus folder for parametrizing tests at collection (locate(): beside the checkout, else
+    fetched once into the cache); None when it cannot be had, and the tests built from it get one
+    `ABSENT` case that skips (fails under CI=true) instead of a shorter parameter list."""
+    try:
+        return locate()
+    except CorpusUnavailable:
+        return None
+
+
+ABSENT = Path("corpus-unavailable")  # the one case of a corpus parameter list that cannot be had
+
+
+def files(folder: str, pattern: str = "*") -> list[Path]:
+    """The corpus files of `folder` matching `pattern`, sorted; [ABSENT] when the corpus cannot be
+    had (see `collected`). Call `present(path)` first in the test."""
+    root = collected()
+    if root is None:
+        return [ABSENT]
+    return sorted(path for path in (root / folder).glob(pattern) if path.is_file())
+
+
+def present(path: Path) -> Path:
+    """`path`, unless it is ABSENT: then the test is skipped (failed under CI=true), saying how to get it."""
+    if path == ABSENT:
+        absent(f"The real sample files could not be had. {how_to_get()}")
     return path
 
 

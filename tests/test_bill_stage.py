@@ -17,7 +17,8 @@ import pytest
 from ingest import billing_aws, billing_azure, billing_focus, billing_gcp
 from tests.bill_equivalence import parsed, staged
 from tests.test_billing import cur2_parquet
-from tests.conftest import FORMATS_DIR, SAMPLE_DIR
+from tests import corpus
+from tests.conftest import SAMPLE_DIR
 
 CASES = Path(__file__).parent / "cases" / "billing"
 UTC = timezone.utc
@@ -31,8 +32,7 @@ def bill_files() -> list[tuple[str, Path]]:
              for name in [path.name] if name.split("_")[0] in FAMILIES]
     found += [("focus", path) for path in sorted((SAMPLE_DIR / "billing").glob("focus_*.csv.gz"))]
     for folder, family in SHARED.items():
-        found += [(family, path) for path in sorted((FORMATS_DIR / folder).glob("*"))] \
-            if (FORMATS_DIR / folder).is_dir() else []
+        found += [(family, path) for path in corpus.files(folder)]  # [ABSENT] when it cannot be had
     return found
 
 
@@ -48,12 +48,13 @@ def assert_same(module, path: Path) -> dict:
 
 @pytest.mark.parametrize("family, path", bill_files(), ids=lambda v: getattr(v, "name", v))
 def test_stage_equals_parse(family, path):
-    assert_same(FAMILIES[family], path)
+    assert_same(FAMILIES[family], corpus.present(path))
 
 
-@pytest.mark.parametrize("family, path", [f for f in bill_files() if f[1].suffix == ".csv"],
+@pytest.mark.parametrize("family, path", [f for f in bill_files() if f[1].suffix == ".csv" or f[1] == corpus.ABSENT],
                          ids=lambda v: getattr(v, "name", v))
 def test_a_crlf_gzip_copy_stages_the_same(family, path, tmp_path):
+    corpus.present(path)
     copy = tmp_path / (path.name + ".gz")
     copy.write_bytes(gzip.compress(path.read_bytes().replace(b"\r\n", b"\n").replace(b"\n", b"\r\n")))
     assert_same(FAMILIES[family], copy)

@@ -30,7 +30,8 @@ from hypothesis import strategies as st
 
 from ingest import config, loader
 from ingest import warehouse as wh
-from tests.conftest import FORMATS_DIR, REPO_ROOT
+from tests import corpus
+from tests.conftest import REPO_ROOT
 
 settings.register_profile(
     "default", max_examples=12, deadline=timedelta(seconds=60), derandomize=True,
@@ -63,10 +64,12 @@ def _lines(path: Path, count: int) -> list[str]:
 
 
 def _formats(relative: str) -> Path:
-    path = FORMATS_DIR / relative
-    if not path.is_file():
-        pytest.skip(f"{path} is absent (only beside the team's checkout)")
-    return path
+    """A corpus file: beside the checkout, else fetched (tests/corpus.py); skipped when it cannot
+    be had (failed under CI=true)."""
+    root = corpus.collected()
+    if root is None:
+        corpus.absent(f"The real sample files could not be had. {corpus.how_to_get()}")
+    return corpus.require(root, relative)
 
 
 # family -> (file suffix, where its base lines come from, kind, whether each line is one record)

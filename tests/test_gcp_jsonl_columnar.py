@@ -19,7 +19,7 @@ import pytest
 
 from ingest import bill_gcp_json, bill_stage, billing, billing_gcp, staging
 from tests.bill_equivalence import parsed, staged
-from tests.conftest import FORMATS_DIR
+from tests import corpus
 
 CASES = Path(__file__).parent / "cases" / "billing"
 sys.path.insert(0, str(Path(__file__).parents[1] / "bench"))
@@ -31,8 +31,7 @@ NUMBER_CELLS = ("cost", "usage.amount", "currency_conversion_rate", "usage.amoun
 
 def real_files() -> list[Path]:
     found = [CASES / "gcp_export.jsonl", CASES / "gcp_flat.csv", CASES / "gcp_repr.csv"]
-    folder = FORMATS_DIR / "gcp_billing"
-    return found + (sorted(folder.glob("*.csv")) if folder.is_dir() else [])
+    return found + corpus.files("gcp_billing", "*.csv")  # [ABSENT] when the corpus cannot be had
 
 
 def as_json_lines(path: Path, target: Path) -> Path:
@@ -199,7 +198,7 @@ def to_python(monkeypatch) -> list[int]:
 
 @pytest.mark.parametrize("path", real_files(), ids=lambda p: p.name)
 def test_real_exports_stage_as_billing_py_reads_them(path, tmp_path, to_python):
-    jsonl = as_json_lines(path, tmp_path / (path.stem + ".jsonl"))
+    jsonl = as_json_lines(corpus.present(path), tmp_path / (path.stem + ".jsonl"))
     mine = assert_same(jsonl)
     assert mine["rows"]
     # the real export's good lines, but for Python-literal cells, are settled in SQL
