@@ -33,6 +33,10 @@ def register(commands) -> None:
         command.add_argument("--login", choices=["oidc"],
                              help="visitors sign in with the OIDC provider of [auth] in .streamlit/secrets.toml")
         command.set_defaults(run=runner)
+        if name == "demo":
+            command.add_argument("--no-dashboard", action="store_true",
+                                 help="load the sample and write ./mlcost.toml, then stop without opening the "
+                                      "dashboard (for scripts and CI: `mlcost report`, `mlcost alerts check` next)")
 
 
 def run_dashboard(args: argparse.Namespace) -> int:
@@ -53,6 +57,8 @@ def run_demo(args: argparse.Namespace) -> int:
         print("\n".join(summary_lines(summary)), flush=True)
     print(f"mlcost: the sample data is in {db}, the warehouse every mlcost command run here reads "
           "(`mlcost report`, `mlcost alerts check`, ...); `mlcost unload` removes a sample file again", flush=True)
+    if args.no_dashboard:
+        return 0
     return _serve(args, db)
 
 
