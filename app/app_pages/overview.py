@@ -50,10 +50,12 @@ def month_section() -> None:
                f"({before}). Effective cost: commitments amortized, credits and taxes as themselves. "
                "The sidebar filters do not apply to this part.")
 
-    billed, forecast, idle, risk = st.columns(4)
+    billed, forecast, idle, risk = st.columns(4, border=True)
     billed.metric(f"Billed so far ({currency})", money(figures.billed, currency),
                   delta=change_text(figures.changes[0], currency), delta_color="inverse",
                   help=f"Change against {before}.")
+    if figures.changes[0].previous is not None:
+        billed.caption(f"{money(figures.changes[0].previous, currency)} on {before}")
     billed.page_link("app_pages/costs.py", label="Costs", icon=":material/pie_chart:")
     burn = figures.forecast
     forecast.metric(f"Forecast for {now.month:%B}", money(burn.forecast, currency),
@@ -75,32 +77,33 @@ def month_section() -> None:
     risk.caption(", ".join(md(b.budget.name) for b in now.at_risk) or "none")
     risk.page_link("app_pages/budgets.py", label="Budgets", icon=":material/account_balance_wallet:")
 
-    left, right = st.columns([3, 2])
-    with left:
-        st.markdown(f"**Where the money went, and what changed since {before}**")
-        changes = figures.changes[1:] + figures.changes[:1]  # the buckets, then the bill they add up to
-        st.dataframe(pd.DataFrame({
-            "figure": [c.label for c in changes],
-            "this month": [float(c.current) for c in changes],
-            "share": [pct(c.current, figures.billed) for c in changes],
-            "last month": [None if c.previous is None else float(c.previous) for c in changes],
-            "change": [None if c.change is None else float(c.change) for c in changes],
-            "change %": [c.change_pct for c in changes]}), hide_index=True, width="stretch",
-            column_config={"figure": st.column_config.TextColumn("bucket"),
-                           "this month": st.column_config.NumberColumn(f"{days} ({currency})",
-                                                                       format=money_format(currency)),
-                           "share": st.column_config.TextColumn("share of the bill"),
-                           "last month": st.column_config.NumberColumn(f"{before} ({currency})",
-                                                                       format=money_format(currency)),
-                           "change": st.column_config.NumberColumn(f"change ({currency})",
+    st.markdown(f"**Where the money went, and what changed since {before}**")
+    changes = figures.changes[1:] + figures.changes[:1]  # the buckets, then the bill they add up to
+    st.dataframe(pd.DataFrame({
+        "figure": [c.label for c in changes],
+        "this month": [float(c.current) for c in changes],
+        "share": [pct(c.current, figures.billed) for c in changes],
+        "last month": [None if c.previous is None else float(c.previous) for c in changes],
+        "change": [None if c.change is None else float(c.change) for c in changes],
+        "change %": [c.change_pct for c in changes]}), hide_index=True, width="stretch",
+        column_config={"figure": st.column_config.TextColumn("bucket", width="large"),
+                       "this month": st.column_config.NumberColumn(f"{days} ({currency})",
                                                                    format=money_format(currency)),
-                           "change %": st.column_config.NumberColumn("change %", format="%+.1f %%")})
-        st.caption("Every dollar of the bill lands in one bucket; the buckets add up to the bill.")
-        st.page_link("app_pages/costs.py", label="The split by rule, run, model version and bill line: Costs",
-                     icon=":material/pie_chart:")
-        st.page_link("app_pages/retrospective.py", label="The month against the last: Retrospective",
-                     icon=":material/event_note:")
-    with right:
+                       "share": st.column_config.TextColumn("share of the bill"),
+                       "last month": st.column_config.NumberColumn(f"{before} ({currency})",
+                                                                   format=money_format(currency)),
+                       "change": st.column_config.NumberColumn(f"change ({currency})", format="%+,.2f"),
+                       "change %": st.column_config.NumberColumn("change %", format="%+.1f %%")})
+    st.caption("Every dollar of the bill lands in one bucket, by the first rule that applies; the buckets add "
+               "up to the bill.")
+    left, right = st.columns(2)
+    left.page_link("app_pages/costs.py", label="The split by rule, run, model version and bill line: Costs",
+                   icon=":material/pie_chart:")
+    right.page_link("app_pages/retrospective.py", label="The month against the last: Retrospective",
+                    icon=":material/event_note:")
+
+    left, right = st.columns([2, 3])
+    with left:
         st.markdown(f"**Top {len(figures.top)} {key}s by allocated cost**")
         st.segmented_control("Rank", month_figures.KEYS, default="team", key="overview_key",
                              label_visibility="collapsed")
@@ -114,22 +117,24 @@ def month_section() -> None:
         st.caption(f"Showback: each {key}'s runs, model versions and tagged lines. "
                    f"{money(figures.without_key, currency)} is on no {key} (shared, idle and untagged costs).")
         st.page_link("app_pages/costs.py", label=f"Every {key}: Costs", icon=":material/pie_chart:")
-    at_risk(now)
+    with right:
+        at_risk(now)
 
 
 def at_risk(now: month_figures.Month) -> None:
     """The budgets spent or forecast past their amount, worst first."""
-    if not now.at_risk:
-        return
     st.markdown("**Budgets at risk**")
-    st.dataframe(pd.DataFrame([{
-        "budget": b.budget.name, "amount": money(b.budget.amount, b.budget.currency),
-        "spent": money(b.spent, b.budget.currency), "used %": round(b.used_pct, 1),
-        "forecast": money(b.forecast, b.budget.currency), "forecast %": round(b.forecast_pct, 1),
-        "breach": f"reached {b.breach_day:%b %d}" if b.days_to_breach == 0 else f"{b.breach_day:%b %d} at this rate",
-        "owner": b.budget.owner or ""} for b in now.at_risk]), hide_index=True, width="stretch",
-        column_config={"used %": st.column_config.NumberColumn(format="%.1f %%"),
-                       "forecast %": st.column_config.NumberColumn(format="%.1f %%")})
+    if not now.at_risk:
+        st.caption("None: no budget is spent or forecast past its amount this period.")
+    else:
+        st.dataframe(pd.DataFrame([{
+            "budget": b.budget.name,
+            "spent": f"{money(b.spent, b.budget.currency)} of {money(b.budget.amount, b.budget.currency)}",
+            "used %": round(b.used_pct, 1), "forecast %": round(b.forecast_pct, 1),
+            "breach": f"reached {b.breach_day:%b %d}" if b.days_to_breach == 0 else f"{b.breach_day:%b %d} at this rate",
+            "owner": b.budget.owner or ""} for b in now.at_risk]), hide_index=True, width="stretch",
+            column_config={"used %": st.column_config.NumberColumn(format="%.1f %%"),
+                           "forecast %": st.column_config.NumberColumn(format="%.1f %%")})
     st.page_link("app_pages/budgets.py", label="Every budget, its drivers and its forecast: Budgets",
                  icon=":material/account_balance_wallet:")
 
