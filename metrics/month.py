@@ -78,6 +78,7 @@ class Month:
     key: str                         # what `top` ranks: team or project
     currencies: dict[str, CurrencyMonth]
     at_risk: list[budgets.Burn]      # configured budgets spent or forecast past their amount this period
+    budgets: int                     # how many budgets are configured
 
     @property
     def days(self) -> int:
@@ -127,14 +128,14 @@ def build(as_of: date, settings: config.Config, key: str = "team") -> Month:
     configured = budgets.burns(list(settings.budgets), settings, as_of) if settings.budgets else []
     at_risk = sorted((b for b in configured if b.breach_in_period), key=lambda b: -b.forecast_pct)
     if through is None:
-        return Month(month, as_of, None, previous_start, previous_end, key, {}, at_risk)
+        return Month(month, as_of, None, previous_start, previous_end, key, {}, at_risk, len(configured))
     rules = allocation.Rules.of(settings)
     now = allocation.summary(month, through + timedelta(days=1), key, rules)["currencies"]
     before = allocation.summary(previous_start, previous_end, key, rules)["currencies"]
     forecasts = budgets.burns([everything_budget(currency) for currency in now], settings, as_of)
     currencies = {currency: _currency_month(currency, figures, before.get(currency), forecast, key)
                   for (currency, figures), forecast in zip(now.items(), forecasts)}
-    return Month(month, as_of, through, previous_start, previous_end, key, currencies, at_risk)
+    return Month(month, as_of, through, previous_start, previous_end, key, currencies, at_risk, len(configured))
 
 
 def _currency_month(currency: str, now: dict, before: dict | None, forecast: budgets.Burn, key: str) -> CurrencyMonth:

@@ -124,8 +124,10 @@ def month_section() -> None:
 def at_risk(now: month_figures.Month) -> None:
     """The budgets spent or forecast past their amount, worst first."""
     st.markdown("**Budgets at risk**")
-    if not now.at_risk:
-        st.caption("None: no budget is spent or forecast past its amount this period.")
+    if not now.budgets:
+        st.caption("No budgets yet: add one on the Budgets page or in `mlcost.toml`.")
+    elif not now.at_risk:
+        st.caption(f"None of the {now.budgets} budgets is spent or forecast past its amount this period.")
     else:
         st.dataframe(pd.DataFrame([{
             "budget": b.budget.name,
