@@ -194,3 +194,39 @@ def test_the_top_three_are_the_costs_pages_largest_and_switch_to_projects(sample
     projects = at.dataframe[1].value
     assert "project" in projects.columns and len(projects) == 3
     assert projects["allocated"].is_monotonic_decreasing
+
+
+# --- a hand-made bill: two currencies, one month, no month before -----------------------------------
+
+HAND_BILL = """BilledCost,EffectiveCost,ListCost,BillingCurrency,ChargePeriodStart,ChargePeriodEnd,ChargeCategory,ChargeDescription,ProviderName,ServiceName,ResourceId,Tags,x_LineItemId
+10.25,10.25,10.25,USD,2026-03-02T00:00:00Z,2026-03-03T00:00:00Z,Usage,x,AWS,S3,bucket-a,"{""team"": ""alpha""}",l1
+4.50,4.50,4.50,USD,2026-03-03T00:00:00Z,2026-03-04T00:00:00Z,Usage,x,AWS,S3,bucket-b,"{""team"": ""beta""}",l2
+7.00,7.00,7.00,EUR,2026-03-03T00:00:00Z,2026-03-04T00:00:00Z,Usage,x,AWS,S3,bucket-c,"{""team"": ""gamma""}",l3
+"""
+
+
+def test_a_bill_in_two_currencies_without_a_month_before(tmp_path, warehouse, monkeypatch):
+    from ingest import loader
+
+    (tmp_path / "none.toml").write_text("")  # settings without budgets
+    monkeypatch.setenv("MLCOST_CONFIG", str(tmp_path / "none.toml"))
+    (tmp_path / "bill.csv").write_text(HAND_BILL)
+    assert loader.ingest_file(tmp_path / "bill.csv").ok
+    march = month_figures.build(date(2026, 3, 10), config.load())
+    assert (march.through, march.days, march.budgets, march.at_risk) == (date(2026, 3, 3), 3, 0, [])
+    assert sorted(march.currencies) == ["EUR", "USD"]  # never added together
+    usd_month, eur = march.currencies["USD"], march.currencies["EUR"]
+    assert (usd_month.billed, eur.billed) == (Decimal("14.75"), Decimal("7.00"))
+    assert usd_month.top == [("alpha", Decimal("10.25")), ("beta", Decimal("4.50"))]
+    assert all(change.previous is None and change.change_pct is None for change in usd_month.changes)
+    # the forecast: spent + the mean of the 7 days to Mar 3 (14.75 / 7) x the 28 days left
+    assert usd_month.forecast.forecast == Decimal("14.75") + Decimal("14.75") / 7 * 28
+
+    at = AppTest.from_file(str(APP), default_timeout=60).run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert at.selectbox(key="overview_currency").options == ["EUR", "USD"]
+    shown = {metric.label: metric for metric in at.metric}
+    assert shown["Billed so far (EUR)"].value == "7.00 EUR" and not shown["Billed so far (EUR)"].proto.delta
+    at.selectbox(key="overview_currency").select("USD").run()
+    assert {metric.label: metric.value for metric in at.metric}["Billed so far (USD)"] == "$14.75"
+    assert "No budgets yet" in " ".join(c.value for c in at.caption)
