@@ -7,7 +7,7 @@ import streamlit as st
 
 from app import cache, settings as settings_page
 from app.tables import table
-from metrics import allocation, month as month_figures, queries
+from metrics import month as month_figures, queries
 from present import charts
 from present.format import count_of, kg_co2e, md, money, money_format, usd
 
