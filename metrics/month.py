@@ -24,6 +24,7 @@ import pandas as pd
 
 from ingest import config
 from metrics import allocation, budgets, queries
+from present.format import money
 
 TOP = 3  # keys listed on the landing page
 KEYS = ("team", "project")  # what the top list can rank
@@ -154,3 +155,25 @@ def _currency_month(currency: str, now: dict, before: dict | None, forecast: bud
         idle_gpu_hours=round(sum(hours for _, _, hours in nodes), 6),
         idle_nodes=[node for node in nodes if node[1] or node[2]],
         forecast=forecast, changes=changes)
+
+
+def summary_lines(found: Month) -> list[str]:
+    """The month's headline in plain sentences, one per currency and one for the budgets at risk
+    (for the CLI; the Overview page shows the same figures)."""
+    if not found.currencies:
+        lines = [f"{found.month:%B %Y}: no bill line yet"]
+    else:
+        days = f"{found.month:%b} 1-{found.through.day}"
+        before = f"{found.previous_start:%b} 1-{(found.previous_end - found.previous_start).days}"
+        lines = []
+        for currency, figures in found.currencies.items():
+            billed = figures.changes[0]
+            change = (f" ({'+' if billed.change >= 0 else '-'}{money(abs(billed.change), currency)} on {before})"
+                      if billed.change is not None else "")
+            lines.append(f"{found.month:%B %Y} to date ({days}): billed {money(figures.billed, currency)}{change}, "
+                         f"forecast {money(figures.forecast.forecast, currency)} for the month, idle GPUs "
+                         f"{money(figures.buckets['idle_gpu'], currency)} ({figures.idle_gpu_hours:,.1f} GPU-hours)")
+    if found.budgets:
+        names = ", ".join(b.budget.name for b in found.at_risk) or "none"
+        lines.append(f"budgets at risk: {len(found.at_risk)} of {found.budgets} ({names})")
+    return lines

@@ -62,6 +62,7 @@ def test_demo_then_report_then_alerts_check_with_one_webhook(folder):
     assert (work / "mlcost.toml").read_text() == (SAMPLE_DIR / "mlcost.toml").read_text()
     assert (work / "mlcost.duckdb").is_file()
     assert "REJECTED" not in demo.stdout and "FAILED" not in demo.stdout, demo.stdout
+    assert f"November 2026 to date (Nov 1-21): billed ${november_billed():,.2f}" in demo.stdout  # the first answer
 
     report = mlcost(work, env, "report")
     assert report.returncode == 0, report.stderr

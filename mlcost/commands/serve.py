@@ -55,11 +55,24 @@ def run_demo(args: argparse.Namespace) -> int:
               "Budgets page)", flush=True)
     for _, summary in loader.ingest_paths([str(SAMPLE_DIR / name) for name in SAMPLE_FILES]):
         print("\n".join(summary_lines(summary)), flush=True)
+    _print_month()
     print(f"mlcost: the sample data is in {db}, the warehouse every mlcost command run here reads "
           "(`mlcost report`, `mlcost alerts check`, ...); `mlcost unload` removes a sample file again", flush=True)
     if args.no_dashboard:
         return 0
     return _serve(args, db)
+
+
+def _print_month() -> None:
+    """The Overview's headline of the sample's month (metrics/month.py), as a first answer."""
+    from datetime import datetime, timezone
+
+    from metrics import month
+
+    as_of = month.as_of_day(datetime.now(timezone.utc).date())
+    with warehouse.session():
+        for line in month.summary_lines(month.build(as_of, config.load())):
+            print(f"mlcost: {line}", flush=True)
 
 
 def _serve(args: argparse.Namespace, db: Path) -> int:
