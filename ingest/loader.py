@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import codecs
+import fnmatch
 import glob
 import hashlib
 import re
@@ -32,6 +33,9 @@ SNIFF_BYTES = 64 * 1024  # detection reads this much of the decompressed file
 PARQUET_FOOTER_BYTES = 16 << 20  # a Parquet file's schema is in its footer: read up to this much of the end
 SNIFF_CHARS = SNIFF_BYTES  # and hands detect() that head as text
 HASH_CHUNK_BYTES = 1 << 20
+# A folder's list of files that are not data (answer keys, manifests): a folder given to ingest
+# skips them and says so; a file named on its own is always read.
+NOT_DATA = ".mlcostignore"
 Progress = Callable[[int, int], None]  # (bytes of the file read, lines or rows read)
 REJECTS_SHOWN = 10
 # A time of day followed by a zone ('10:00:00Z', '10:00:00.5+02:00'): the file says its zone.
@@ -44,7 +48,7 @@ class FileSummary:
 
     path: str
     kind: str | None = None
-    status: str = "failed"  # loaded | rejected (every line refused) | already_loaded | failed
+    status: str = "failed"  # loaded | rejected (every line refused) | already_loaded | not_data | failed
     rows_loaded: int = 0
     rows_rejected: int = 0
     rejects: list[dict] = field(default_factory=list)
@@ -75,8 +79,32 @@ class FileSummary:
         return record
 
 
+def not_data(folder: Path, files: list[Path]) -> dict[Path, Path]:
+    """The files of a folder that a NOT_DATA file (in the folder or a folder above the file,
+    within `folder`) declares not data, each with the NOT_DATA file that says so. Each line of a
+    NOT_DATA file is a glob matched against the path relative to that file's folder (`truth.json`,
+    `answers/*.json`); blank lines and lines starting with # are ignored."""
+    rules: list[tuple[Path, str]] = []
+    for listing in sorted(folder.rglob(NOT_DATA)):
+        try:
+            lines = listing.read_text(encoding="utf-8", errors="replace").splitlines()
+        except OSError:
+            continue
+        rules += [(listing, line.strip()) for line in lines if line.strip() and not line.lstrip().startswith("#")]
+    skipped: dict[Path, Path] = {}
+    for path in files:
+        for listing, pattern in rules:
+            base = listing.parent
+            if base in path.parents and fnmatch.fnmatchcase(path.relative_to(base).as_posix(), pattern):
+                skipped[path] = listing
+                break
+    return skipped
+
+
 def expand(patterns: list[str]) -> tuple[list[Path], list[FileSummary]]:
-    """Files named by paths, folders (searched recursively) and globs, in a stable order."""
+    """Files named by paths, folders (searched recursively) and globs, in a stable order; the
+    second list holds a summary for each path that names nothing (failed) and for each file of a
+    folder that the folder's NOT_DATA file declares not data (status "not_data": not read)."""
     files: list[Path] = []
     missing: list[FileSummary] = []
     for pattern in patterns:
@@ -84,7 +112,12 @@ def expand(patterns: list[str]) -> tuple[list[Path], list[FileSummary]]:
         for match in matches:
             if match.is_dir():
                 found = sorted(p for p in match.rglob("*") if p.is_file() and p.suffix.lower() in FILE_SUFFIXES)
-                if not found:  # say so: an empty folder must not end in silence
+                skipped = not_data(match, found)
+                missing += [FileSummary(str(path), status="not_data",
+                                        warnings=[f"declared not data by {listing}: not read"])
+                            for path, listing in skipped.items()]
+                found = [path for path in found if path not in skipped]
+                if not found and not skipped:  # say so: an empty folder must not end in silence
                     missing.append(FileSummary(str(match), error=f"{match}: a folder without files to load "
                                                                  f"({', '.join(sorted(FILE_SUFFIXES))})"))
                 files.extend(found)

@@ -36,6 +36,8 @@ def summary_lines(summary: FileSummary) -> list[str]:
     """One headline, the totals, then each shown reject as `path:line: reason`."""
     if summary.error:
         return [f"FAILED {summary.error}"]
+    if summary.status == "not_data":
+        return [f"SKIPPED {summary.path}: {'; '.join(summary.warnings)}"]
     if summary.status == "already_loaded":
         return [f"SKIPPED {summary.path}: already loaded (same content, kind {summary.kind}); nothing changed"]
     verdict = ("OK" if summary.rows_rejected == 0 else "REJECTED" if summary.rows_loaded == 0

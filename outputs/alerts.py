@@ -63,6 +63,8 @@ class CheckResult:
     snoozed: list[str] = field(default_factory=list)
     superseded: list[str] = field(default_factory=list)
     repeated: list[str] = field(default_factory=list)  # delivered, marked as a possible repeat
+    # named channels without a webhook of their own whose alerts went to the default webhook: (channel, keys)
+    rerouted: list[tuple[str, list[str]]] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -239,8 +241,15 @@ def _check(settings: Config, as_of: date, send) -> CheckResult:
         url = slack.webhook_url(name)
         keys = list(group["alert_key"])
         repeat = set(group.loc[group["repeat"], "alert_key"])
+        # A named channel without a webhook of its own falls back to the default webhook (said in
+        # the post and by the check), so one webhook is enough to receive every alert.
+        rerouted = url is None and name is not None and slack.webhook_url(None) is not None
+        if rerouted:
+            url = slack.webhook_url(None)
+            result.rerouted.append((name, keys))
         if url is None:
-            reason = f"no webhook for the {name or 'default'} channel: {slack.where_to_set(name)}"
+            reason = (f"no webhook for the {name or 'default'} channel: {slack.where_to_set(name)}"
+                      + (f", or {slack.where_to_set(None)}" if name else ""))
             alert_store.failed(keys, name, alert_store.now(), None, reason, repeat)
             result.failed.append((keys, reason))
             continue
@@ -248,6 +257,11 @@ def _check(settings: Config, as_of: date, send) -> CheckResult:
         for post in posts:
             rows = group[group["alert_key"].isin(post)]
             text, blocks = message(rows)
+            if rerouted:
+                note = f"Meant for the {name} channel, which has no webhook of its own: {slack.where_to_set(name)}."
+                text += "\n" + note
+                noted = {"type": "context", "elements": [{"type": "mrkdwn", "text": _escape(note)}]}
+                blocks = (blocks[:-1] + [noted])[:49] + blocks[-1:]  # Slack takes at most 50 blocks
             alert_store.sending(post)  # the intent, before the request: a kill from here on is seen next time
             outcome = send(url, text, blocks, settings.alerts.retry_after_max_s, settings.alerts.post_timeout_s)
             if outcome.ok:

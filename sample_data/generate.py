@@ -10,6 +10,7 @@ Outputs (see README.md beside this file):
     gpu_traces/<host>_<YYYY-MM>.csv.gz   GPU power traces, mlcost collector format
     billing/focus_<YYYY-MM>.csv.gz   cloud bill lines, FinOps FOCUS 1.0 columns
     truth.json                       what the generator knows to be true
+    .mlcostignore                    truth.json is not data: `mlcost ingest` of this folder skips it
 
 Stdlib only and byte-for-byte deterministic: a single random.Random(42) seeds one child
 generator per kind in a fixed order; times are integer epoch seconds (no wall clock); nothing
@@ -32,6 +33,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, timezone
 from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
+
+NOT_DATA = ("# Files of this folder that are not data: `mlcost ingest` of the folder skips them and says so\n"
+            "# (a file named on its own is still read). One glob per line, relative to this folder.\n"
+            "truth.json\n")
 
 # --------------------------------------------------------------------------------------------
 # Constants (units in names)
@@ -2183,6 +2188,8 @@ def generate() -> dict[str, bytes]:
     files.update(trace_files(series))
     files.update(billing_files(billing))
     files["truth.json"] = (json.dumps(truth, indent=1, sort_keys=True) + "\n").encode()
+    # truth.json is the answer key, not data: `mlcost ingest <this folder>` skips what this lists
+    files[".mlcostignore"] = NOT_DATA.encode()
     return files
 
 

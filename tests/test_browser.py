@@ -423,7 +423,38 @@ def test_a_load_is_unloaded_from_the_data_page(chromium, dashboard, tmp_path):
         page.get_by_role("button", name="Load files").click()
         expect(page.get_by_text(f"OK {run_log.name} [runs]: 1 rows loaded, 0 rejected")).to_be_visible()
         expect(page.get_by_text("Load to remove")).to_be_visible()
+        picker = page.get_by_test_id("stSelectbox").filter(has_text="Load to remove")
+        expect(picker.get_by_role("combobox")).to_have_value("")  # nothing preselected
+        expect(picker.get_by_role("combobox")).to_have_attribute("placeholder", "Choose a load to remove")
+        picker.click()
+        page.get_by_role("option").filter(has_text=run_log.name).click()
         page.get_by_role("button", name="Unload").click()
         expect(page.get_by_text(f"Unloaded 1: {run_log.name} (runs,")).to_be_visible()
         expect(page.get_by_text("Nothing loaded yet")).to_be_visible()
         expect(page.get_by_test_id("stException")).to_have_count(0)
+
+
+def test_overview_answers_the_month_on_the_sample_data(chromium, sample_dashboard, tmp_path):
+    """The landing page in a real browser: November's bill to date (Σ EffectiveCost of the sample's
+    November lines, read with csv), its links, and no error; the screenshot is kept for review."""
+    import csv
+    import gzip
+
+    from playwright.sync_api import expect
+
+    billed = Decimal(0)
+    for path in sorted((SAMPLE_DIR / "billing").glob("focus_*.csv.gz")):
+        with gzip.open(path, "rt", newline="") as handle:
+            billed += sum((Decimal(r["EffectiveCost"]) for r in csv.DictReader(handle)
+                           if r["ChargePeriodStart"].startswith("2026-11")), Decimal(0))
+    base_url, _ = sample_dashboard
+    with browser_page(chromium) as page:
+        page.goto(base_url)
+        expect(page.get_by_role("heading", name="November 2026 to date")).to_be_visible(timeout=4 * WAIT_MS)
+        metric = page.get_by_test_id("stMetric").filter(has_text="Billed so far (USD)")
+        expect(metric.get_by_test_id("stMetricValue")).to_have_text(f"${billed:,.2f}", timeout=4 * WAIT_MS)
+        for name in ("Costs", "Budgets", "Idle GPUs"):
+            expect(page.get_by_test_id("stPageLink").get_by_role("link", name=name, exact=True).first).to_be_visible()
+        expect(page.get_by_test_id("stException")).to_have_count(0)
+        page.screenshot(path=tmp_path / "overview.png", full_page=True)
+        shutil.copyfile(tmp_path / "overview.png", Path("/tmp/mlcost_browser_overview.png"))

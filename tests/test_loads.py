@@ -208,7 +208,9 @@ def test_the_data_page_lists_loads_and_unloads_one(tmp_path, warehouse):
     history = at.dataframe[0].value
     assert history[["load_id", "rows_loaded", "rows_current", "options"]].values.tolist() == [[2, 2, 2, ""], [1, 1, 1, ""]]
     picker = at.selectbox(key="unload_pick")
-    assert picker.value.startswith(f"2: {tmp_path / 'wrong.jsonl'} (runs,")
+    assert picker.value is None  # nothing preselected: a removal is always the user's pick
+    (wrong,) = [option for option in picker.options if option.startswith(f"2: {tmp_path / 'wrong.jsonl'} (runs,")]
+    picker.select(wrong)
     at.button(key="FormSubmitter:unload-Unload").click()
     at = at.run()
     assert not at.exception, [e.message for e in at.exception]

@@ -551,3 +551,20 @@ def test_an_idle_heatmap_of_one_day_draws_a_day_wide_cell():
                            "day": [pd.Timestamp("2026-11-23")], "idle_h": [0.5], "observed_h": [2.0]})
     figure = charts.idle_heatmap(by_day)
     assert list(figure.data[0].x) == ["2026-11-23"] and figure.layout.xaxis.type == "category"
+
+
+def test_the_unload_selector_preselects_nothing_and_an_unpicked_unload_removes_nothing(warehouse):
+    """After an upload the newest load is not one click from removal: the selector starts empty."""
+    at = upload(open_page("Data"), ("pages_runs.jsonl", HAND_RUNS.read_bytes()))
+    at = upload(at, ("pages_bad_lines.jsonl", BAD_LINES.read_bytes()))
+    picker = at.selectbox(key="unload_pick")
+    assert picker.value is None and len(picker.options) == 2
+    at.button(key="FormSubmitter:unload-Unload").click()
+    at = rendered(at.run())
+    assert texts(at, "warning")[-1] == "Choose the load to remove first."
+    assert wh.query("SELECT count(*) AS n FROM loads")["n"].iloc[0] == 2
+    at.selectbox(key="unload_pick").select(picker.options[1])
+    at.button(key="FormSubmitter:unload-Unload").click()
+    at = rendered(at.run())
+    assert wh.query("SELECT count(*) AS n FROM loads")["n"].iloc[0] == 1
+    assert any(text.startswith(f"Unloaded {picker.options[1]}") for text in texts(at, "success"))

@@ -158,10 +158,15 @@ else:
         with st.form("unload"):
             choices = {f"{row.load_id}: {row.path} ({row.kind}, {row.loaded_at:%Y-%m-%d %H:%M} UTC)": int(row.load_id)
                        for row in history.itertuples()}
-            picked_load = st.selectbox("Load to remove", list(choices), key="unload_pick")
+            # Nothing picked until the user picks: a preselected load is one click from removal.
+            picked_load = st.selectbox("Load to remove", list(choices), index=None, key="unload_pick",
+                                       placeholder="Choose a load to remove")
             st.caption("Removes the load, every row it brought and its rejected lines (`mlcost unload` does the same). "
                        "Rows it had replaced from earlier loads do not come back: load those files again.")
             if st.form_submit_button("Unload", icon=":material/delete:"):
+                if picked_load is None:
+                    st.warning("Choose the load to remove first.")
+                    st.stop()
                 removed = warehouse.unload(choices[picked_load])
                 cache.forget()
                 if removed is None:

@@ -62,6 +62,7 @@ def run_check(args: argparse.Namespace) -> int:
             "firing": [alert.key for alert in result.alerts], "new": result.new, "resolved": result.resolved,
             "delivered": result.delivered, "snoozed": result.snoozed, "superseded": result.superseded,
             "repeated": result.repeated,
+            "rerouted": [{"channel": channel, "alerts": keys} for channel, keys in result.rerouted],
             "failed": [{"alerts": keys, "reason": reason} for keys, reason in result.failed],
         }, indent=2))
     else:
@@ -74,6 +75,9 @@ def run_check(args: argparse.Namespace) -> int:
                  "or unanswered)" if result.repeated else ""))
         for key in result.new:
             print(f"  {'WOULD FIRE' if args.dry_run else 'NEW'} {by_key[key].title}\n    {by_key[key].message}")
+    for channel, keys in result.rerouted:  # on stderr: the user may want the channel's own webhook
+        say(f"the {channel} channel has no webhook of its own: its {len(keys)} alerts went to the default "
+            f"webhook ({slack.where_to_set(channel)})")
     for keys, reason in result.failed:  # on stderr with --json too, for cron's mail and logs
         verdict = "NO ANSWER" if "may have posted it" in reason else "NOT POSTED"
         say(f"{verdict} ({len(keys)} alerts, left for the next check): {reason}")

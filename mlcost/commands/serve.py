@@ -41,6 +41,10 @@ def register(commands) -> None:
         login.add_argument("--no-login", action="store_true",
                            help="serve on an --address beyond this machine without a login, on purpose: anyone "
                                 "who can reach the port sees every page")
+        if name == "demo":
+            command.add_argument("--no-dashboard", action="store_true",
+                                 help="load the sample and write ./mlcost.toml, then stop without opening the "
+                                      "dashboard (for scripts and CI: `mlcost report`, `mlcost alerts check` next)")
         command.set_defaults(run=_checked(runner))
 
 
@@ -73,9 +77,24 @@ def run_demo(args: argparse.Namespace) -> int:
               "Budgets page)", flush=True)
     for _, summary in loader.ingest_paths([str(SAMPLE_DIR / name) for name in SAMPLE_FILES]):
         print("\n".join(summary_lines(summary)), flush=True)
+    _print_month()
     print(f"mlcost: the sample data is in {db}, the warehouse every mlcost command run here reads "
           "(`mlcost report`, `mlcost alerts check`, ...); `mlcost unload` removes a sample file again", flush=True)
+    if args.no_dashboard:
+        return 0
     return _serve(args, db)
+
+
+def _print_month() -> None:
+    """The Overview's headline of the sample's month (metrics/month.py), as a first answer."""
+    from datetime import datetime, timezone
+
+    from metrics import month
+
+    as_of = month.as_of_day(datetime.now(timezone.utc).date())
+    with warehouse.session():
+        for line in month.summary_lines(month.build(as_of, config.load())):
+            print(f"mlcost: {line}", flush=True)
 
 
 def _serve(args: argparse.Namespace, db: Path) -> int:
