@@ -4,7 +4,7 @@ import pandas as pd
 import streamlit as st
 
 from app import cache, settings as settings_page
-from metrics import allocation
+from metrics import allocation, idle
 from present import charts
 from present.format import money
 
@@ -47,6 +47,14 @@ for column, bucket in zip(columns, allocation.BUCKETS):
     amount = result["buckets"][bucket]
     column.metric(allocation.BUCKET_LABELS[bucket].split(" (")[0], money(amount, currency))
     column.caption(f"{amount / billed * 100:.1f} % of the bill" if billed else "")
+gpu_prices = tuple(settings.prices.gpu_usd_per_hour.items())
+idle_found = cache.derived("idle_cost", (start, end, rules, gpu_prices),
+                           lambda: idle.idle_cost(start, end, rules, gpu_prices))
+if currency in idle_found.billed:  # metrics/idle.py: the bucket is the part no run held
+    parts = idle_found.billed[currency]
+    st.markdown(f"**{idle.parts_text(parts)}** (in Training runs); {idle.hours_text(parts)}.",
+                help="Idle GPU time a run held is charged to that run, so the Idle GPUs bucket counts only the "
+                     "idle time no run held; the Idle GPUs page and the Retrospective show both parts.")
 st.caption("**Unallocated** is what no rule could place: compute matching no run, node or service, bill lines "
            "naming a run that is not loaded, and node hours that were neither a run's nor idle.")
 

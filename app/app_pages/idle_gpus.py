@@ -2,11 +2,13 @@
 import pandas as pd
 import streamlit as st
 
+from datetime import timedelta
+
 from app import cache, settings as settings_page, settings_forms
-from metrics import queries
+from metrics import allocation, idle, queries
 from present import charts
 from app.tables import table
-from present.format import md, usd
+from present.format import md, money
 
 st.title("Idle GPUs")
 picked = st.session_state["filters"]
@@ -37,25 +39,38 @@ if gpus.empty or gpus["observed_h"].sum() == 0:
     st.info("No GPU samples in this date range: widen it in the sidebar.")
     st.stop()
 
-idle_h, observed_h = gpus["idle_h"].sum(), gpus["observed_h"].sum()
-allocated_h = gpus["allocated_idle_h"].sum()
+# Idle cost and its two parts: metrics/idle.py, the figures of the Costs page, the Retrospective and the report.
+start, end = picked.start, picked.end + timedelta(days=1)
+rules, gpu_prices = allocation.Rules.of(settings), tuple(settings.prices.gpu_usd_per_hour.items())
+found = cache.derived("idle_cost", (start, end, rules, gpu_prices), lambda: idle.idle_cost(start, end, rules, gpu_prices))
+observed_h = gpus["observed_h"].sum()
 unpriced = sorted(set(gpus.loc[gpus["usd_per_gpu_hour"].isna(), "gpu_name"].fillna("unnamed GPU")))
+billed = found.billed.get("USD") or next(iter(found.billed.values()), None)
+shown = billed.shown() if billed else None
+idle_h = (shown.gpu_hours if shown else 0.0) + found.estimated_gpu_hours
 left, middle, right, last = st.columns(4)
 left.metric("Idle GPU-hours", f"{idle_h:,.1f}")
 left.caption(f"{100 * idle_h / observed_h:.1f} % of {observed_h:,.1f} observed GPU-hours")
 middle.metric("Idle energy", f"{gpus['idle_kwh'].sum():,.1f} kWh")
-estimated = sorted(set(gpus.loc[gpus["price_source"] == "catalog (estimated)", "host"]))
-right.metric("Idle cost", usd(gpus["idle_usd"].sum() if gpus["idle_usd"].notna().any() else None),
-             help="Idle GPU-hours x the node's cost per GPU-hour from its own bill lines in the date range "
-                  "(effective cost over GPUs x hours billed, commitments included), so idle never costs more "
-                  "than the node; a node without bill lines at the catalog's GPU-hour price "
-                  "([prices.gpu_usd_per_hour]), an estimate.")
-if estimated:
-    right.caption(f"Estimated at catalog prices (no bill lines in the range): {', '.join(estimated)}")
+right.metric("Idle cost", money(shown.cost, billed.currency) if shown else "—",
+             help="Idle GPU-hours x the node's cost per GPU-hour from its own bill lines whose charge period "
+                  "starts in the date range (a line's effective cost over its GPU-hours, commitments included, as "
+                  "the Costs page allocates it), so idle never costs more than the node.")
+if shown:
+    right.caption(f"= {money(shown.unallocated_cost, billed.currency)} not held by any run (the Costs page's Idle "
+                  f"GPUs) + {money(shown.held_cost, billed.currency)} held by runs while idle")
+last.metric("Held by runs while idle", f"{shown.held_gpu_hours if shown else 0:,.1f} GPU-h")
+last.caption(f"a run held the GPU but left it idle; {shown.unallocated_gpu_hours if shown else 0:,.1f} GPU-h "
+             "idle with no run")
+if billed:
+    st.markdown(f"**{idle.parts_text(billed)}**; {idle.hours_text(billed)}.")
+for other in list(found.billed.values()):
+    if other is not billed:
+        st.markdown(f"**{idle.parts_text(other)}** ({other.currency} bill lines); {idle.hours_text(other)}.")
+if found.estimated_hosts:
+    st.caption(idle.estimated_text(found))
 if unpriced:
-    right.caption(f"Not priced: {', '.join(md(name) for name in unpriced)}")
-last.metric("Allocated but idle", f"{allocated_h:,.1f} GPU-h")
-last.caption(f"a run held the GPU; {gpus['unallocated_idle_h'].sum():,.1f} GPU-h idle unallocated")
+    st.caption(f"Not priced: {', '.join(md(name) for name in unpriced)}")
 
 st.subheader("Idle hours per GPU and day")
 by_day = cache.fetch(queries.idle_by_day, picked)
