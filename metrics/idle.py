@@ -8,8 +8,11 @@ Every idle GPU-minute of a billed GPU node (a traced host its bill lines name) i
 
 Both are priced as the allocation prices a node line: the line's effective cost over its GPU-hours,
 so all idle cost = unallocated idle + held idle, to the cent, and the unallocated part is the
-Costs page's "Idle GPUs" bucket. Idle time of traced hosts without a bill line in the period is
-a third, separate figure: GPU-hours at the catalog's GPU price, an estimate (not in the bill).
+Costs page's "Idle GPUs" bucket. A GPU-minute's idle seconds no run held are least(idle_s, 60 -
+held_s), the allocation's rule; the rest of its idle seconds runs held.
+
+Traced hosts without a bill line in the period have the same two parts, priced at the catalog's
+GPU price ([prices.gpu_usd_per_hour]): an estimate in USD, shown apart, never in the bill's buckets.
 
 The Costs page, the Idle GPUs page, the Retrospective, `mlcost report`, `mlcost allocation` and the
 idle alert all read idle_cost().
@@ -17,15 +20,16 @@ idle alert all read idle_cost().
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import date
+from datetime import date, datetime, time, timezone
 from decimal import ROUND_HALF_UP, Decimal
 
 import pandas as pd
 
+from ingest import config, warehouse
 from metrics import allocation
 from present.format import money
 
-CENT = Decimal("0.01")
+CENT, MICRO = Decimal("0.01"), Decimal("0.000001")
 
 # Per node line of the allocation: its rate (effective cost over the GPU-hours its pieces share),
 # its idle_gpu piece, and the idle seconds of its GPU-minutes that runs held, with the allocation's
@@ -58,6 +62,16 @@ SELECT n.host, n.billing_currency,
 FROM node_lines n LEFT JOIN held_per_line h USING (line_key)
 GROUP BY n.host, n.billing_currency
 ORDER BY n.billing_currency, n.host
+"""
+
+# Traced hosts without a bill line: both parts per host over the period's GPU-minutes (same rule).
+UNBILLED_SQL = """
+SELECT m.host, arg_max(m.gpu_name, m.minute) AS gpu_name,
+       sum(least(m.idle_s, greatest(0, 60 - least(60, coalesce(a.held_s, 0))))) / 3600.0 AS unallocated_gpu_hours,
+       sum(m.idle_s - least(m.idle_s, greatest(0, 60 - least(60, coalesce(a.held_s, 0))))) / 3600.0 AS held_gpu_hours
+FROM gpu_minutes m LEFT JOIN gpu_minutes_allocated a USING (host, gpu_index, minute)
+WHERE m.minute >= $start AND m.minute < $end AND NOT list_contains($billed::VARCHAR[], m.host)
+GROUP BY m.host ORDER BY m.host
 """
 
 
@@ -103,20 +117,21 @@ class Shown:
 @dataclass(frozen=True)
 class Idle:
     """Idle GPUs of [start, end): billed nodes per billing currency (`billed`), and traced hosts
-    without a bill line in the period, at catalog prices (`estimated_*`, USD, an estimate)."""
+    without a bill line in the period at catalog prices (`estimated`, USD, an estimate; its cost
+    leaves out `unpriced_hosts`, GPUs the catalog lacks)."""
 
     start: date
     end: date
     billed: dict[str, IdleParts]
-    estimated_gpu_hours: float
-    estimated_cost_usd: Decimal | None  # None: no such host, or none priced in the catalog
+    estimated: IdleParts | None  # None: every traced host has bill lines in the period
     estimated_hosts: tuple[str, ...]
-    nodes: pd.DataFrame  # per billed host and currency: both parts' GPU-hours and cost
+    unpriced_hosts: tuple[str, ...]
+    nodes: pd.DataFrame  # per host: both parts' GPU-hours and cost, `price_source` 'bill' or 'catalog (estimated)'
 
     @property
     def gpu_hours(self) -> float:
-        """Every idle GPU-hour of the period: billed nodes (both parts) and hosts priced from the catalog."""
-        return sum((p.gpu_hours for p in self.billed.values()), 0.0) + self.estimated_gpu_hours
+        """Every idle GPU-hour of the period: billed nodes and hosts without bill lines, both parts."""
+        return sum((p.gpu_hours for p in self.billed.values()), 0.0) + (self.estimated.gpu_hours if self.estimated else 0.0)
 
 
 def idle_cost(start: date, end: date, rules: allocation.Rules,
@@ -124,20 +139,32 @@ def idle_cost(start: date, end: date, rules: allocation.Rules,
     """Idle GPU-hours and cost of [start, end) (UTC days; bill lines by the day their charge period
     starts, as the allocation): per billing currency, not held by any run + held by runs while idle
     (Decimal, exact); hosts without bill lines at `gpu_prices` ((gpu_name, USD per GPU-hour))."""
-    per_node = allocation._query(IDLE_SQL, start, end, rules)
-    billed: dict[str, IdleParts] = {}
-    for currency, group in per_node.groupby("billing_currency", sort=True):
-        billed[currency] = IdleParts(
-            currency,
-            round(float(group["unallocated_gpu_hours"].astype(float).sum()), 6),
-            sum((Decimal(v) for v in group["unallocated_cost"]), Decimal(0)),
-            round(float(group["held_gpu_hours"].astype(float).sum()), 6),
-            sum((Decimal(v) for v in group["held_cost"]), Decimal(0)))
-    unbilled = allocation.unbilled_nodes(start, end, tuple(per_node["host"]), gpu_prices)
-    known = [v for v in unbilled["idle_usd_estimated"] if v is not None and not pd.isna(v)]
-    return Idle(start, end, billed,
-                round(float(unbilled["idle_gpu_hours"].fillna(0).astype(float).sum()), 6),
-                sum(known, Decimal(0)) if known else None, tuple(unbilled["host"]), per_node)
+    per_node = allocation._query(IDLE_SQL, start, end, rules).assign(price_source="bill")
+    billed = {currency: _parts(currency, group)
+              for currency, group in per_node.groupby("billing_currency", sort=True)}
+    span = {"start": datetime.combine(start, time(), timezone.utc), "end": datetime.combine(end, time(), timezone.utc)}
+    unbilled = warehouse.query(UNBILLED_SQL, {**span, "billed": sorted(set(per_node["host"]))})
+    prices = config.Prices(gpu_usd_per_hour=dict(gpu_prices))
+    rates = [prices.gpu(name) for name in unbilled["gpu_name"]]
+    for part in ("unallocated", "held"):
+        unbilled[f"{part}_cost"] = [None if rate is None else (rate * Decimal(repr(float(hours)))).quantize(MICRO)
+                                    for rate, hours in zip(rates, unbilled[f"{part}_gpu_hours"])]
+    unbilled = unbilled.assign(billing_currency="USD", price_source="catalog (estimated)")
+    priced = unbilled[[rate is not None for rate in rates]]
+    estimated = None if unbilled.empty else IdleParts(
+        "USD", round(float(unbilled["unallocated_gpu_hours"].sum()), 6),
+        sum(priced["unallocated_cost"], Decimal(0)), round(float(unbilled["held_gpu_hours"].sum()), 6),
+        sum(priced["held_cost"], Decimal(0)))
+    return Idle(start, end, billed, estimated, tuple(unbilled["host"]),
+                tuple(h for h, rate in zip(unbilled["host"], rates) if rate is None),
+                pd.concat([per_node, unbilled.drop(columns="gpu_name")], ignore_index=True))
+
+
+def _parts(currency: str, group: pd.DataFrame) -> IdleParts:
+    return IdleParts(currency, round(float(group["unallocated_gpu_hours"].astype(float).sum()), 6),
+                     sum((Decimal(v) for v in group["unallocated_cost"]), Decimal(0)),
+                     round(float(group["held_gpu_hours"].astype(float).sum()), 6),
+                     sum((Decimal(v) for v in group["held_cost"]), Decimal(0)))
 
 
 def parts_text(parts: IdleParts) -> str:
@@ -154,10 +181,13 @@ def hours_text(parts: IdleParts) -> str:
             f"+ {shown.held_gpu_hours:,.1f} held by runs while idle")
 
 
-def estimated_text(idle: Idle) -> str | None:
-    """The catalog-priced idle of hosts without bill lines, in words, or None when there is none."""
-    if not idle.estimated_hosts:
+def estimated_text(found: Idle) -> str | None:
+    """The idle of hosts without bill lines (catalog prices, an estimate) in words, or None when there is none."""
+    if found.estimated is None:
         return None
-    cost = "unpriced" if idle.estimated_cost_usd is None else f"{money(idle.estimated_cost_usd, 'USD')} estimated"
-    return (f"Plus {idle.estimated_gpu_hours:,.1f} idle GPU-hours on hosts without bill lines "
-            f"({', '.join(idle.estimated_hosts)}), {cost} at catalog GPU prices, not in the bill.")
+    shown = found.estimated.shown()
+    unpriced = f"; not priced (GPU not in the catalog): {', '.join(found.unpriced_hosts)}" if found.unpriced_hosts else ""
+    return (f"Hosts without bill lines ({', '.join(found.estimated_hosts)}): {shown.gpu_hours:,.1f} idle GPU-hours "
+            f"({shown.held_gpu_hours:,.1f} held by runs), estimated {money(shown.cost, 'USD')} = "
+            f"{money(shown.unallocated_cost, 'USD')} not held by any run + {money(shown.held_cost, 'USD')} held by "
+            f"runs while idle at catalog GPU prices, not in the bill{unpriced}.")

@@ -328,11 +328,9 @@ def _idle(ctx: Context) -> Section | None:
     weekend = [weekend_idle(ctx, f) for f in (ctx.current_range, ctx.previous_range)]
     found = [ctx.idle(f) for f in (ctx.current_range, ctx.previous_range)]
     section = Section("idle", "Idle GPUs")
-    section.figures += [
-        Figure("Observed GPU-hours", "GPU-h", *[_sum(g["observed_h"]) for g in (now, before)], "Idle GPUs"),
-        Figure("Idle energy (kWh)", "kWh", *[_sum(g["idle_kwh"]) for g in (now, before)], "Idle GPUs"),
-    ]
-    # metrics/idle.py: all idle = not held by any run (the Costs page's Idle GPUs bucket) + held by runs
+    # metrics/idle.py: all idle = not held by any run (the Costs page's Idle GPUs bucket) + held by runs;
+    # laid out so that each total sits before its two parts (the page shows them four to a row)
+    hours, costs = [], []
     currencies = sorted({c for f in found for c in f.billed})
     for currency in currencies:
         shown = [_idle_parts(f, currency) for f in found]
@@ -340,26 +338,34 @@ def _idle(ctx: Context) -> Section | None:
 
         def part(name: str) -> list:
             return [None if s is None else getattr(s, name) for s in shown]
-        section.figures += [
+        hours += [
             Figure(f"Idle GPU-hours{of}", "GPU-h", *part("gpu_hours"), "Idle GPUs"),
             Figure(f"Idle GPU-hours not held by any run{of}", "GPU-h", *part("unallocated_gpu_hours"),
                    "Costs (GPU nodes)"),
             Figure(f"Idle GPU-hours held by runs{of}", "GPU-h", *part("held_gpu_hours"), "Idle GPUs"),
+        ]
+        costs += [
             Figure(f"Idle cost ({currency})", currency, *part("cost"), "Idle GPUs"),
             Figure(f"Idle cost not held by any run ({currency})", currency, *part("unallocated_cost"),
                    "Costs (Idle GPUs bucket)"),
             Figure(f"Idle cost held by runs ({currency})", currency, *part("held_cost"), "Idle GPUs"),
         ]
+    section.figures += [
+        *hours, Figure("Observed GPU-hours", "GPU-h", *[_sum(g["observed_h"]) for g in (now, before)], "Idle GPUs"),
+        *costs, Figure("Idle energy (kWh)", "kWh", *[_sum(g["idle_kwh"]) for g in (now, before)], "Idle GPUs"),
+    ]
+    for currency in currencies:
         if found[0].billed.get(currency) is not None:
             section.notes.append(f"{idle.parts_text(found[0].billed[currency])}; "
                                  f"{idle.hours_text(found[0].billed[currency])}. Held by runs: the allocation "
                                  "charges that time to the runs (Training runs), not to the Idle GPUs bucket.")
-    if any(f.estimated_hosts for f in found):
+    if any(f.estimated for f in found):  # hosts without bill lines: catalog prices, an estimate
+        estimated = [f.estimated.shown() if f.estimated else None for f in found]
         section.figures.append(Figure("Idle GPU-hours, hosts without bill lines", "GPU-h",
-                                      *[f.estimated_gpu_hours for f in found], "Idle GPUs"))
+                                      *[e and e.gpu_hours for e in estimated], "Idle GPUs"))
         section.figures.append(Figure("Idle cost, hosts without bill lines (USD, estimated)", "USD",
-                                      *[f.estimated_cost_usd for f in found], "Idle GPUs"))
-        if found[0].estimated_hosts:
+                                      *[e and e.cost for e in estimated], "Idle GPUs"))
+        if found[0].estimated:
             section.notes.append(idle.estimated_text(found[0]))
     section.figures += [
         Figure("Idle GPU-hours on weekends", "GPU-h", weekend[0][0], weekend[1][0], "Idle GPUs (heatmap)"),

@@ -181,7 +181,7 @@ def idle_alerts(settings: Config, as_of: date) -> list[Alert]:
     # the idle cost (metrics/idle.py): billed nodes' both parts (USD), plus hosts without bill lines at catalog prices
     found = idle.idle_cost(start, as_of, allocation.Rules.of(settings), tuple(settings.prices.gpu_usd_per_hour.items()))
     parts = found.billed.get("USD")
-    cost = (parts.shown().cost if parts else Decimal(0)) + (found.estimated_cost_usd or Decimal(0)).quantize(CENT)
+    cost = sum((p.shown().cost for p in (parts, found.estimated) if p is not None), Decimal(0))
     if cost <= threshold:
         return []
     worst = priced.sort_values("idle_usd", ascending=False).head(3)

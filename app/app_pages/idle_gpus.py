@@ -45,29 +45,30 @@ rules, gpu_prices = allocation.Rules.of(settings), tuple(settings.prices.gpu_usd
 found = cache.derived("idle_cost", (start, end, rules, gpu_prices), lambda: idle.idle_cost(start, end, rules, gpu_prices))
 observed_h = gpus["observed_h"].sum()
 unpriced = sorted(set(gpus.loc[gpus["usd_per_gpu_hour"].isna(), "gpu_name"].fillna("unnamed GPU")))
+# The headline is one currency's: USD (bill lines in USD and the catalog's estimate), else the bill's currency.
 billed = found.billed.get("USD") or next(iter(found.billed.values()), None)
-shown = billed.shown() if billed else None
-idle_h = (shown.gpu_hours if shown else 0.0) + found.estimated_gpu_hours
+headline = [p.shown() for p in (billed, found.estimated) if p is not None and p.currency == (billed or found.estimated).currency]
+currency = (billed or found.estimated).currency if headline else "USD"
+idle_h = sum(s.gpu_hours for s in headline)
+held_h = sum(s.held_gpu_hours for s in headline)
 left, middle, right, last = st.columns(4)
 left.metric("Idle GPU-hours", f"{idle_h:,.1f}")
 left.caption(f"{100 * idle_h / observed_h:.1f} % of {observed_h:,.1f} observed GPU-hours")
 middle.metric("Idle energy", f"{gpus['idle_kwh'].sum():,.1f} kWh")
-right.metric("Idle cost", money(shown.cost, billed.currency) if shown else "—",
+right.metric("Idle cost", money(sum(s.cost for s in headline), currency) if headline else "—",
              help="Idle GPU-hours x the node's cost per GPU-hour from its own bill lines whose charge period "
                   "starts in the date range (a line's effective cost over its GPU-hours, commitments included, as "
-                  "the Costs page allocates it), so idle never costs more than the node.")
-if shown:
-    right.caption(f"= {money(shown.unallocated_cost, billed.currency)} not held by any run (the Costs page's Idle "
-                  f"GPUs) + {money(shown.held_cost, billed.currency)} held by runs while idle")
-last.metric("Held by runs while idle", f"{shown.held_gpu_hours if shown else 0:,.1f} GPU-h")
-last.caption(f"a run held the GPU but left it idle; {shown.unallocated_gpu_hours if shown else 0:,.1f} GPU-h "
-             "idle with no run")
-if billed:
-    st.markdown(f"**{idle.parts_text(billed)}**; {idle.hours_text(billed)}.")
-for other in list(found.billed.values()):
-    if other is not billed:
-        st.markdown(f"**{idle.parts_text(other)}** ({other.currency} bill lines); {idle.hours_text(other)}.")
-if found.estimated_hosts:
+                  "the Costs page allocates it), so idle never costs more than the node; a host without bill lines "
+                  "at the catalog's GPU-hour price ([prices.gpu_usd_per_hour]), an estimate.")
+if headline:
+    right.caption(f"= {money(sum(s.unallocated_cost for s in headline), currency)} not held by any run + "
+                  f"{money(sum(s.held_cost for s in headline), currency)} held by runs while idle")
+last.metric("Held by runs while idle", f"{held_h:,.1f} GPU-h")
+last.caption(f"a run held the GPU but left it idle; {idle_h - held_h:,.1f} GPU-h idle with no run")
+for parts in found.billed.values():  # the bill's figures: the Costs page's Idle GPUs bucket is the first part
+    st.markdown(f"**{idle.parts_text(parts)}**; {idle.hours_text(parts)}"
+                + (f" ({parts.currency} bill lines)." if len(found.billed) > 1 else "."))
+if found.estimated:
     st.caption(idle.estimated_text(found))
 if unpriced:
     st.caption(f"Not priced: {', '.join(md(name) for name in unpriced)}")
