@@ -96,15 +96,21 @@ class IdleParts:
         return self.unallocated_cost + self.held_cost
 
     def shown(self) -> "Shown":
-        """The parts as shown: each rounded (cents, 0.1 GPU-hour), the totals their sums, so they add up on screen."""
-        unallocated, held = self.unallocated_cost.quantize(CENT, ROUND_HALF_UP), self.held_cost.quantize(CENT, ROUND_HALF_UP)
-        hours = round(self.unallocated_gpu_hours, 1), round(self.held_gpu_hours, 1)
-        return Shown(unallocated + held, unallocated, held, round(sum(hours), 1), *hours)
+        """The parts as shown, adding up: the total and the part no run held (the Costs page's Idle GPUs
+        bucket) each rounded (cents, 0.1 GPU-hour), the part runs held their difference."""
+        cost, unallocated = self.cost.quantize(CENT, ROUND_HALF_UP), self.unallocated_cost.quantize(CENT, ROUND_HALF_UP)
+        hours, unallocated_h = _tenths(self.gpu_hours), _tenths(self.unallocated_gpu_hours)
+        return Shown(cost, unallocated, cost - unallocated, float(hours), float(unallocated_h),
+                     float(hours - unallocated_h))
+
+
+def _tenths(hours: float) -> Decimal:
+    return Decimal(repr(hours)).quantize(Decimal("0.1"), ROUND_HALF_UP)
 
 
 @dataclass(frozen=True)
 class Shown:
-    """IdleParts rounded for display: cost and GPU-hours, each total the sum of its rounded parts."""
+    """IdleParts rounded for display (IdleParts.shown()): each total is the sum of its parts."""
 
     cost: Decimal
     unallocated_cost: Decimal
@@ -175,7 +181,7 @@ def parts_text(parts: IdleParts) -> str:
 
 
 def hours_text(parts: IdleParts) -> str:
-    """'3,262.1 idle GPU-hours = 3,258.1 not held by any run + 3.9 held by runs' (rounded to 0.1 so the parts add up)."""
+    """'3,262.1 idle GPU-hours = 3,258.1 not held by any run + 4.0 held by runs while idle' (IdleParts.shown())"""
     shown = parts.shown()
     return (f"{shown.gpu_hours:,.1f} idle GPU-hours = {shown.unallocated_gpu_hours:,.1f} not held by any run "
             f"+ {shown.held_gpu_hours:,.1f} held by runs while idle")

@@ -53,7 +53,7 @@ class Comparison:
             return f"Whole months: {self.month:%B %Y} against {self.previous_month:%B %Y}."
         return (f"{self.month:%B %Y} is partial (data through {self.current_last:%b %d}): every figure is compared "
                 f"with the same days of {self.previous_month:%B %Y} ({self.previous_first:%b %d} to "
-                f"{self.previous_last:%b %d}, {self.days[1]} days).")
+                f"{self.previous_last:%b %d}): {self.days[0]} days against {self.days[1]}.")
 
 
 def comparison_days(month: date, through: date | None = None) -> Comparison:
