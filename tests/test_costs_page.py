@@ -54,8 +54,9 @@ def test_costs_page_shows_the_commands_figures(sample_db, capsys):
     nodes = at.dataframe[1].value.set_index("node")
     for host, node in usd["nodes"].items():
         assert nodes.loc[host, "price source"] == "bill"
-        assert nodes.loc[host, "idle cost"] == pytest.approx(float(Decimal(node["idle_gpu"])), abs=0.005)
-        assert nodes.loc[host, "idle cost"] <= nodes.loc[host, "billed"]
+        assert nodes.loc[host, "idle cost, no run"] == pytest.approx(float(Decimal(node["idle_gpu"])), abs=0.005)
+        assert nodes.loc[host, "idle cost, no run"] + nodes.loc[host, "idle cost, held by runs"] \
+            <= nodes.loc[host, "billed"]
 
 
 def test_costs_page_splits_by_another_key(sample_db, capsys):

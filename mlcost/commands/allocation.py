@@ -129,10 +129,12 @@ def table(result: dict) -> str:
             out += ["", f"  {figures['idle']['text']}", f"  {figures['idle']['hours_text']}"]
         out += _rows(f"by {result['by']}", sorted(figures["by_key"].items(), key=lambda kv: -kv[1]), billed)
         if figures["nodes"]:
-            out += ["", f"  {'GPU node':<24}{'billed':>14}{'per GPU-h':>12}{'idle GPU-h':>12}{'idle cost':>14}"]
+            # the node's idle no run held (its share of the Idle GPUs bucket); runs' idle is in the line above
+            out += ["", f"  {'GPU node':<24}{'billed':>14}{'per GPU-h':>12}{'idle GPU-h, no run':>20}"
+                        f"{'idle cost, no run':>20}"]
             for host, node in figures["nodes"].items():
                 out.append(f"  {host:<24}{_money(node['billed']):>14}{_money(node['rate_per_gpu_hour'] or 0):>12}"
-                           f"{node['idle_gpu_hours']:>12,.1f}{_money(node['idle_gpu']):>14}")
+                           f"{node['idle_gpu_hours']:>20,.1f}{_money(node['idle_gpu']):>20}")
     return "\n".join(out)
 
 
