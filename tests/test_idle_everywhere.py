@@ -1,10 +1,11 @@
 """Idle GPU cost, one definition in two named parts (metrics/idle.py), on every surface that shows it,
 and month-over-month figures that compare the same days (metrics/periods.py).
 
-Expected values come from the sample files in plain Python (csv, json, Decimal): idle and held-idle
-GPU-seconds from sample_data/truth.json (the generator's answer key: sustained idle per GPU and day,
-and the stalls where a run held GPUs idle), each node's cost per GPU-hour from its own bill lines
-(EffectiveCost / (4 GPUs x ConsumedQuantity hours)), and a small warehouse built here.
+Expected values come from the sample files in plain Python (csv, json, Decimal): idle GPU-seconds from
+the GPU trace CSVs by the documented idle rule (tests/test_gpu_traces.py's plain_samples: utilization
+<= 5 % for >= 300 s in a row, [gpu] of ingest/defaults.toml), held when a run of runs.jsonl named the
+GPU at the sample's time; each node's cost per GPU-hour from its own bill lines of the day
+(EffectiveCost / (4 GPUs x ConsumedQuantity hours)); and a small warehouse built here.
 """
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ import json
 import re
 import subprocess
 import sys
-from datetime import date, timedelta
+from bisect import bisect_left
+from datetime import UTC, date, datetime, timedelta
 from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 
@@ -33,10 +35,6 @@ MONTHS = ("2026-08", "2026-09", "2026-10", "2026-11")
 
 # --- plain Python over the sample files ------------------------------------------------------------
 
-def truth() -> dict:
-    return json.loads((SAMPLE_DIR / "truth.json").read_text())
-
-
 def node_rate_by_day() -> dict[tuple[str, str], Decimal]:
     """(host, UTC day of ChargePeriodStart) -> the node's USD per GPU-hour from its bill lines that day."""
     cost: dict[tuple[str, str], Decimal] = {}
@@ -51,22 +49,41 @@ def node_rate_by_day() -> dict[tuple[str, str], Decimal]:
     return {key: cost[key] / gpu_hours[key] for key in cost}
 
 
-def expected_idle(first: date, last: date) -> dict[str, Decimal]:
+@pytest.fixture(scope="module")
+def idle_seconds() -> dict[tuple[str, str], tuple[int, int]]:
+    """(host, UTC day) -> (idle GPU-seconds, of which a run held the GPU), from the trace CSVs and runs.jsonl."""
+    from tests.test_gpu_traces import node_runs, plain_samples
+
+    by_gpu = plain_samples()
+    by_uuid = {samples[0]["uuid"]: samples for samples in by_gpu.values()}
+    held: set[tuple[str, float]] = set()
+    for run in node_runs():
+        for uuid in run["gpu_uuids"]:
+            samples = by_uuid[uuid]
+            times = [sample["t"] for sample in samples]
+            held.update((uuid, s["t"]) for s in samples[bisect_left(times, run["start_time"]):
+                                                         bisect_left(times, run["end_time"])])
+    found: dict[tuple[str, str], list[int]] = {}
+    for (host, _), samples in by_gpu.items():
+        for sample in samples:
+            if sample["idle"]:
+                day = datetime.fromtimestamp(sample["t"], UTC).date().isoformat()
+                seconds = found.setdefault((host, day), [0, 0])
+                seconds[0] += sample["interval"]
+                seconds[1] += sample["interval"] if (sample["uuid"], sample["t"]) in held else 0
+    return {key: (idle_s, held_s) for key, (idle_s, held_s) in found.items()}
+
+
+def expected_idle(seconds: dict[tuple[str, str], tuple[int, int]], first: date, last: date) -> dict[str, Decimal]:
     """Idle of the sample's billed GPU nodes from `first` to `last` (UTC days, included): GPU-hours and
     USD, all / not held by any run / held by runs while idle."""
     rates = node_rate_by_day()
-    all_h, all_usd = Decimal(0), Decimal(0)
-    for day in truth()["gpu_idle_by_day"]:
-        if first.isoformat() <= day["date"] <= last.isoformat():
-            hours = Decimal(day["idle_sustained_s"]) / 3600
-            all_h += hours
-            all_usd += hours * rates[(day["host"], day["date"])]
-    held_h, held_usd = Decimal(0), Decimal(0)
-    for stall in truth()["allocated_idle"]:  # a run held these GPUs while they idled
-        if first.isoformat() <= stall["start"][:10] <= last.isoformat():
-            hours = Decimal(stall["seconds"]) * len(stall["gpu_indices"]) / 3600
-            held_h += hours
-            held_usd += hours * rates[(stall["host"], stall["start"][:10])]
+    all_h = all_usd = held_h = held_usd = Decimal(0)
+    for (host, day), (idle_s, held_s) in seconds.items():
+        if first.isoformat() <= day <= last.isoformat():
+            all_h, held_h = all_h + Decimal(idle_s) / 3600, held_h + Decimal(held_s) / 3600
+            all_usd += Decimal(idle_s) / 3600 * rates[(host, day)]
+            held_usd += Decimal(held_s) / 3600 * rates[(host, day)]
     return {"gpu_hours": all_h, "cost": all_usd, "held_gpu_hours": held_h, "held_cost": held_usd,
             "unallocated_gpu_hours": all_h - held_h, "unallocated_cost": all_usd - held_usd}
 
@@ -111,10 +128,10 @@ def on_sample(demo_warehouse: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: P
 # --- the definition ------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("month", MONTHS)
-def test_idle_parts_of_every_sample_month_match_the_sample_files(on_sample, month):
+def test_idle_parts_of_every_sample_month_match_the_sample_files(on_sample, idle_seconds, month):
     first, last = month_days(month)
-    expected = expected_idle(first, last)
-    assert expected["held_gpu_hours"] < expected["gpu_hours"]
+    expected = expected_idle(idle_seconds, first, last)
+    assert 0 < expected["held_gpu_hours"] < expected["gpu_hours"]
     found = idle.idle_cost(first, last + timedelta(days=1), allocation.Rules(), ())
     usd = found.billed["USD"]
     assert found.estimated is None  # both sample nodes are billed every day
@@ -161,7 +178,7 @@ def test_a_host_without_bill_lines_is_estimated_at_catalog_prices_apart(warehous
     lines += [f"2026-01-05T10:{minute:02d}:00Z,n2,0,GPU-9,NVIDIA L4,50,,0,0" for minute in range(0, 60, 2)]
     trace.write_text("\n".join(lines) + "\n")
     assert all(s.ok for _, s in loader.ingest_paths([str(trace)]))
-    found = idle.idle_cost(date(2026, 1, 5), date(2026, 1, 6), allocation.Rules(), (("NVIDIA L4", Decimal("0.80")),))
+    found = idle.idle_cost(date(2026, 1, 5), date(2026, 1, 6), allocation.Rules(), (("l4", Decimal("0.80")),))
     assert found.billed == {} and found.estimated_hosts == ("n2",)
     assert (found.estimated.gpu_hours, found.estimated.cost) == (1.0, Decimal("0.80"))
     assert "estimated $0.80" in idle.estimated_text(found) and "not in the bill" in idle.estimated_text(found)
@@ -180,8 +197,9 @@ def texts(at: AppTest) -> str:
     return as_read(" ".join([m.value for m in at.markdown] + [c.value for c in at.caption]))
 
 
-def test_november_idle_is_the_same_on_every_surface(on_sample, capsys):
-    expected = shown(expected_idle(date(2026, 11, 1), date(2026, 11, 30)))
+def test_november_idle_is_the_same_on_every_surface(on_sample, idle_seconds, capsys):
+    expected = shown(expected_idle(idle_seconds, date(2026, 11, 1), date(2026, 11, 30)))
+    assert expected["held_cost"] != "$0.00"
 
     costs = page("app_pages/costs.py")  # the latest month, November
     assert {m.label: m.value for m in costs.metric}["Idle GPUs"] == expected["unallocated_cost"]
