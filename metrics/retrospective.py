@@ -340,15 +340,15 @@ def _idle(ctx: Context) -> Section | None:
             return [None if s is None else getattr(s, name) for s in shown]
         hours += [
             Figure(f"Idle GPU-hours{of}", "GPU-h", *part("gpu_hours"), "Idle GPUs"),
-            Figure(f"Idle GPU-hours not held by any run{of}", "GPU-h", *part("unallocated_gpu_hours"),
+            Figure(f"Not held by any run (GPU-h{of})", "GPU-h", *part("unallocated_gpu_hours"),
                    "Costs (GPU nodes)"),
-            Figure(f"Idle GPU-hours held by runs{of}", "GPU-h", *part("held_gpu_hours"), "Idle GPUs"),
+            Figure(f"Held by runs while idle (GPU-h{of})", "GPU-h", *part("held_gpu_hours"), "Idle GPUs"),
         ]
         costs += [
             Figure(f"Idle cost ({currency})", currency, *part("cost"), "Idle GPUs"),
-            Figure(f"Idle cost not held by any run ({currency})", currency, *part("unallocated_cost"),
+            Figure(f"Not held by any run ({currency})", currency, *part("unallocated_cost"),
                    "Costs (Idle GPUs bucket)"),
-            Figure(f"Idle cost held by runs ({currency})", currency, *part("held_cost"), "Idle GPUs"),
+            Figure(f"Held by runs while idle ({currency})", currency, *part("held_cost"), "Idle GPUs"),
         ]
     section.figures += [
         *hours, Figure("Observed GPU-hours", "GPU-h", *[_sum(g["observed_h"]) for g in (now, before)], "Idle GPUs"),

@@ -217,8 +217,9 @@ def test_november_idle_is_the_same_on_every_surface(on_sample, idle_seconds, cap
     retro = page("app_pages/retrospective.py")  # the latest month, November
     metrics = {as_read(m.label): m.value for m in retro.metric}
     assert metrics["Idle cost (USD)"] == expected["cost"]
-    assert metrics["Idle cost not held by any run (USD)"] == expected["unallocated_cost"]
-    assert metrics["Idle cost held by runs (USD)"] == expected["held_cost"]
+    assert metrics["Not held by any run (USD)"] == expected["unallocated_cost"]
+    assert metrics["Held by runs while idle (USD)"] == expected["held_cost"]
+    assert metrics["Held by runs while idle (GPU-h)"] == f"{expected['held_gpu_hours']} GPU-h"
     assert metrics["Idle GPU-hours"] == f"{expected['gpu_hours']} GPU-h"
     assert expected["sentence"] in texts(retro)
 

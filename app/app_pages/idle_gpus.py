@@ -64,7 +64,7 @@ if headline:
     right.caption(f"= {money(sum(s.unallocated_cost for s in headline), currency)} not held by any run + "
                   f"{money(sum(s.held_cost for s in headline), currency)} held by runs while idle")
 last.metric("Held by runs while idle", f"{held_h:,.1f} GPU-h")
-last.caption(f"a run held the GPU but left it idle; {idle_h - held_h:,.1f} GPU-h idle with no run")
+last.caption("a run held the GPU but left it idle: the Costs page charges it to the run")
 for parts in found.billed.values():  # the bill's figures: the Costs page's Idle GPUs bucket is the first part
     st.markdown(f"**{idle.parts_text(parts)}**; {idle.hours_text(parts)}"
                 + (f" ({parts.currency} bill lines)." if len(found.billed) > 1 else "."))
@@ -82,8 +82,8 @@ if period != "day" or left_out:  # a chart carries at most charts.MAX_POINTS cel
                 else "") + (f"{left_out:,} GPUs that idled least are left out; the table below lists every GPU."
                             if left_out else ""))
 
-st.subheader("Allocated but idle, or unallocated")
-st.caption("Allocated: a training run named this GPU (by uuid or host and index) for that minute.")
+st.subheader("Held by runs while idle, or not held by any run")
+st.caption("Held: a training run named this GPU (by uuid or host and index) for that minute.")
 st.plotly_chart(cache.chart("idle_split", (picked, prices), lambda: charts.idle_split(gpus)), width="stretch")
 if len(gpus) > charts.IDLE_SPLIT_MAX_GPUS:
     st.caption(f"The chart shows the {charts.IDLE_SPLIT_MAX_GPUS:,} GPUs with the most idle hours of {len(gpus):,}.")
