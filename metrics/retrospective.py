@@ -18,11 +18,12 @@ from decimal import Decimal
 
 import pandas as pd
 
-from metrics import budgets, queries
+from metrics import allocation, budgets, idle, periods, queries
 from present import charts
 from metrics.filters import Filters
 from ingest import config
 
+BILL_CHANGE_LABEL = "Charges for the month"  # the figure whose change is the bill's change
 MONTH_PATTERN = re.compile(r"^(\d{4})-(\d{2})$")
 Number = Decimal | float | int | None
 
@@ -43,9 +44,7 @@ def month_filters(month: date) -> Filters:
     return Filters(start=first, end=first.replace(day=calendar.monthrange(first.year, first.month)[1]))
 
 
-def previous_month(month: date) -> date:
-    """The first day of the month before `month`."""
-    return (month.replace(day=1) - timedelta(days=1)).replace(day=1)
+previous_month = periods.previous_month
 
 
 def months_with_data(choices: dict) -> list[date]:
@@ -77,20 +76,13 @@ class Figure:
     current: Number
     previous: Number
     page: str
-    # Days each amount covers, when they are compared by daily rate (a partial invoice month
-    # against a whole one); None: both cover the same days.
-    per_day: tuple[int, int] | None = None
 
     @property
     def change_pct(self) -> float | None:
-        """(current / previous - 1) x 100, of the daily rates when per_day is set; None without both
-        or when previous is 0."""
+        """(current / previous - 1) x 100; None without both or when previous is 0."""
         if is_missing(self.current) or is_missing(self.previous) or float(self.previous) == 0:
             return None
-        now, before = float(self.current), float(self.previous)
-        if self.per_day:
-            now, before = now / self.per_day[0], before / self.per_day[1]
-        return (now / before - 1) * 100
+        return (float(self.current) / float(self.previous) - 1) * 100
 
     @property
     def tiny_base(self) -> bool:
@@ -99,17 +91,13 @@ class Figure:
         if is_missing(self.current) or is_missing(self.previous):
             return False
         now, before = abs(float(self.current)), float(self.previous)
-        if self.per_day:  # compared by daily rate: so is the base
-            now, before = now / self.per_day[0], before / self.per_day[1]
         return before <= 0 and now > 0 or before * (1 / TINY_BASE_SHARE) < now
 
     @property
     def change(self) -> Number:
-        """current - previous, in the figure's unit (of the daily rates when per_day is set)."""
+        """current - previous, in the figure's unit."""
         if is_missing(self.current) or is_missing(self.previous):
             return None
-        if self.per_day:
-            return float(self.current) / self.per_day[0] - float(self.previous) / self.per_day[1]
         if isinstance(self.current, Decimal) or isinstance(self.previous, Decimal):
             return Decimal(str(self.current)) - Decimal(str(self.previous))
         return float(self.current) - float(self.previous)
@@ -151,6 +139,7 @@ class Retrospective:
     sections: list[Section]
     recommendations: list[Recommendation]
     decisions: pd.DataFrame
+    window: periods.Comparison | None = None  # the days compared (metrics/periods.py)
 
     def section(self, key: str) -> Section | None:
         return next((s for s in self.sections if s.key == key), None)
@@ -162,31 +151,22 @@ class Retrospective:
 class Context:
     """The month, the month before, the settings; each query result fetched once."""
 
-    def __init__(self, month: date, settings: config.Config) -> None:
-        self.month, self.previous = month.replace(day=1), previous_month(month)
-        self.current_range, self.previous_range = month_filters(self.month), month_filters(self.previous)
+    def __init__(self, month: date, settings: config.Config, through: date | None = None) -> None:
+        # the comparison window (metrics/periods.py): whole months, or the same days of the month before
+        self.window = periods.comparison_days(month, through)
+        self.month, self.previous = self.window.month, self.window.previous_month
+        self.current_range = Filters(start=self.month, end=month_filters(self.month).end)
+        self.previous_range = Filters(start=self.window.previous_first, end=self.window.previous_last)
         self.settings = settings
-        self.data_through: date | None = None  # the last day with data, when the month is partial
+        # the last day with data, when the month is partial
+        self.data_through: date | None = self.window.current_last if self.window.partial else None
         self.sections: dict[str, Section] = {}  # the sections built so far, by key
         self._results: dict[tuple, object] = {}
 
-    def partial(self, last_day: date) -> None:
-        """The month's data runs through `last_day`: compare it with the same days of the previous
-        month (1 to last_day's day, or the whole previous month when it is shorter)."""
-        self.data_through = last_day
-        previous_end = month_filters(self.previous).end
-        self.previous_range = Filters(start=self.previous,
-                                      end=min(previous_end, self.previous + timedelta(days=last_day.day - 1)))
-
     @property
     def comparison(self) -> str:
-        """How the month is compared, in words."""
-        if self.data_through is None:
-            return f"Whole months: {self.month:%B %Y} against {self.previous:%B %Y}."
-        end = self.previous_range.end
-        return (f"{self.month:%B %Y} is partial (data through {self.data_through:%b %d}): its figures are compared "
-                f"with the same days of {self.previous:%B %Y} ({self.previous:%b %d} to {end:%b %d}); "
-                "the invoice-month bill, which is not split by day, by its daily rate.")
+        """How the month is compared, in words (said once, at the top of every surface)."""
+        return self.window.text
 
     def fetch(self, query: Callable, *args: object) -> object:
         key = (query.__name__, *args)
@@ -219,6 +199,12 @@ class Context:
     def reconciliation_args(self) -> tuple[str, float]:
         rule = self.settings.reconciliation
         return rule.run_id_tag, rule.match_slack_minutes * 60
+
+    def idle(self, filters: Filters) -> idle.Idle:
+        """metrics/idle.py's idle GPUs of the days of `filters` (first and last day included)."""
+        return self.remember(("idle", filters), lambda: idle.idle_cost(
+            filters.start, filters.end + timedelta(days=1), allocation.Rules.of(self.settings),
+            tuple(self.settings.prices.gpu_usd_per_hour.items())))
 
 
 # --- helpers ----------------------------------------------------------------------------
@@ -261,14 +247,15 @@ def _spend(ctx: Context) -> Section:
     all_currencies = ctx.fetch(queries.billing_totals, Filters())
     now, before = ctx.both(queries.billing_totals)
     for currency in all_currencies["billing_currency"]:
-        per_day = None if ctx.data_through is None else (
-            ctx.data_through.day, calendar.monthrange(ctx.previous.year, ctx.previous.month)[1])
+        # The bill's change is the charges of the compared days (bill_change()); an invoice month is
+        # not split by day, so a partial one has nothing like it to compare with.
         section.figures.append(Figure(
             f"Billed, invoice month ({currency})", currency, invoice_month_billed(ctx, currency, ctx.month),
-            invoice_month_billed(ctx, currency, ctx.previous), "Billing (charges by category)", per_day))
+            None if ctx.data_through else invoice_month_billed(ctx, currency, ctx.previous),
+            "Billing (charges by category)"))
         charged = [_first(t[t["billing_currency"] == currency], "billed_cost") for t in (now, before)]
         section.figures.append(Figure(
-            f"Charges for the month ({currency})", currency, money(charged[0]), money(charged[1]),
+            f"{BILL_CHANGE_LABEL} ({currency})", currency, money(charged[0]), money(charged[1]),
             "Billing (this month as date range)"))
     training = [money(_first(t, "cost_usd")) for t in ctx.both(queries.overview_totals, *ctx.energy_factors())]
     serving = [money(_first(t, "cost_usd")) for t in ctx.both(queries.serving_totals)]
@@ -277,16 +264,14 @@ def _spend(ctx: Context) -> Section:
         Figure("Estimated serving cost (USD)", "USD", serving[0], serving[1], "Serving"),
     ]
     section.notes.append("Invoice month: the cloud bill of the month, credits, taxes and corrections included "
-                         "(a correction billed this month for an earlier one counts here). Charges for the month: "
-                         "lines whose charge period starts in it. Amounts are never added across currencies; "
-                         "estimated costs are USD.")
+                         "(a correction billed this month for an earlier one counts here)"
+                         + ("; it is not split by day, so a partial one is not compared. " if ctx.data_through
+                            else ". ")
+                         + f"{BILL_CHANGE_LABEL}: lines whose charge period starts in the compared days; its change "
+                         "is the bill's change. Amounts are never added across currencies; estimated costs are USD.")
     section.chart = charts.month_comparison(
-        [f for f in section.figures if f.unit == "USD"], _label(ctx.month), _label(ctx.previous), "USD")
+        [f for f in section.figures if f.unit == "USD"], ctx.window.label('current'), ctx.window.label('previous'), "USD")
     return section
-
-
-def _idle_usd(gpus: pd.DataFrame) -> Decimal | None:
-    return _sum_money(gpus["idle_usd"]) if not gpus.empty else None
 
 
 def _energy(ctx: Context) -> Section:
@@ -331,19 +316,58 @@ def weekend_idle(ctx: Context, filters: Filters) -> tuple[float, Decimal | None]
     return float(weekend["idle_h"].sum()), (sum(dollars, Decimal(0)) if dollars else None)
 
 
+def _idle_parts(found: idle.Idle, currency: str) -> idle.Shown | None:
+    parts = found.billed.get(currency)
+    return None if parts is None else parts.shown()
+
+
 def _idle(ctx: Context) -> Section | None:
     now, before = ctx.both(queries.idle_by_gpu, ctx.gpu_prices())
     if now.empty and before.empty:
         return None
     weekend = [weekend_idle(ctx, f) for f in (ctx.current_range, ctx.previous_range)]
+    found = [ctx.idle(f) for f in (ctx.current_range, ctx.previous_range)]
     section = Section("idle", "Idle GPUs")
+    # metrics/idle.py: all idle = not held by any run (the Costs page's Idle GPUs bucket) + held by runs;
+    # laid out so that each total sits before its two parts (the page shows them four to a row)
+    hours, costs = [], []
+    currencies = sorted({c for f in found for c in f.billed})
+    for currency in currencies:
+        shown = [_idle_parts(f, currency) for f in found]
+        of = f", {currency} nodes" if len(currencies) > 1 else ""
+
+        def part(name: str) -> list:
+            return [None if s is None else getattr(s, name) for s in shown]
+        hours += [
+            Figure(f"Idle GPU-hours{of}", "GPU-h", *part("gpu_hours"), "Idle GPUs"),
+            Figure(f"Not held by any run (GPU-h{of})", "GPU-h", *part("unallocated_gpu_hours"),
+                   "Costs (GPU nodes)"),
+            Figure(f"Held by runs while idle (GPU-h{of})", "GPU-h", *part("held_gpu_hours"), "Idle GPUs"),
+        ]
+        costs += [
+            Figure(f"Idle cost ({currency})", currency, *part("cost"), "Idle GPUs"),
+            Figure(f"Not held by any run ({currency})", currency, *part("unallocated_cost"),
+                   "Costs (Idle GPUs bucket)"),
+            Figure(f"Held by runs while idle ({currency})", currency, *part("held_cost"), "Idle GPUs"),
+        ]
     section.figures += [
-        Figure("Idle GPU-hours", "GPU-h", *[_sum(g["idle_h"]) for g in (now, before)], "Idle GPUs"),
-        Figure("Observed GPU-hours", "GPU-h", *[_sum(g["observed_h"]) for g in (now, before)], "Idle GPUs"),
-        Figure("Idle energy (kWh)", "kWh", *[_sum(g["idle_kwh"]) for g in (now, before)], "Idle GPUs"),
-        Figure("Idle cost (USD)", "USD", _idle_usd(now), _idle_usd(before), "Idle GPUs"),
-        Figure("Allocated but idle GPU-hours", "GPU-h",
-               *[_sum(g["allocated_idle_h"]) for g in (now, before)], "Idle GPUs"),
+        *hours, Figure("Observed GPU-hours", "GPU-h", *[_sum(g["observed_h"]) for g in (now, before)], "Idle GPUs"),
+        *costs, Figure("Idle energy (kWh)", "kWh", *[_sum(g["idle_kwh"]) for g in (now, before)], "Idle GPUs"),
+    ]
+    for currency in currencies:
+        if found[0].billed.get(currency) is not None:
+            section.notes.append(f"{idle.parts_text(found[0].billed[currency])}; "
+                                 f"{idle.hours_text(found[0].billed[currency])}. Held by runs: the allocation "
+                                 "charges that time to the runs (Training runs), not to the Idle GPUs bucket.")
+    if any(f.estimated for f in found):  # hosts without bill lines: catalog prices, an estimate
+        estimated = [f.estimated.shown() if f.estimated else None for f in found]
+        section.figures.append(Figure("Idle GPU-hours, hosts without bill lines", "GPU-h",
+                                      *[e and e.gpu_hours for e in estimated], "Idle GPUs"))
+        section.figures.append(Figure("Idle cost, hosts without bill lines (USD, estimated)", "USD",
+                                      *[e and e.cost for e in estimated], "Idle GPUs"))
+        if found[0].estimated:
+            section.notes.append(idle.estimated_text(found[0]))
+    section.figures += [
         Figure("Idle GPU-hours on weekends", "GPU-h", weekend[0][0], weekend[1][0], "Idle GPUs (heatmap)"),
         Figure("Idle cost on weekends (USD)", "USD", weekend[0][1], weekend[1][1], "Idle GPUs (heatmap)"),
     ]
@@ -376,7 +400,7 @@ def _serving(ctx: Context) -> Section | None:
                             "energy_wh_per_1k_success"]]
     section.units = {"requests_success": "count", "cost_usd": "USD", "cost_per_1k_success_usd_previous": "USD/1k",
                      "cost_per_1k_success_usd": "USD/1k", "change_pct": "%", "energy_wh_per_1k_success": "Wh"}
-    section.chart = charts.service_cost_month(merged, _label(ctx.month), _label(ctx.previous))
+    section.chart = charts.service_cost_month(merged, ctx.window.label('current'), ctx.window.label('previous'))
     return section
 
 
@@ -414,7 +438,7 @@ def _projects(ctx: Context) -> Section | None:
               .sort_values("project"))
     section.table = merged[["project", "runs_previous", "runs", "cost_usd_previous", "cost_usd"]]
     section.units = {"runs_previous": "count", "runs": "count", "cost_usd_previous": "USD", "cost_usd": "USD"}
-    section.chart = charts.project_spend_month(merged, _label(ctx.month), _label(ctx.previous))
+    section.chart = charts.project_spend_month(merged, ctx.window.label('current'), ctx.window.label('previous'))
     return section
 
 
@@ -459,7 +483,7 @@ def _coverage(ctx: Context) -> Section:
     section = Section("coverage", "Data coverage")
     notes = section.notes
     if ctx.data_through is not None:
-        notes.append(f"The month is partial: data runs through {ctx.data_through.isoformat()}. {ctx.comparison}")
+        notes.append(f"Data runs through {ctx.data_through.isoformat()}.")
     holes = ctx.fetch(queries.coverage_holes, ctx.current_range)
     if not holes.empty:
         notes.append(f"{len(holes)} GPU trace coverage holes ({holes['gap_h'].sum():,.1f} GPU-hours without samples; "
@@ -490,10 +514,10 @@ def _coverage(ctx: Context) -> Section:
     return section
 
 
-def budget_burns(ctx: Context, month: date) -> list:
-    """Each configured budget's burn (metrics/budgets.py) counted to the end of `month` (or to the
-    last day with data): what the Budgets page shows with the day after the month as its as-of."""
-    as_of = month_filters(month).end + timedelta(days=1)
+def budget_burns(ctx: Context, last_day: date) -> list:
+    """Each configured budget's burn (metrics/budgets.py) counted to `last_day` (included): what the
+    Budgets page shows with the day after it as its as-of."""
+    as_of = last_day + timedelta(days=1)
     return ctx.remember(("budget_burns", as_of),
                         lambda: budgets.burns(ctx.settings.budgets, ctx.settings, as_of))
 
@@ -513,7 +537,10 @@ def _budgets(ctx: Context) -> Section | None:
     """Each budget's spend in its period to the end of the month, against the month before."""
     if not ctx.settings.budgets:
         return None
-    current, previous = budget_burns(ctx, ctx.month), budget_burns(ctx, ctx.previous)
+    # the current month to its end (spend stops at the last day with data; the forecast runs to the end),
+    # the previous month to the last compared day: the same days (metrics/periods.py)
+    current = budget_burns(ctx, ctx.current_range.end)
+    previous = budget_burns(ctx, ctx.window.previous_last)
     section = Section("budgets", "Budget outcomes")
     rows = []
     for now, before in zip(current, previous):
@@ -529,8 +556,9 @@ def _budgets(ctx: Context) -> Section | None:
                      "outcome": _budget_outcome(now), "source": now.source})
     section.table = pd.DataFrame(rows)
     section.units = {"used_pct": "%"}
-    section.notes.append("Spend of each budget's period up to the end of the month (Budgets page, as of the "
-                         "day after it): billed cost where the bill covers the period, else estimated.")
+    section.notes.append(f"Spend of each budget's period to the last compared day ({ctx.window.label('previous')} "
+                         f"against {ctx.window.label('current')}; Budgets page, as of the day after it): billed "
+                         "cost where the bill covers the period, else estimated.")
     return section
 
 
@@ -623,27 +651,30 @@ def _idle_share(ctx: Context) -> list[Recommendation]:
     if share <= ctx.settings.retrospective.idle_share_pct:
         return []
     evidence = f"{share:.0f}%"
-    dollars = _idle_usd(gpus)
-    cost = f" (${dollars:,.0f} at GPU-hour prices)" if dollars is not None else ""
+    found = ctx.idle(ctx.current_range)
+    cost = "".join(f" ({idle.parts_text(parts)})" for parts in found.billed.values())
     return [Recommendation(
         "idle_share",
         f"The traced GPUs were idle {evidence} of their observed hours{cost}: fewer nodes, or more jobs "
         "on them, would do the same work.", evidence, share)]
 
 
+def bill_change(ctx: Context) -> list[Figure]:
+    """The bill's change, one figure per currency: the charges of the compared days (the comparison
+    window: whole months, or the same days of the month before), as the Spend section shows it."""
+    spend = ctx.sections.get("spend")
+    return [f for f in (spend.figures if spend else ()) if f.label.startswith(BILL_CHANGE_LABEL)]
+
+
 def _spend_change(ctx: Context) -> list[Recommendation]:
-    """A bill that moved more than spend_change_pct; in a partial month, by its daily rate so far."""
+    """A bill that moved more than spend_change_pct, over the compared days (bill_change())."""
     found = []
-    for figure in ctx.sections["spend"].figures if "spend" in ctx.sections else ():
-        if not figure.label.startswith("Billed, invoice month") or figure.change_pct is None:
+    for figure in bill_change(ctx):
+        if figure.change_pct is None:
             continue
         change = figure.change_pct
-        if figure.per_day is None:
-            detail = f"{_money_text(figure.previous, figure.unit)} → {_money_text(figure.current, figure.unit)}"
-        else:  # a partial month: by its daily rate so far
-            now, before = figure.current / figure.per_day[0], figure.previous / figure.per_day[1]
-            detail = (f"{_money_text(before, figure.unit)} → {_money_text(now, figure.unit)} a day, "
-                      f"through {ctx.data_through:%Y-%m-%d}")
+        detail = (f"{_money_text(figure.previous, figure.unit)} → {_money_text(figure.current, figure.unit)}, "
+                  f"{ctx.window.label('previous')} against {ctx.window.label('current')}")
         if abs(change) > ctx.settings.retrospective.spend_change_pct:
             evidence = f"{change:+.1f}%"
             if figure.tiny_base:  # "+5800%" of almost nothing says less than the amount
@@ -651,7 +682,7 @@ def _spend_change(ctx: Context) -> list[Recommendation]:
                 evidence = evidence if evidence.startswith("-") else "+" + evidence
             found.append(Recommendation(
                 "spend_change",
-                f"The {figure.unit} bill moved {evidence} against {_label(ctx.previous)} ({detail}): "
+                f"The {figure.unit} bill moved {evidence} ({detail}): "
                 "see the Billing page's split by service and tag for where.", evidence, change))
     return found
 
@@ -674,7 +705,7 @@ def _untagged(ctx: Context) -> list[Recommendation]:
 def _budget_overrun(ctx: Context) -> list[Recommendation]:
     """A budget whose period ended over its amount, or whose running period is forecast to."""
     found = []
-    for burn in budget_burns(ctx, ctx.month):
+    for burn in budget_burns(ctx, ctx.current_range.end):
         budget = burn.budget
         if burn.spent > budget.amount:
             evidence = f"{burn.used_pct:.0f}%"
@@ -708,15 +739,12 @@ def latest_month() -> date | None:
 
 def build(month: date, settings: config.Config | None = None) -> Retrospective:
     """The retrospective of `month` (any day of it) against the month before."""
-    ctx = Context(month, settings or config.load())
     last_day = queries.filter_choices()["last_day"]
-    last_day = None if last_day is None else _day(last_day)
-    if last_day is not None and ctx.month <= last_day < month_filters(ctx.month).end:
-        ctx.partial(last_day)
+    ctx = Context(month, settings or config.load(), None if last_day is None else _day(last_day))
     for builder in SECTIONS:
         section = builder(ctx)
         if section is not None:
             ctx.sections[section.key] = section
     recommendations = [r for rule in RULES for r in rule(ctx)]
     return Retrospective(ctx.month, ctx.previous, ctx.data_through, ctx.comparison, list(ctx.sections.values()),
-                         recommendations, queries.decisions(ctx.month))
+                         recommendations, queries.decisions(ctx.month), ctx.window)

@@ -20,7 +20,7 @@ from decimal import ROUND_HALF_UP, Decimal
 
 import pandas as pd
 
-from metrics import allocation, budget_drivers, budgets, queries
+from metrics import allocation, budget_drivers, budgets, idle, queries
 from outputs import alert_store, slack
 from metrics.filters import Filters
 from ingest import warehouse as wh
@@ -180,17 +180,20 @@ def idle_alerts(settings: Config, as_of: date) -> list[Alert]:
     priced = gpus[gpus["idle_usd"].notna()]
     if priced.empty:
         return []
-    cost = Decimal(str(priced["idle_usd"].sum())).quantize(CENT)
+    # the idle cost (metrics/idle.py): billed nodes' both parts (USD), plus hosts without bill lines at catalog prices
+    found = idle.idle_cost(start, as_of, allocation.Rules.of(settings), tuple(settings.prices.gpu_usd_per_hour.items()))
+    parts = found.billed.get("USD")
+    cost = sum((p.shown().cost for p in (parts, found.estimated) if p is not None), Decimal(0))
     if cost <= threshold:
         return []
     worst = priced.sort_values("idle_usd", ascending=False).head(3)
     named = ", ".join(f"{r.host} GPU {r.gpu_index} ({r.gpu_name}) {r.idle_h:,.1f} h ${r.idle_usd:,.2f}"
                       for r in worst.itertuples())
     idle_h = priced["idle_h"].sum()
-    unallocated_h = priced["unallocated_idle_h"].sum()
     text = (f"{len(priced)} GPUs were idle {idle_h:,.1f} GPU-hours from {start:%Y-%m-%d} to {last:%Y-%m-%d}, "
-            f"costing ${cost:,.2f} (threshold ${threshold:,.2f}/week); {unallocated_h:,.1f} of those hours no run "
-            f"held the GPU. Most idle: {named}. Release or share these GPUs, or shrink the pool (Idle GPUs page).")
+            f"costing ${cost:,.2f} (threshold ${threshold:,.2f}/week): "
+            + "; ".join(t for t in ((idle.parts_text(parts) if parts else None), idle.estimated_text(found)) if t)
+            + f". Most idle: {named}. Release or share these GPUs, or shrink the pool (Idle GPUs page).")
     return [Alert("idle_waste", "GPUs", f"${threshold:g}/week", date(last.year, last.month, 1),
                   settings.alerts.channel, f"Idle GPUs cost ${cost:,.2f} in the last 7 days", text)]
 

@@ -6,7 +6,6 @@ from a person (names, notes, decisions) is escaped.
 """
 from __future__ import annotations
 
-import calendar
 import html
 from decimal import Decimal
 
@@ -62,16 +61,14 @@ def number(value: object, unit: str) -> str:
 
 
 def change(figure: Figure) -> str:
-    """'+12.5%'; on a tiny base (Figure.tiny_base) the difference itself, '+$1,234.56'; per day when
-    the figure is compared by daily rate ('+3.1% a day')."""
+    """'+12.5%'; on a tiny base (Figure.tiny_base) the difference itself, '+$1,234.56'."""
     difference = figure.change
     if difference is None:
         return "—"
-    per_day = " a day" if figure.per_day else ""
     if figure.tiny_base or figure.change_pct is None:
         text = number(abs(difference), figure.unit)
-        return f"{'-' if difference < 0 else '+'}{text}{per_day}"
-    return f"{figure.change_pct:+.1f}%{per_day}"
+        return f"{'-' if difference < 0 else '+'}{text}"
+    return f"{figure.change_pct:+.1f}%"
 
 
 def _month(retro: Retrospective, which: str) -> str:
@@ -79,12 +76,11 @@ def _month(retro: Retrospective, which: str) -> str:
 
 
 def column_label(retro: Retrospective, which: str) -> str:
-    """A figure table's column: '2026-10', or with the days compared in a partial month, '2026-10 (1-21)'."""
-    if retro.data_through is None:
+    """A figure table's column: '2026-10', or with the days compared in a partial month, '2026-10 (1-21)'
+    (the comparison window, metrics/periods.py)."""
+    if retro.window is None:
         return _month(retro, which)
-    month = getattr(retro, which)
-    last = min(retro.data_through.day, calendar.monthrange(month.year, month.month)[1])
-    return f"{month:%Y-%m} (1-{last})"
+    return retro.window.label("current" if which == "month" else "previous")
 
 
 def figure_rows(retro: Retrospective, section: Section) -> list[list[str]]:
@@ -106,9 +102,8 @@ def decision_rows(retro: Retrospective) -> list[list[str]]:
 
 
 def headline(retro: Retrospective) -> str:
-    partial = (f" The month is partial: data runs through {retro.data_through.isoformat()}."
-               if retro.data_through else "")
-    return f"{_month(retro, 'month')} against {_month(retro, 'previous')} (UTC months).{partial} {retro.comparison}"
+    """The report's first line: the months and, once, the days compared."""
+    return f"{_month(retro, 'month')} against {_month(retro, 'previous')} (UTC days). {retro.comparison}"
 
 
 # --- Markdown -----------------------------------------------------------------------------

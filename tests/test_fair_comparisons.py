@@ -1,5 +1,6 @@
-"""Fair comparisons in the retrospective: a partial month against the same days of the month before,
-the invoice-month bill by daily rate, and tiny bases shown as absolute changes, not "+5800 %"."""
+"""Fair comparisons in the retrospective: a partial month against the same days of the month before
+(the bill's change too: a partial invoice month is not compared), and tiny bases shown as absolute
+changes, not "+5800 %"."""
 from __future__ import annotations
 
 import calendar
@@ -56,15 +57,16 @@ def test_a_partial_month_is_compared_with_the_same_days_of_the_previous_one(nove
     assert expected in text and f"| 2026-10 (1-{through.day}) | 2026-11 (1-{through.day}) |" in text
 
 
-def test_the_invoice_month_bill_of_a_partial_month_is_compared_by_daily_rate(november):
-    through = november.data_through
+def test_the_bill_of_a_partial_month_is_compared_over_the_same_days_only(november):
+    """An invoice month is not split by day: a partial one shows its amount, uncompared; the bill's change
+    is the charges of the same days (tests/test_idle_everywhere.py checks them against the bill files)."""
     billed = november.figure("Billed, invoice month (USD)")
-    now, before = (Decimal(str(truth()["billing_by_month"][m]["total_usd"])) for m in ("2026-11", "2026-10"))
-    cent = Decimal("0.01")  # truth.json keeps cents
-    assert (billed.current.quantize(cent), billed.previous.quantize(cent)) == (now, before)  # what the bill says
-    rate_change = (float(now) / through.day) / (float(before) / calendar.monthrange(2026, 10)[1]) * 100 - 100
-    assert billed.change_pct == pytest.approx(rate_change, abs=0.01)
-    assert report.change(billed) == f"{rate_change:+.1f}% a day"
+    now = Decimal(str(truth()["billing_by_month"]["2026-11"]["total_usd"]))
+    assert billed.current.quantize(Decimal("0.01")) == now and billed.previous is None
+    assert report.change(billed) == "—"
+    charges = november.figure("Charges for the month (USD)")
+    assert charges.change_pct is not None
+    assert all(f"{charges.change_pct:+.1f}%" in r.text for r in november.recommendations if r.rule == "spend_change")
 
 
 @pytest.mark.parametrize("current, previous, unit, shown", [

@@ -12,7 +12,7 @@ import json
 from bisect import bisect_left
 from collections import defaultdict
 from datetime import datetime, timezone
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
@@ -443,7 +443,11 @@ def test_idle_page_figures_match_plain_python(on_sample, plain):
     assert shown["Idle GPU-hours"] == f"{idle_s / 3600:,.1f}"
     assert shown["Idle energy"] == f"{idle_j / 3.6e6:,.1f} kWh"
     assert abs(Decimal(shown["Idle cost"].strip("$").replace(",", "")) - idle_usd) <= Decimal("0.01")
-    assert shown["Allocated but idle"] == f"{allocated_s / 3600:,.1f} GPU-h"
+    # shown so that the parts add up: the total and the idle no run held each rounded, the held part their difference
+    tenth = lambda hours: Decimal(repr(hours)).quantize(Decimal("0.1"), ROUND_HALF_UP)  # noqa: E731
+    held_h = tenth(idle_s / 3600) - tenth((idle_s - allocated_s) / 3600)
+    assert abs(held_h - Decimal(allocated_s) / 3600) <= Decimal("0.1")
+    assert shown["Held by runs while idle"] == f"{held_h:,.1f} GPU-h"
     candidates, holes, every_gpu = (frame.value for frame in at.dataframe)
     truth = json.loads(TRUTH.read_text())
     right = truth["right_size_candidate"]

@@ -4,7 +4,7 @@ import pandas as pd
 import streamlit as st
 
 from app import cache, settings as settings_page
-from metrics import allocation
+from metrics import allocation, idle
 from present import charts
 from present.format import money
 
@@ -47,6 +47,14 @@ for column, bucket in zip(columns, allocation.BUCKETS):
     amount = result["buckets"][bucket]
     column.metric(allocation.BUCKET_LABELS[bucket].split(" (")[0], money(amount, currency))
     column.caption(f"{amount / billed * 100:.1f} % of the bill" if billed else "")
+gpu_prices = tuple(settings.prices.gpu_usd_per_hour.items())
+idle_found = cache.derived("idle_cost", (start, end, rules, gpu_prices),
+                           lambda: idle.idle_cost(start, end, rules, gpu_prices))
+if currency in idle_found.billed:  # metrics/idle.py: the bucket is the part no run held
+    parts = idle_found.billed[currency]
+    st.markdown(f"**{idle.parts_text(parts)}** (in Training runs); {idle.hours_text(parts)}.",
+                help="Idle GPU time a run held is charged to that run, so the Idle GPUs bucket counts only the "
+                     "idle time no run held; the Idle GPUs page and the Retrospective show both parts.")
 st.caption("**Unallocated** is what no rule could place: compute matching no run, node or service, bill lines "
            "naming a run that is not loaded, and node hours that were neither a run's nor idle.")
 
@@ -63,23 +71,34 @@ st.dataframe(pivot, hide_index=True, width="stretch",
 st.subheader("GPU nodes")
 nodes = allocation.nodes(table)
 nodes = nodes[nodes["billing_currency"] == currency]
-unbilled = cache.allocated(allocation.unbilled_nodes, start, end, tuple(allocation.nodes(table)["host"]),
-                           tuple(settings.prices.gpu_usd_per_hour.items()))
 st.caption("A node's cost per GPU-hour is its own bill lines' effective cost over its GPU-hours (GPUs x hours "
-           "billed); idle GPU cost is that rate x the idle GPU-hours no run held, so it never exceeds the node's "
-           "bill. Nodes without a bill line are priced from the catalog and marked estimated; they are not in "
-           "the totals above.")
+           "billed); idle cost is that rate x idle GPU-hours: those no run held (the Idle GPUs bucket) and those a "
+           "run held while idle (charged to the run), so it never exceeds the node's bill. Nodes without a bill "
+           "line are priced from the catalog and marked estimated; they are not in the totals above.")
+node_parts = idle_found.nodes[(idle_found.nodes["price_source"] == "bill")
+                              & (idle_found.nodes["billing_currency"] == currency)].set_index("host")
+
+
+def part(hosts: pd.Series, column: str) -> list:
+    """One idle part (metrics/idle.py) per billed node."""
+    return [float(node_parts.at[h, column]) if h in node_parts.index else None for h in hosts]
+
+
 node_table = pd.DataFrame({
     "node": nodes["host"], "price source": "bill", "billed": nodes["billed"].astype(float),
     "per GPU-hour": nodes["rate_per_gpu_hour"].astype(float), "GPU-hours": nodes["gpu_hours"],
-    "idle GPU-hours": nodes["idle_gpu_hours"], "idle cost": nodes["idle_gpu"].astype(float),
+    "idle GPU-hours, no run": nodes["idle_gpu_hours"], "idle cost, no run": nodes["idle_gpu"].astype(float),
+    "idle GPU-hours, held by runs": part(nodes["host"], "held_gpu_hours"),
+    "idle cost, held by runs": part(nodes["host"], "held_cost"),
     "training": nodes["training"].astype(float), "unallocated": nodes["unallocated"].astype(float)})
+unbilled = idle_found.nodes[idle_found.nodes["price_source"] != "bill"]
 if not unbilled.empty:
     node_table = pd.concat([node_table, pd.DataFrame({
         "node": unbilled["host"], "price source": "catalog (estimated, USD)",
-        "per GPU-hour": pd.to_numeric(unbilled["catalog_usd_per_gpu_hour"], errors="coerce"),
-        "idle GPU-hours": unbilled["idle_gpu_hours"],
-        "idle cost": pd.to_numeric(unbilled["idle_usd_estimated"], errors="coerce")})], ignore_index=True)
+        "idle GPU-hours, no run": unbilled["unallocated_gpu_hours"].astype(float),
+        "idle cost, no run": pd.to_numeric(unbilled["unallocated_cost"], errors="coerce"),
+        "idle GPU-hours, held by runs": unbilled["held_gpu_hours"].astype(float),
+        "idle cost, held by runs": pd.to_numeric(unbilled["held_cost"], errors="coerce")})], ignore_index=True)
 if node_table.empty:
     st.caption("No traced GPU node in this month.")
 else:

@@ -2,11 +2,13 @@
 import pandas as pd
 import streamlit as st
 
+from datetime import timedelta
+
 from app import cache, settings as settings_page, settings_forms
-from metrics import queries
+from metrics import allocation, idle, queries
 from present import charts
 from app.tables import table
-from present.format import md, usd
+from present.format import md, money
 
 st.title("Idle GPUs")
 picked = st.session_state["filters"]
@@ -37,25 +39,39 @@ if gpus.empty or gpus["observed_h"].sum() == 0:
     st.info("No GPU samples in this date range: widen it in the sidebar.")
     st.stop()
 
-idle_h, observed_h = gpus["idle_h"].sum(), gpus["observed_h"].sum()
-allocated_h = gpus["allocated_idle_h"].sum()
+# Idle cost and its two parts: metrics/idle.py, the figures of the Costs page, the Retrospective and the report.
+start, end = picked.start, picked.end + timedelta(days=1)
+rules, gpu_prices = allocation.Rules.of(settings), tuple(settings.prices.gpu_usd_per_hour.items())
+found = cache.derived("idle_cost", (start, end, rules, gpu_prices), lambda: idle.idle_cost(start, end, rules, gpu_prices))
+observed_h = gpus["observed_h"].sum()
 unpriced = sorted(set(gpus.loc[gpus["usd_per_gpu_hour"].isna(), "gpu_name"].fillna("unnamed GPU")))
+# The headline is one currency's: USD (bill lines in USD and the catalog's estimate), else the bill's currency.
+billed = found.billed.get("USD") or next(iter(found.billed.values()), None)
+headline = [p.shown() for p in (billed, found.estimated) if p is not None and p.currency == (billed or found.estimated).currency]
+currency = (billed or found.estimated).currency if headline else "USD"
+idle_h = sum(s.gpu_hours for s in headline)
+held_h = sum(s.held_gpu_hours for s in headline)
 left, middle, right, last = st.columns(4)
 left.metric("Idle GPU-hours", f"{idle_h:,.1f}")
 left.caption(f"{100 * idle_h / observed_h:.1f} % of {observed_h:,.1f} observed GPU-hours")
 middle.metric("Idle energy", f"{gpus['idle_kwh'].sum():,.1f} kWh")
-estimated = sorted(set(gpus.loc[gpus["price_source"] == "catalog (estimated)", "host"]))
-right.metric("Idle cost", usd(gpus["idle_usd"].sum() if gpus["idle_usd"].notna().any() else None),
-             help="Idle GPU-hours x the node's cost per GPU-hour from its own bill lines in the date range "
-                  "(effective cost over GPUs x hours billed, commitments included), so idle never costs more "
-                  "than the node; a node without bill lines at the catalog's GPU-hour price "
-                  "([prices.gpu_usd_per_hour]), an estimate.")
-if estimated:
-    right.caption(f"Estimated at catalog prices (no bill lines in the range): {', '.join(estimated)}")
+right.metric("Idle cost", money(sum(s.cost for s in headline), currency) if headline else "—",
+             help="Idle GPU-hours x the node's cost per GPU-hour from its own bill lines whose charge period "
+                  "starts in the date range (a line's effective cost over its GPU-hours, commitments included, as "
+                  "the Costs page allocates it), so idle never costs more than the node; a host without bill lines "
+                  "at the catalog's GPU-hour price ([prices.gpu_usd_per_hour]), an estimate.")
+if headline:
+    right.caption(f"= {money(sum(s.unallocated_cost for s in headline), currency)} not held by any run + "
+                  f"{money(sum(s.held_cost for s in headline), currency)} held by runs while idle")
+last.metric("Held by runs while idle", f"{held_h:,.1f} GPU-h")
+last.caption("a run held the GPU but left it idle: the Costs page charges it to the run")
+for parts in found.billed.values():  # the bill's figures: the Costs page's Idle GPUs bucket is the first part
+    st.markdown(f"**{idle.parts_text(parts)}**; {idle.hours_text(parts)}"
+                + (f" ({parts.currency} bill lines)." if len(found.billed) > 1 else "."))
+if found.estimated:
+    st.caption(idle.estimated_text(found))
 if unpriced:
-    right.caption(f"Not priced: {', '.join(md(name) for name in unpriced)}")
-last.metric("Allocated but idle", f"{allocated_h:,.1f} GPU-h")
-last.caption(f"a run held the GPU; {gpus['unallocated_idle_h'].sum():,.1f} GPU-h idle unallocated")
+    st.caption(f"Not priced: {', '.join(md(name) for name in unpriced)}")
 
 st.subheader("Idle hours per GPU and day")
 by_day = cache.fetch(queries.idle_by_day, picked)
@@ -66,8 +82,8 @@ if period != "day" or left_out:  # a chart carries at most charts.MAX_POINTS cel
                 else "") + (f"{left_out:,} GPUs that idled least are left out; the table below lists every GPU."
                             if left_out else ""))
 
-st.subheader("Allocated but idle, or unallocated")
-st.caption("Allocated: a training run named this GPU (by uuid or host and index) for that minute.")
+st.subheader("Held by runs while idle, or not held by any run")
+st.caption("Held: a training run named this GPU (by uuid or host and index) for that minute.")
 st.plotly_chart(cache.chart("idle_split", (picked, prices), lambda: charts.idle_split(gpus)), width="stretch")
 if len(gpus) > charts.IDLE_SPLIT_MAX_GPUS:
     st.caption(f"The chart shows the {charts.IDLE_SPLIT_MAX_GPUS:,} GPUs with the most idle hours of {len(gpus):,}.")

@@ -47,7 +47,8 @@ def run_allocation(args: argparse.Namespace) -> int:
     if not key:
         say("--by needs a key: team, project, namespace, pod or a tag key")
         return EXIT_USAGE
-    result = allocation.summary(start, end, key, allocation.Rules.of(config.load()))
+    result = with_idle(allocation.summary(start, end, key, allocation.Rules.of(settings := config.load())),
+                       start, end, settings)
     if args.json:
         print(json.dumps(result, default=_plain, indent=2, ensure_ascii=False))
     else:
@@ -55,6 +56,23 @@ def run_allocation(args: argparse.Namespace) -> int:
     if not result["currencies"]:
         say(f"no bill lines with an effective cost from {start} to {end - timedelta(days=1)}")
     return 0
+
+
+def with_idle(result: dict, start: date, end: date, settings: config.Config) -> dict:
+    """The allocation summary with each currency's idle GPUs (metrics/idle.py) under `idle`: all idle
+    = not held by any run (the idle_gpu bucket) + held by runs while idle (in training)."""
+    from metrics import allocation, idle
+
+    found = idle.idle_cost(start, end, allocation.Rules.of(settings), tuple(settings.prices.gpu_usd_per_hour.items()))
+    for currency, figures in result["currencies"].items():
+        parts = found.billed.get(currency)
+        if parts is not None:
+            figures["idle"] = {"cost": parts.cost, "gpu_hours": parts.gpu_hours,
+                               "not_held_by_runs": {"cost": parts.unallocated_cost,
+                                                    "gpu_hours": parts.unallocated_gpu_hours},
+                               "held_by_runs": {"cost": parts.held_cost, "gpu_hours": parts.held_gpu_hours},
+                               "text": idle.parts_text(parts), "hours_text": idle.hours_text(parts)}
+    return result
 
 
 def _period(args: argparse.Namespace) -> tuple[date | None, date | None]:
@@ -109,12 +127,16 @@ def table(result: dict) -> str:
             out.append(f"  ({figures['lines_without_effective_cost']:,} lines without an effective cost are left out)")
         rows = [(BUCKET_LABELS[bucket], amount) for bucket, amount in figures["buckets"].items()]
         out += _rows("bucket", rows, billed)
+        if "idle" in figures:  # the Idle GPUs bucket is the idle no run held; runs' idle is in Training runs
+            out += ["", f"  {figures['idle']['text']}", f"  {figures['idle']['hours_text']}"]
         out += _rows(f"by {result['by']}", sorted(figures["by_key"].items(), key=lambda kv: -kv[1]), billed)
         if figures["nodes"]:
-            out += ["", f"  {'GPU node':<24}{'billed':>14}{'per GPU-h':>12}{'idle GPU-h':>12}{'idle cost':>14}"]
+            # the node's idle no run held (its share of the Idle GPUs bucket); runs' idle is in the line above
+            out += ["", f"  {'GPU node':<24}{'billed':>14}{'per GPU-h':>12}{'idle GPU-h, no run':>20}"
+                        f"{'idle cost, no run':>20}"]
             for host, node in figures["nodes"].items():
                 out.append(f"  {host:<24}{_money(node['billed']):>14}{_money(node['rate_per_gpu_hour'] or 0):>12}"
-                           f"{node['idle_gpu_hours']:>12,.1f}{_money(node['idle_gpu']):>14}")
+                           f"{node['idle_gpu_hours']:>20,.1f}{_money(node['idle_gpu']):>20}")
     return "\n".join(out)
 
 
