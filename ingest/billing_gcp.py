@@ -183,7 +183,9 @@ def stage(src: Source, con, ctx: ParseContext) -> Staged:
 
 FAMILY = billing.Family(
     kind=KIND, normalize=normalize, build=build, label="GCP billing export",
-    required=(("cost",), ("currency",), ("usage_start_time",), ("service.description",)),
+    required=(("cost",), ("usage_start_time",), ("service.description",)),
+    per_file=(billing.FileValue(("currency",), "default_currency", "currency"),),
+    money=("credits", "cost_type"),
 )
 
 
