@@ -343,3 +343,46 @@ def test_a_flattened_cur2_export_loads_as_aws(warehouse, tmp_path):
                          "region_id": "us-east-1", "charge_category": "usage", "list_cost": Decimal("3.06")}
     assert stored[1]["charge_category"] == "tax"
     assert_both_readers_agree(billing_aws, path)
+
+
+# --- 5. GCP's deprecated file export ------------------------------------------------------------
+
+GCP_FILE_HEADER = ["Account ID", "Line Item", "Start Time", "End Time", "Project", "Measurement1",
+                   "Measurement1 Total Consumption", "Measurement1 Units", "Credit1", "Credit1 Amount",
+                   "Credit1 Currency", "Cost", "Currency", "Project Number", "Project ID", "Project Name",
+                   "Project Labels", "Description"]
+
+
+def gcp_file_row(item: str, day: int, used: str, unit: str, credit: str, cost: str, currency: str = "USD",
+                 credit_currency: str = "USD") -> list[str]:
+    sku = f"com.google.cloud/services/{item}"
+    return ["0115A1-AAAAAA-BBBBBB", sku, f"2017-06-{day:02d}T00:00:00-07:00", f"2017-06-{day + 1:02d}T00:00:00-07:00",
+            "123456789012", sku, used, unit, "com.google.cloud/services/compute-engine/FreeTrial" if credit else "",
+            credit, credit_currency if credit else "", cost, currency, "123456789012", "my-project", "My Project", "",
+            f"{item.split('/')[1]} in Americas"]
+
+
+def test_the_deprecated_gcp_file_export_loads_with_its_credits_as_lines(warehouse, tmp_path):
+    rows = [gcp_file_row("compute-engine/VmimageN1Standard_1", 1, "86400", "seconds", "-1.14", "1.14"),
+            gcp_file_row("cloud-storage/StorageMultiRegionalUsGbsec", 1, "1234567", "byte-seconds", "", "0.000321"),
+            gcp_file_row("compute-engine/VmimageN1Standard_1", 2, "3600", "seconds", "-0.05", "0.0475"),
+            gcp_file_row("compute-engine/VmimageN1Standard_1", 3, "3600", "seconds", "-0.05", "0.0475",
+                         credit_currency="EUR")]  # a credit in another currency: never added to USD
+    path = write_csv(tmp_path / "gcp-billing-2017-06-01.csv", GCP_FILE_HEADER, rows)
+    assert loader.detect(path.name, path.read_text()) is billing_gcp
+    summary = loader.ingest_file(path)
+    kept = rows[:3]
+    cost, credit = GCP_FILE_HEADER.index("Cost"), GCP_FILE_HEADER.index("Credit1 Amount")
+    assert (summary.kind, summary.rows_loaded, summary.rows_rejected) == ("billing_gcp", 3, 1)
+    assert summary.rejects == [{"line": 5, "reason": "Credit1 Currency EUR is not the line's USD"}]
+    assert summary.totals["billed_cost_total"] == {"USD": total([r[cost] for r in kept] + [r[credit] for r in kept])}
+    assert summary.totals["lines"] == 3 + 2  # two credits
+    # times carry their offset: 00:00-07:00 is 07:00 UTC
+    assert summary.totals["charge_period_min"] == "2017-06-01T07:00:00+00:00"
+    stored = fetch("SELECT charge_category, count(*) AS n, sum(billed_cost) AS billed FROM billing_lines "
+                   "GROUP BY 1 ORDER BY 1")
+    assert stored == [{"charge_category": "credit", "n": 2, "billed": Decimal("-1.19")},
+                      {"charge_category": "usage", "n": 3, "billed": sum(Decimal(r[cost]) for r in kept)}]
+    assert {r["service_name"] for r in fetch("SELECT service_name FROM billing_lines")} == {
+        "compute-engine", "cloud-storage"}
+    assert_both_readers_agree(billing_gcp, path)
