@@ -10,6 +10,9 @@ sum. `cost_type` regular/tax/adjustment/rounding_error maps to usage/tax/adjustm
 `compute.googleapis.com/machine_spec`. The export has no line id: lines are keyed by content
 (ingest/billing.py). Pricing: Spot/Preemptible SKUs are spot, Commitment SKUs commitment, other
 usage on-demand (the export names no pricing model, so the raw value is NULL).
+
+The deprecated file export (CSV in a bucket, before the BigQuery export) is a second family,
+FILE_FAMILY, picked by its header (`Measurement1`, `Start Time`, `Cost`): see its section below.
 """
 from __future__ import annotations
 
