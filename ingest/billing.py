@@ -321,17 +321,18 @@ class Header:
 def read_header(family: Family, names: list[str], widths: list[int] | None = None,
                 settings: Mapping[str, str | None] | None = None) -> Header:
     """The header as the rows are read under it. `widths`: field counts of the first data rows
-    (CSV). When most of them have the same count W below the header's and the header's names
-    past W are none the money needs, the rows lack those trailing columns: they are read under
-    the first W names (the rest empty) and a warning says which; a row of another count stays a
-    reject (Header.reason). A per-file column the header lacks (Family.per_file) is given by its
+    (CSV). When most of them have the same count W below the header's, none has the header's
+    count, and the header's names past W are none the money needs, the rows lack those trailing
+    columns: they are read under the first W names (the rest empty) and a warning says which; a
+    row of another count stays a reject (Header.reason). A file with rows of the header's count
+    among its first rows is read as before: those rows load, the others are refused. A per-file column the header lacks (Family.per_file) is given by its
     setting, with a warning; without the setting the file is refused once (BadValue). The
     required columns are not checked here (each reader refuses a header that lacks them)."""
     names = list(names)
     columns = [family.normalize(n) for n in names]
     warnings: list[str] = []
     width = _common_width(widths or [])
-    if width is not None and 0 < width < len(names):
+    if width is not None and 0 < width < len(names) and len(names) not in (widths or []):
         tail = columns[width:]
         if not set(tail) & family.protected():
             cut = names[width:]

@@ -231,12 +231,12 @@ def test_an_azure_export_whose_rows_lack_the_location_loads_with_one_warning(war
 def test_rows_whose_counts_differ_from_the_rest_stay_rejected_one_by_one(warehouse, tmp_path):
     rows = azure_rows()
     rows[2] = rows[2][:9]  # one field fewer than the others
-    rows[4] = rows[4] + ["westeurope"]  # as the header says: the other rows are the rule
+    rows[4] = rows[4] + ["westeurope", "more"]  # two more
     path = write_csv(tmp_path / "azure.csv", AZURE_LOWER, rows)
     summary = loader.ingest_file(path)
     assert summary.rejects == [
         {"line": 4, "reason": "has 9 fields, the other rows have 10 (the header has 11)"},
-        {"line": 6, "reason": "has 11 fields, the other rows have 10 (the header has 11)"}]
+        {"line": 6, "reason": "has 12 fields, the other rows have 10 (the header has 11)"}]
     kept = [row for i, row in enumerate(rows) if i not in (2, 4)]
     assert summary.totals["billed_cost_total"] == {
         c: total([r[7] for r in kept if r[8] == c]) for c in {r[8] for r in kept}}
@@ -252,6 +252,18 @@ def test_rows_that_lack_a_money_column_are_still_refused(warehouse, tmp_path):
     assert summary.rows_loaded == 0 and summary.rows_rejected == len(rows)
     assert {r["reason"] for r in summary.rejects} == {"has 9 fields, the header has 10"}
     assert not summary.warnings
+    assert_both_readers_agree(billing_azure, path)
+
+
+def test_rows_of_the_headers_count_keep_the_file_read_as_before(warehouse, tmp_path):
+    """A row as wide as the header loads today: it still does, and the short rows stay refused."""
+    rows = azure_rows()
+    rows[3] = rows[3] + ["westeurope"]
+    path = write_csv(tmp_path / "azure.csv", AZURE_LOWER, rows)
+    summary = loader.ingest_file(path)
+    assert (summary.rows_loaded, summary.rows_rejected, summary.warnings) == (1, len(rows) - 1, [])
+    assert {r["reason"] for r in summary.rejects} == {"has 10 fields, the header has 11"}
+    assert summary.totals["billed_cost_total"] == {rows[3][8]: total([rows[3][7]])}
     assert_both_readers_agree(billing_azure, path)
 
 
