@@ -325,9 +325,10 @@ def read_header(family: Family, names: list[str], widths: list[int] | None = Non
     count, and the header's names past W are none the money needs, the rows lack those trailing
     columns: they are read under the first W names (the rest empty) and a warning says which; a
     row of another count stays a reject (Header.reason). A file with rows of the header's count
-    among its first rows is read as before: those rows load, the others are refused. A per-file column the header lacks (Family.per_file) is given by its
-    setting, with a warning; without the setting the file is refused once (BadValue). The
-    required columns are not checked here (each reader refuses a header that lacks them)."""
+    among its first rows is read as before: those rows load, the others are refused.
+    A per-file column the header lacks (Family.per_file) is given by its setting, with a warning;
+    without the setting the file is refused once (BadValue). The required columns are not checked
+    here (each reader refuses a header that lacks them)."""
     names = list(names)
     columns = [family.normalize(n) for n in names]
     warnings: list[str] = []
