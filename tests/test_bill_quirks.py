@@ -159,6 +159,20 @@ def test_a_parquet_bill_without_a_currency_column_loads_with_the_setting(warehou
     assert_both_readers_agree(billing_focus, path)
 
 
+def test_lines_read_one_by_one_take_the_setting_too(warehouse, tmp_path, settings):
+    """A tag cell written as a Python literal goes through billing.py's build: same currency."""
+    settings(default_currency="EUR")
+    header = ["BilledCost", "ChargePeriodStart", "ChargeCategory", "ProviderName", "Tags"]
+    rows = [["1.5", "2026-01-01T00:00:00Z", "Usage", "Acme", "{'team': 'ml'}"],
+            ["2.5", "2026-01-01T00:00:00Z", "Usage", "Acme", '{"team": "ops"}']]
+    path = write_csv(tmp_path / "focus.csv", header, rows)
+    summary = loader.ingest_file(path)
+    assert summary.totals["billed_cost_total"] == {"EUR": total([r[0] for r in rows])}
+    assert fetch("SELECT billing_currency, tags FROM billing_lines ORDER BY source_line") == [
+        {"billing_currency": "EUR", "tags": {"team": "ml"}}, {"billing_currency": "EUR", "tags": {"team": "ops"}}]
+    assert_both_readers_agree(billing_focus, path)
+
+
 def test_an_empty_currency_in_a_file_with_the_column_stays_a_reject(warehouse, tmp_path, settings):
     settings(default_currency="EUR")
     header = FOCUS_HEADER + ["BillingCurrency"]
