@@ -82,17 +82,18 @@ def stage(src: Source, con: duckdb.DuckDBPyConnection, ctx: ParseContext, family
     with src.open_binary() as stream:
         head = stream.read(4096)
     accepted = 0
+    warnings: list[str] = []  # how the header was read (billing.read_header), for the summary
     try:
         if head[:4] == PARQUET_MAGIC:
             with tempfile.TemporaryDirectory(prefix="mlcost-parquet-") as spool:
-                frame = _read_parquet(src, con, family, Path(spool))
+                frame = _read_parquet(src, con, family, Path(spool), warnings)
                 # the file's values are in the table bill_converted: the spooled copy may go
                 accepted = _stage_frame(src, con, ctx, family, plan_of, frame)
         elif head.lstrip(b"\xef\xbb\xbf \t\r\n")[:1] == b"{":  # JSON lines
             accepted = (json_lines(src, con, ctx, family, plan_of) if json_lines
-                        else _stage_by_python(src, con, ctx, family))
+                        else _stage_by_python(src, con, ctx, family, warnings))
         else:
-            accepted = _stage_frame(src, con, ctx, family, plan_of, _read_csv(src, con, family, ctx))
+            accepted = _stage_frame(src, con, ctx, family, plan_of, _read_csv(src, con, family, ctx, warnings))
     except Unreadable as why:
         if src.path.stat().st_size > PYTHON_READ_LIMIT:  # line by line would hold it all in memory
             raise BadValue(f"cannot be read as CSV: {why}") from None
@@ -100,10 +101,11 @@ def stage(src: Source, con: duckdb.DuckDBPyConnection, ctx: ParseContext, family
         _drop(con, keep_candidates=True)
         con.execute("DELETE FROM bill_candidates")
         con.execute("DELETE FROM rejects WHERE path = ?", [ctx.source])
-        accepted = _stage_by_python(src, con, ctx, family)
+        warnings.clear()  # billing.py reads the header again and says the same
+        accepted = _stage_by_python(src, con, ctx, family, warnings)
     _finish(con, ctx, family)
     _drop(con)
-    return Staged(accepted, totals(con))
+    return Staged(accepted, totals(con), warnings)
 
 
 # --- reading ---------------------------------------------------------------------------------
@@ -120,8 +122,9 @@ class Frame:
         self.reject = reject
 
 
-def _header(src: Source) -> tuple[list[str], int, str, str]:
-    """The first non-blank CSV record: its names, its physical line, its raw text, the newline."""
+def _header(src: Source) -> tuple[list[str], int, str, str, list[int]]:
+    """The first non-blank CSV record: its names, its physical line, its raw text, the newline;
+    and the field counts of up to billing.SAMPLE_ROWS records after it."""
     with io.TextIOWrapper(src.open_binary(), encoding="utf-8-sig", errors="replace", newline="") as text:
         consumed: list[str] = []
 
@@ -136,7 +139,7 @@ def _header(src: Source) -> tuple[list[str], int, str, str]:
             try:
                 record = next(reader)
             except StopIteration:
-                return [], 0, "", "\n"
+                return [], 0, "", "\n", []
             except csv.Error as error:  # billing.py reads it line by line and says which line
                 raise Unreadable(f"the header cannot be read ({error})") from None
             if not record or (len(record) == 1 and not record[0].strip()):
@@ -144,7 +147,16 @@ def _header(src: Source) -> tuple[list[str], int, str, str]:
             piece = consumed[before:]
             newline = "\r\n" if piece[0].endswith("\r\n") else "\n"
             raw = "\n".join(line.rstrip("\r\n") for line in piece)
-            return [n.strip().lstrip("\ufeff") for n in record], before + 1, raw, newline
+            widths: list[int] = []
+            try:
+                for row in reader:
+                    if row and not (len(row) == 1 and not row[0].strip()):
+                        widths.append(len(row))
+                        if len(widths) >= billing.SAMPLE_ROWS:
+                            break
+            except csv.Error:  # a damaged record: the counts so far, the read says the rest
+                pass
+            return [n.strip().lstrip("\ufeff") for n in record], before + 1, raw, newline, widths
 
 
 def _labels(columns: list[str], names: list[str]) -> dict[str, str]:
@@ -154,25 +166,44 @@ def _labels(columns: list[str], names: list[str]) -> dict[str, str]:
     return labels
 
 
-def _read_csv(src: Source, con: duckdb.DuckDBPyConnection, family: Family, ctx: ParseContext) -> Frame:
-    names, header_line, header_raw, newline = _header(src)
+def _fields(position: dict[str, int], columns: list[str], names: list[str], header: billing.Header) -> Fields:
+    """The file's columns (c<i>) and the values a setting gives every line (k<j>), as Fields."""
+    fields = Fields({c: f"c{i}" for c, i in position.items()}, _labels(columns, names),
+                    {c: "VARCHAR" for c in position})
+    for number, (name, _) in enumerate(header.constants.items()):
+        fields.columns[name], fields.types[name] = f"k{number}", "VARCHAR"
+        fields.labels[name] = header.labels[name]
+    return fields
+
+
+def _constants(header: billing.Header, used: set[str]) -> list[str]:
+    """SQL select items of the per-file values (billing.read_header) the plan reads."""
+    return [f"{literal(value)} AS k{number}" for number, (name, value) in enumerate(header.constants.items())
+            if name in used]
+
+
+def _read_csv(src: Source, con: duckdb.DuckDBPyConnection, family: Family, ctx: ParseContext,
+              warnings: list[str]) -> Frame:
+    names, header_line, header_raw, newline, widths = _header(src)
     if not names:
         return Frame(None, set(), None)
-    columns = [family.normalize(n) for n in names]
-    missing = family.missing(set(columns))
+    missing = family.missing({family.normalize(n) for n in names})
     if missing:  # billing.py refuses the header and every line under it, each with its number
         raise Unreadable(f"the {family.label} header lacks {', '.join(missing)}")
+    header = billing.read_header(family, names, widths)
+    warnings.extend(header.warnings)
+    names, columns = header.names, header.columns  # a ragged tail the rows lack: cut off
     position = {}
     for index, column in enumerate(columns):
         position.setdefault(column, index)
-    fields = Fields({c: f"c{i}" for c, i in position.items()}, _labels(columns, names),
-                    {c: "VARCHAR" for c in position})
+    fields = _fields(position, columns, names, header)
     if header_line != 1:
         raise Unreadable("blank lines before the header")
 
     def load(con: duckdb.DuckDBPyConnection, used: set[str], convert) -> None:
         nulls = ", ".join(["''"] + [literal(n) for n in sorted(family.nulls)])
         cleaned = [f"{_cleaned(f'c{position[c]}', nulls)} AS c{position[c]}" for c in position if c in used]
+        cleaned += _constants(header, used)
         types = "{" + ", ".join(f"'c{i}': 'VARCHAR'" for i in range(len(names))) + "}"
         reader = (f"read_csv({literal(str(src.path))}, auto_detect=false, columns={types}, header=true, "
                   f"delim=',', quote='\"', escape='\"', strict_mode=true, "
@@ -192,9 +223,9 @@ def _read_csv(src: Source, con: duckdb.DuckDBPyConnection, family: Family, ctx: 
             except duckdb.Error as error:
                 raise Unreadable(str(error).splitlines()[0]) from None
             physical = counting.result()
-        _number_csv_rows(src, con, ctx, physical, len(names))
+        _number_csv_rows(src, con, ctx, physical, header)
 
-    return Frame(fields, set(columns), load)
+    return Frame(fields, set(columns) | set(header.constants), load)
 
 
 @contextmanager
@@ -220,7 +251,7 @@ def _cleaned(column: str, nulls: str) -> str:
 
 
 def _number_csv_rows(src: Source, con: duckdb.DuckDBPyConnection, ctx: ParseContext, physical: int,
-                     width: int) -> None:
+                     header: billing.Header) -> None:
     """bill_lines: bill_converted with each row's first and last physical line; DuckDB's structural
     rejects (deduplicated, blank-only lines dropped) into `rejects` at their physical lines."""
     rows = con.execute("SELECT count(*) FROM bill_converted").fetchone()[0]
@@ -252,7 +283,7 @@ def _number_csv_rows(src: Source, con: duckdb.DuckDBPyConnection, ctx: ParseCont
         raw = (text or "").lstrip("\r\n").rstrip("\r\n")
         if not raw.strip(WHITESPACE):
             continue  # a blank line of spaces: skipped, as billing.py does
-        found.append(Reject(where[line][0], _structural_reason(error_type, raw, width), raw[:500]))
+        found.append(Reject(where[line][0], _structural_reason(error_type, raw, header), raw[:500]))
     _insert_rejects(con, ctx, found)
 
 
@@ -263,17 +294,18 @@ def _int64s(values: np.ndarray) -> pa.Array:
     return pa.Array.from_buffers(pa.int64(), len(values), [None, pa.py_buffer(values)])
 
 
-def _structural_reason(error_type: str, raw: str, width: int) -> str:
+def _structural_reason(error_type: str, raw: str, header: billing.Header) -> str:
     """billing.py's reason for a line DuckDB's reader refused."""
     if error_type in ("TOO MANY COLUMNS", "MISSING COLUMNS"):
         try:
-            return f"has {len(next(csv.reader(io.StringIO(raw))))} fields, the header has {width}"
+            return header.reason(len(next(csv.reader(io.StringIO(raw)))))
         except (csv.Error, StopIteration):
             pass
     return DUCKDB_REASONS.get(error_type, f"unreadable CSV: {error_type.lower()}")
 
 
-def _read_parquet(src: Source, con: duckdb.DuckDBPyConnection, family: Family, spool: Path) -> Frame:
+def _read_parquet(src: Source, con: duckdb.DuckDBPyConnection, family: Family, spool: Path,
+                  warnings: list[str]) -> Frame:
     path = str(src.path)
     if src.compression:  # DuckDB reads Parquet from a plain file: expand it into `spool`, streamed
         path = str(spool / "bill.parquet")
@@ -289,6 +321,8 @@ def _read_parquet(src: Source, con: duckdb.DuckDBPyConnection, family: Family, s
     missing = family.missing(set(columns))
     if missing:
         return Frame(None, set(columns), None, Reject(0, f"the {family.label} file lacks {', '.join(missing)}"))
+    header = billing.read_header(family, names)
+    warnings.extend(header.warnings)
     position = {}
     for index, column in enumerate(columns):
         position.setdefault(column, index)
@@ -297,10 +331,11 @@ def _read_parquet(src: Source, con: duckdb.DuckDBPyConnection, family: Family, s
         kind = kinds[names[index]]
         types[column] = (kind if kind.startswith(("TIMESTAMP", "DATE", "MAP(", "STRUCT", "LIST"))
                          or kind.endswith("[]") else "VARCHAR")
-    fields = Fields({c: f"c{i}" for c, i in position.items()}, _labels(columns, names), types)
+    fields = _fields(position, columns, names, header)
+    fields.types.update(types)
 
     def load(con: duckdb.DuckDBPyConnection, used: set[str], convert) -> None:
-        select = []
+        select = _constants(header, used)
         for column in (c for c in position if c in used):
             name, alias = ident(names[position[column]]), f"c{position[column]}"
             if types[column] == "VARCHAR":  # trimmed only with whitespace at an edge (as _cleaned)
@@ -315,7 +350,7 @@ def _read_parquet(src: Source, con: duckdb.DuckDBPyConnection, family: Family, s
         con.execute(f"CREATE TEMP TABLE bill_converted AS {convert(source, '_line, _end, ')}")
         con.execute("CREATE TEMP VIEW bill_lines AS SELECT * FROM bill_converted")
 
-    return Frame(fields, set(columns), load, text=False)
+    return Frame(fields, set(columns) | set(header.constants), load, text=False)
 
 
 # --- converting ------------------------------------------------------------------------------
@@ -431,7 +466,8 @@ def _insert_rejects(con: duckdb.DuckDBPyConnection, ctx: ParseContext, rejects: 
                      [r.raw[:500] for r in rejects]])
 
 
-def _stage_by_python(src: Source, con: duckdb.DuckDBPyConnection, ctx: ParseContext, family: Family) -> int:
+def _stage_by_python(src: Source, con: duckdb.DuckDBPyConnection, ctx: ParseContext, family: Family,
+                     warnings: list[str]) -> int:
     """The whole text through billing.py's readers and build (JSON lines, a file DuckDB's CSV
     reader refuses); its rows unkeyed into bill_candidates."""
     parsed = Parsed()
@@ -453,7 +489,9 @@ def _stage_by_python(src: Source, con: duckdb.DuckDBPyConnection, ctx: ParseCont
         lines = [(number, "" if number in dropped else text) for number, text in lines]
     first = next((t for _, t in lines if t.strip()), "")
     reader = billing.json_records if first.lstrip("\ufeff").lstrip().startswith("{") else billing.csv_records
-    return stage_records(con, ctx, family, reader(lines, family, parsed), parsed)
+    accepted = stage_records(con, ctx, family, reader(lines, family, parsed), parsed)
+    warnings.extend(parsed.warnings)
+    return accepted
 
 
 def stage_records(con: duckdb.DuckDBPyConnection, ctx: ParseContext, family: Family, records,

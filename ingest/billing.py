@@ -22,6 +22,7 @@ import ast
 import csv
 import hashlib
 import io
+import itertools
 import json
 import re
 from collections import Counter, defaultdict
@@ -75,6 +76,17 @@ class Record:
 
 
 @dataclass(frozen=True)
+class FileValue:
+    """A column some exports leave out altogether (the currency of a one-currency account): where
+    the header has none of `names`, the `[billing] <setting>` of mlcost.toml gives every line's
+    value, and without that setting the file is refused once, naming it."""
+
+    names: tuple[str, ...]  # normalised names, any one of which is the column
+    setting: str  # the key under [billing]
+    what: str  # what it is, for messages: "currency"
+
+
+@dataclass(frozen=True)
 class Family:
     """One bill format family: header normalisation, required columns, the row builder."""
 
@@ -84,10 +96,17 @@ class Family:
     build: Callable[[Record, set[str]], list[dict]]
     nulls: frozenset[str] = frozenset()  # field texts that mean null (FOCUS writes NULL)
     label: str = "bill"
+    per_file: tuple[FileValue, ...] = ()  # columns a file may lack, given by a setting instead
+    money: tuple[str, ...] = ()  # other columns the amounts are read from (never filled as empty)
 
     def missing(self, columns: set[str]) -> list[str]:
         """The required columns this header lacks, by their first accepted name."""
         return [names[0] for names in self.required if not columns.intersection(names)]
+
+    def protected(self) -> set[str]:
+        """Columns the money depends on: a file's rows may never be read with them left empty."""
+        return {n for names in self.required for n in names} | {
+            n for value in self.per_file for n in value.names} | set(self.money)
 
     def accepts(self, names: Iterable[str]) -> bool:
         """Does a header with these (raw) names carry every required column?"""
@@ -148,9 +167,42 @@ def csv_records(lines: Lines, family: Family, parsed: Parsed) -> Iterator[Record
     """Records of a CSV text with a header; bad rows go to parsed.rejects.
 
     One csv.reader runs over the whole text, so a quoted field may span lines; a record's line
-    is the physical line it starts on. A row whose field count differs from the header's is
+    is the physical line it starts on. A row whose field count differs from the header's (or,
+    when every row lacks the header's trailing columns, from the other rows': read_header) is
     rejected, never shifted into other columns. Blank lines are skipped.
     """
+    rows = _csv_rows(lines, parsed)
+    first = next(rows, None)
+    if first is None:
+        return
+    line, fields, raw = first
+    names = [name.strip().lstrip("\ufeff") for name in fields]
+    missing = family.missing({family.normalize(n) for n in names})
+    if missing:  # no line can be read under that header: each is refused, none lost
+        unusable = f"the {family.label} header lacks {', '.join(missing)}"
+        parsed.rejects.append(Reject(line, unusable, raw))
+        for number, _, text in rows:
+            parsed.rejects.append(Reject(number, f"not read: {unusable} (line {line})", text))
+        return
+    sample = list(itertools.islice(rows, SAMPLE_ROWS))
+    header = read_header(family, names, [len(f) for _, f, _ in sample])
+    parsed.warnings.extend(header.warnings)
+    labels = {**_labels(header.columns, header.names), **header.labels}
+    for number, fields, text in itertools.chain(sample, rows):
+        if len(fields) != header.width:
+            parsed.rejects.append(Reject(number, header.reason(len(fields)), text))
+            continue
+        record: dict[str, object] = {}
+        for name, value in zip(header.columns, fields):
+            if name not in record:  # two headers meaning one column: the first wins
+                record[name] = None if value.strip() in family.nulls else value
+        record.update(header.constants)
+        yield Record(number, record, text, labels)
+
+
+def _csv_rows(lines: Lines, parsed: Parsed) -> Iterator[tuple[int, list[str], str]]:
+    """(line it starts on, fields, raw text) of each non-blank CSV record; unreadable ones go to
+    parsed.rejects and the reader starts afresh at the next line."""
     consumed: list[tuple[int, str]] = []
 
     def feed() -> Iterator[str]:
@@ -159,10 +211,6 @@ def csv_records(lines: Lines, family: Family, parsed: Parsed) -> Iterator[Record
             yield text + "\n"
 
     reader = csv.reader(feed())
-    header: list[str] | None = None
-    columns: list[str] = []
-    labels: dict[str, str] = {}
-    unusable, header_line = "", 0  # why the header cannot be used, and its line
     while True:
         start = len(consumed)
         try:
@@ -181,28 +229,7 @@ def csv_records(lines: Lines, family: Family, parsed: Parsed) -> Iterator[Record
         del consumed[:]  # keep memory flat on big bills
         if not fields or (len(fields) == 1 and not fields[0].strip()):
             continue  # a blank line
-        if header is None:
-            header = [name.strip().lstrip("\ufeff") for name in fields]
-            columns = [family.normalize(name) for name in header]
-            labels = _labels(columns, header)
-            missing = family.missing(set(columns))
-            if missing:
-                unusable = f"the {family.label} header lacks {', '.join(missing)}"
-                parsed.rejects.append(Reject(line, unusable, _raw(piece)))
-                header_line = line
-            continue
-        if unusable:  # no line can be read under that header: each is refused, none lost
-            parsed.rejects.append(Reject(line, f"not read: {unusable} (line {header_line})", _raw(piece)))
-            continue
-        if len(fields) != len(header):
-            parsed.rejects.append(Reject(line, f"has {len(fields)} fields, the header has {len(header)}",
-                                         _raw(piece)))
-            continue
-        record: dict[str, object] = {}
-        for name, value in zip(columns, fields):
-            if name not in record:  # two headers meaning one column: the first wins
-                record[name] = None if value.strip() in family.nulls else value
-        yield Record(line, record, _raw(piece), labels)
+        yield line, fields, _raw(piece)
 
 
 def json_records(lines: Lines, family: Family, parsed: Parsed) -> Iterator[Record]:
@@ -241,7 +268,9 @@ def parquet_records(data: bytes, family: Family, parsed: Parsed) -> Iterator[Rec
     if missing:
         parsed.rejects.append(Reject(0, f"the {family.label} file lacks {', '.join(missing)}"))
         return
-    labels = _labels(columns, table.column_names)
+    header = read_header(family, table.column_names)
+    parsed.warnings.extend(header.warnings)
+    labels = {**_labels(columns, table.column_names), **header.labels}
     number = 0
     for batch in table.to_batches(max_chunksize=10_000):
         for values_of_row in batch.to_pylist():
@@ -249,6 +278,7 @@ def parquet_records(data: bytes, family: Family, parsed: Parsed) -> Iterator[Rec
             record: dict[str, object] = {}
             for name, value in zip(columns, values_of_row.values()):
                 record.setdefault(name, value)
+            record.update(header.constants)
             yield Record(number, record, "", labels)
 
 
@@ -257,6 +287,96 @@ def _labels(columns: list[str], names: list[str]) -> dict[str, str]:
     for column, name in zip(columns, names):
         labels.setdefault(column, name)
     return labels
+
+
+# Data rows after the header whose field counts decide whether the rows lack trailing columns.
+SAMPLE_ROWS = 200
+
+
+@dataclass
+class Header:
+    """How a bill's rows are read under its header (both readers, billing.py and bill_stage.py):
+    the names the fields go under (a ragged tail cut off), the values a setting gives every line,
+    and the warnings for the summary."""
+
+    names: list[str]  # as the file spells them, the first `width` of the header
+    columns: list[str]  # normalised
+    header_width: int  # names in the header
+    constants: dict[str, str] = field(default_factory=dict)  # normalised name -> every line's value
+    labels: dict[str, str] = field(default_factory=dict)  # normalised name -> as a reason names it
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def width(self) -> int:
+        """The fields a row must have."""
+        return len(self.names)
+
+    def reason(self, fields: int) -> str:
+        """Why a row with this many fields is refused."""
+        if self.width != self.header_width:
+            return f"has {fields} fields, the other rows have {self.width} (the header has {self.header_width})"
+        return f"has {fields} fields, the header has {self.header_width}"
+
+
+def read_header(family: Family, names: list[str], widths: list[int] | None = None,
+                settings: Mapping[str, str | None] | None = None) -> Header:
+    """The header as the rows are read under it. `widths`: field counts of the first data rows
+    (CSV). When most of them have the same count W below the header's, none has the header's
+    count, and the header's names past W are none the money needs, the rows lack those trailing
+    columns: they are read under the first W names (the rest empty) and a warning says which; a
+    row of another count stays a reject (Header.reason). A file with rows of the header's count
+    among its first rows is read as before: those rows load, the others are refused.
+    A per-file column the header lacks (Family.per_file) is given by its setting, with a warning;
+    without the setting the file is refused once (BadValue). The required columns are not checked
+    here (each reader refuses a header that lacks them)."""
+    names = list(names)
+    columns = [family.normalize(n) for n in names]
+    warnings: list[str] = []
+    width = _common_width(widths or [])
+    if width is not None and 0 < width < len(names) and len(names) not in (widths or []):
+        tail = columns[width:]
+        if not set(tail) & family.protected():
+            cut = names[width:]
+            warnings.append(
+                f"the header names {len(names)} columns but every row has {width} fields: the trailing "
+                f"column{'s' if len(cut) > 1 else ''} {', '.join(cut)} {'are' if len(cut) > 1 else 'is'} "
+                f"absent from the rows and read as empty")
+            header = Header(names[:width], columns[:width], len(names), warnings=warnings)
+        else:
+            header = Header(names, columns, len(names), warnings=warnings)
+    else:
+        header = Header(names, columns, len(names), warnings=warnings)
+    if family.missing(set(header.columns)):
+        return header
+    absent = [value for value in family.per_file if not set(header.columns) & set(value.names)]
+    given = (settings if settings is not None else billing_settings()) if absent else {}
+    unset = [value for value in absent if not given.get(value.setting)]
+    if unset:
+        raise BadValue(f"the {family.label} file has no {' and no '.join(v.what + ' column' for v in unset)}; "
+                       f"set {' and '.join(f'[billing] {v.setting}' for v in unset)} in mlcost.toml "
+                       f"to the {' and '.join(v.what for v in unset)} of such files to load it")
+    for value in absent:
+        header.constants[value.names[0]] = given[value.setting]
+        header.labels[value.names[0]] = f"[billing] {value.setting}"
+        header.warnings.append(f"the file has no {value.what} column: every line was read as "
+                               f"{given[value.setting]}, from the [billing] {value.setting} setting")
+    return header
+
+
+def _common_width(widths: list[int]) -> int | None:
+    """The field count most of these rows have (more than half), else None."""
+    if not widths:
+        return None
+    width, count = Counter(widths).most_common(1)[0]
+    return width if count * 2 > len(widths) else None
+
+
+def billing_settings() -> dict[str, str | None]:
+    """The [billing] settings a bill's reading depends on (mlcost.toml; ingest/config.py)."""
+    from ingest import config
+
+    billing = config.load().billing
+    return {"default_currency": billing.default_currency, "default_provider": billing.default_provider}
 
 
 def flatten(document: dict, prefix: str = "") -> dict[str, object]:

@@ -287,8 +287,13 @@ def stage(src: Source, con, ctx: ParseContext) -> Staged:
 
 FAMILY = billing.Family(
     kind=KIND, normalize=normalize, build=build, label="AWS CUR",
-    required=(("line_item_unblended_cost",), ("line_item_currency_code",),
-              ("line_item_usage_start_date",)),
+    required=(("line_item_unblended_cost",), ("line_item_usage_start_date",)),
+    per_file=(billing.FileValue(("line_item_currency_code",), "default_currency", "currency"),),
+    # what the effective and list costs are read from (_effective)
+    money=("line_item_line_item_type", "savings_plan_savings_plan_effective_cost", "reservation_effective_cost",
+           "savings_plan_total_commitment_to_date", "savings_plan_used_commitment",
+           "reservation_unused_amortized_upfront_fee_for_billing_period", "reservation_unused_recurring_fee",
+           "pricing_public_on_demand_cost"),
 )
 
 

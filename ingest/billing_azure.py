@@ -152,6 +152,9 @@ def stage(src: Source, con, ctx: ParseContext) -> Staged:
 FAMILY = billing.Family(
     kind=KIND, normalize=normalize, build=build, label="Azure cost export",
     required=(COST, ("metercategory", "meterid"), ("date", "usagedatetime", "usagedate")),
+    per_file=(billing.FileValue(("billingcurrency", "billingcurrencycode", "currency"), "default_currency",
+                                "currency"),),
+    money=("chargetype",),
 )
 
 

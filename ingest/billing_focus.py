@@ -119,8 +119,12 @@ def stage(src: Source, con, ctx: ParseContext) -> Staged:
 
 
 FAMILY = billing.Family(
-    kind=KIND, normalize=normalize, build=build, nulls=frozenset({"NULL"}), label="FOCUS",
-    required=(("billedcost",), ("billingcurrency",), ("chargeperiodstart",), ("chargecategory",)),
+    kind=KIND, normalize=normalize, build=build, nulls=frozenset({"NULL", "null", "Null"}), label="FOCUS",
+    required=(("billedcost",), ("chargeperiodstart",), ("chargecategory",)),
+    per_file=(billing.FileValue(("billingcurrency",), "default_currency", "currency"),
+              billing.FileValue(("providername", "invoiceissuername", "publishername"), "default_provider",
+                                "provider")),
+    money=("effectivecost", "listcost"),
 )
 
 

@@ -10,8 +10,13 @@ sum. `cost_type` regular/tax/adjustment/rounding_error maps to usage/tax/adjustm
 `compute.googleapis.com/machine_spec`. The export has no line id: lines are keyed by content
 (ingest/billing.py). Pricing: Spot/Preemptible SKUs are spot, Commitment SKUs commitment, other
 usage on-demand (the export names no pricing model, so the raw value is NULL).
+
+The deprecated file export (CSV in a bucket, before the BigQuery export) is a second family,
+FILE_FAMILY, picked by its header (`Measurement1`, `Start Time`, `Cost`): see its section below.
 """
 from __future__ import annotations
+
+import re
 
 from ingest import bill_gcp_json, bill_stage, billing, values
 from ingest.bill_sql import Builder, Fields, Plan, ident, literal
@@ -177,17 +182,147 @@ def _credits_sql(b: Builder, fields: Fields) -> str | None:
 
 
 def stage(src: Source, con, ctx: ParseContext) -> Staged:
-    """Stage a GCP billing export (CSV, Parquet or JSON lines) into staging."""
+    """Stage a GCP billing export (CSV, Parquet or JSON lines; or the file export's CSV) into staging."""
+    with src.open_binary() as stream:
+        head = stream.read(1 << 16).decode("utf-8-sig", errors="replace")
+    if _family(billing.header_names(head.lstrip())) is FILE_FAMILY:
+        return bill_stage.stage(src, con, ctx, FILE_FAMILY, file_plan)
     return bill_stage.stage(src, con, ctx, FAMILY, plan, json_lines=bill_gcp_json.stage_lines)
 
 
 FAMILY = billing.Family(
     kind=KIND, normalize=normalize, build=build, label="GCP billing export",
-    required=(("cost",), ("currency",), ("usage_start_time",), ("service.description",)),
+    required=(("cost",), ("usage_start_time",), ("service.description",)),
+    per_file=(billing.FileValue(("currency",), "default_currency", "currency"),),
+    money=("credits", "cost_type"),
 )
 
 
-sniff, sniff_bytes, parse, parse_bytes = FAMILY.sniff, FAMILY.sniff_bytes, FAMILY.parse, FAMILY.parse_bytes
+# --- the file export Cloud Billing wrote to a bucket before the BigQuery export (deprecated) ---------
+# `Account ID, Line Item, Start Time, End Time, Project, Measurement1, Measurement1 Total Consumption,
+# Measurement1 Units, Credit1, Credit1 Amount, Credit1 Currency, Cost, Currency, Project Number,
+# Project ID, Project Name, Project Labels, Description` (times with their offset, -07:00): its
+# names as the BigQuery export's; `Cost` is before credits, each `CreditN Amount` a credit line.
+FILE_NAMES = {"account id": "billing_account_id", "line item": "sku.id", "start time": "usage_start_time",
+              "end time": "usage_end_time", "measurement1 total consumption": "usage.amount",
+              "measurement1 units": "usage.unit", "project id": "project.id", "project name": "project.name",
+              "description": "sku.description"}
+SERVICE_IN_SKU = r"/services/([^/]+)/"  # com.google.cloud/services/compute-engine/VmimageN1Standard_1
+
+
+def file_normalize(name: str) -> str:
+    return FILE_NAMES.get(name.strip().lower(), name.strip().lower())
+
+
+def _credit_numbers(columns) -> list[int]:
+    return sorted(int(c[6:-7]) for c in columns if re.fullmatch(r"credit[0-9]+ amount", c))
+
+
+def file_build(record: Record, columns: set[str]) -> list[dict]:
+    """The usage line of a file-export row, then one credit line per CreditN Amount."""
+    billed = billing.required_amount(record, "cost")
+    currency = billing.required_text(record, "currency")
+    sku, description = billing.text(record, "sku.id"), billing.text(record, "sku.description")
+    service = re.search(SERVICE_IN_SKU, sku or "")
+    usage = billing.row(
+        provider="Google Cloud", billing_account_id=billing.text(record, "billing_account_id"),
+        sub_account_id=billing.text(record, "project.id"), sub_account_name=billing.text(record, "project.name"),
+        billed_cost=billed, effective_cost=billed, billing_currency=currency,
+        charge_period_start=billing.required_moment(record, "usage_start_time"),
+        charge_period_end=billing.moment(record, "usage_end_time"), charge_category="usage",
+        charge_description=description, service_name=service[1] if service else None, sku_id=sku,
+        instance_type=billing.instance_type_in(description),
+        consumed_quantity=billing.quantity(record, "usage.amount"), consumed_unit=billing.text(record, "usage.unit"),
+        pricing_category=_pricing(description), source_format="gcp_billing_file")
+    lines = [usage]
+    for number in _credit_numbers(columns):
+        value = billing.amount(record, f"credit{number} amount")
+        if value is None:
+            continue
+        other = billing.text(record, f"credit{number} currency")
+        if other is not None and other != currency:
+            raise BadValue(f"{record.name(f'credit{number} currency')} {other} is not the line's {currency}")
+        lines.append({**usage, "billed_cost": value, "effective_cost": value, "charge_category": "credit",
+                      "charge_category_raw": "credit", "pricing_category": None, "consumed_quantity": None,
+                      "consumed_unit": None,
+                      "charge_description": billing.text(record, f"credit{number}") or "credit"})
+    return lines
+
+
+def file_plan(fields: Fields) -> Plan:
+    """`file_build` as SQL over whole columns, checks in its order; credits by `extra`."""
+    b = Builder(fields)
+    billed = b.amount("billed_cost", "cost", required=True)
+    currency = b.column("billing_currency", b.text("currency"))
+    b.check(f"{currency} IS NULL", f"'no ' || {fields.label('currency')}")
+    sku, description = b.text("sku.id"), b.text("sku.description")
+    b.column("provider", "'Google Cloud'")
+    b.column("billing_account_id", b.text("billing_account_id"))
+    b.column("sub_account_id", b.text("project.id"))
+    b.column("sub_account_name", b.text("project.name"))
+    b.column("effective_cost", billed)
+    b.moment("charge_period_start", "usage_start_time", required=True)
+    b.moment("charge_period_end", "usage_end_time")
+    b.column("charge_category", "'usage'")
+    b.column("charge_description", description)
+    b.column("service_name", f"nullif(regexp_extract({sku}, {literal(SERVICE_IN_SKU)}, 1), '')")
+    b.column("sku_id", sku)
+    b.column("instance_type", f"bill_instance_type({description})")
+    b.quantity("consumed_quantity", "usage.amount")
+    b.column("consumed_unit", b.text("usage.unit"))
+    lowered = f"lower(coalesce({description}, ''))"
+    b.column("pricing_category", f"CASE WHEN contains({lowered}, 'spot') OR contains({lowered}, 'preemptible') "
+                                 f"THEN 'spot' WHEN contains({lowered}, 'commitment') THEN 'commitment' "
+                                 "ELSE 'on-demand' END")
+    b.column("source_format", "'gcp_billing_file'")
+    credits = []
+    for number in _credit_numbers(fields.names()):
+        amount = b.amount(f"_credit{number}", f"credit{number} amount")
+        other = b.text(f"credit{number} currency")
+        b.check(f"{amount} IS NOT NULL AND {other} IS NOT NULL AND {other} <> {currency}",
+                f"{fields.label(f'credit{number} currency')} || ' ' || {other} || ' is not the line''s ' || {currency}")
+        b.column(f"_credit{number}_name", f"coalesce({b.text(f'credit{number}')}, 'credit')")
+        credits.append(number)
+    carried = [c for c in billing.LINE_COLUMNS if c in b.columns and c not in (
+        "billed_cost", "effective_cost", "charge_category", "pricing_category", "consumed_quantity",
+        "consumed_unit", "charge_description")]
+    extra = " UNION ALL ".join(
+        f"""SELECT {', '.join(f'v_{c} AS {c}' for c in carried)}, v__credit{n} AS billed_cost,
+                v__credit{n} AS effective_cost, 'credit' AS charge_category, 'credit' AS charge_category_raw,
+                v__credit{n}_name AS charge_description, NULL AS pricing_category, NULL AS consumed_quantity,
+                NULL AS consumed_unit, _line AS source_line, {sub} AS _sub
+            FROM bill_lines WHERE _reason IS NULL AND NOT _python AND v__credit{n} IS NOT NULL"""
+        for sub, n in enumerate(credits, start=1))
+    return b.plan(extra or None)
+
+
+FILE_FAMILY = billing.Family(
+    kind=KIND, normalize=file_normalize, build=file_build, label="GCP billing file export",
+    required=(("cost",), ("usage_start_time",), ("measurement1",)),
+    per_file=(billing.FileValue(("currency",), "default_currency", "currency"),),
+)
+
+
+def _family(names: list[str]) -> billing.Family:
+    """The file export's family for its header, else the BigQuery export's."""
+    return FILE_FAMILY if FILE_FAMILY.accepts(names) and not FAMILY.accepts(names) else FAMILY
+
+
+def sniff(name: str, head: str) -> bool:
+    return FAMILY.sniff(name, head) or FILE_FAMILY.sniff(name, head)
+
+
+def sniff_bytes(name: str, data: bytes) -> bool:
+    return FAMILY.sniff_bytes(name, data)
+
+
+def parse(lines, ctx: ParseContext):
+    buffered = list(lines)
+    first = next((text for _, text in buffered if text.strip()), "")
+    return billing.parse_text(buffered, ctx, _family(billing.header_names(first.lstrip())))
+
+
+parse_bytes = FAMILY.parse_bytes
 
 
 totals = billing.totals

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -99,6 +100,11 @@ class Billing:
 
     gpu_instance_families: tuple[str, ...] = ()
     gpu_sku_words: tuple[str, ...] = ()
+    # the currency of every line of a bill that has no currency column (None: such a bill is refused)
+    default_currency: str | None = None
+    # the provider of every line of a FOCUS bill without a ProviderName column (the specification's
+    # own example files have none); None: such a bill is refused
+    default_provider: str | None = None
 
 
 @dataclass(frozen=True)
@@ -272,6 +278,9 @@ def _build(user: dict, path: Path | None) -> Config:
             gpu_instance_families=_words(merged["billing"]["gpu_instance_families"], source,
                                          "billing.gpu_instance_families"),
             gpu_sku_words=_words(merged["billing"]["gpu_sku_words"], source, "billing.gpu_sku_words"),
+            default_currency=_currency(merged["billing"]["default_currency"], source, "billing.default_currency"),
+            default_provider=_optional_text(merged["billing"]["default_provider"], source,
+                                            "billing.default_provider"),
         ),
         reconciliation=_reconciliation(merged["reconciliation"], source),
         alerts=_alerts(merged["alerts"], source),
@@ -352,6 +361,13 @@ def _ingest(section: dict, file: str) -> Limits:
         if size < 1024:
             raise ConfigError(file, f"ingest.{key}", f"must be at least 1024 bytes, got {size}")
     return Limits(max_ratio=ratio, **sizes)
+
+
+def _currency(value: object, file: str, key: str) -> str | None:
+    """An ISO 4217 code in upper case ('usd' -> 'USD'); '' is none."""
+    if not isinstance(value, str) or (value.strip() and not re.fullmatch(r"[A-Za-z]{3}", value.strip())):
+        raise ConfigError(file, key, f"must be a three-letter currency code such as \"USD\" (or \"\"), got {value!r}")
+    return value.strip().upper() or None
 
 
 def _gpu(section: dict, file: str) -> Gpu:
