@@ -39,7 +39,10 @@ ALIASES = {"price_per_hour": "price_per_hour_usd", "best_val_metric": "val_metri
 MEASURES = {"tokens_per_sec": "throughput_tokens_per_s", "gpu_utilization_percent": "gpu_util_pct",
             "avg_gpu_util": "gpu_util_pct", "avg_cpu_util": "cpu_util_pct", "avg_mem_util": "mem_util_pct",
             "average_power_watts": "average_power_w", "batch_size": "batch_size", "epochs": "epochs",
-            "num_epochs": "epochs"}
+            "num_epochs": "epochs",
+            # figures the seed derives, kept as logged (the product derives its own from the run)
+            "cost_per_1k_examples": "logged_cost_per_1k_examples_usd",
+            "energy_kwh_per_1k_examples": "logged_energy_kwh_per_1k_examples"}
 
 
 def build_run(record: dict, line: int, ctx: ParseContext, source_kind: str,
