@@ -1,8 +1,10 @@
 """What a budget's spend is made of, from the allocation of the bill (schema.sql `bill_allocation`).
 
-A budget's scope picks allocation pieces: by the bill line's tag or provider (all, project, team,
-tag, provider: the same lines its billed spend counts) or by the piece itself (bucket, model,
-service). Money is the allocation's effective cost in the budget's currency, exact (Decimal),
+A budget's scope picks allocation pieces: a team or project budget takes the pieces the Costs
+page's showback by team or project gives it (the run's own team or project, else the bill line's
+tag: allocation.KEYED); all, tag and provider take the lines their billed spend counts; bucket,
+model and service take the pieces by the piece itself. `tagged` is the part of a team or project
+budget's pieces whose bill line carries the tag itself ("of which tagged"). Money is the allocation's effective cost in the budget's currency, exact (Decimal),
 by the UTC day the line's charge period starts. Each calendar month is allocated on its own,
 as the Costs page and `mlcost allocation --month` do, so a month's figures are the same here.
 """
@@ -23,12 +25,22 @@ TOP_ITEMS = 10
 # handed in) with the [start_day, end_day) of the month each reads; a piece is in a budget's scope
 # when SCOPE holds (p is a bill_allocation row, b its bill line, w the budget): the lines its
 # billed spend counts (queries.budget_row_scope), or pieces by bucket, model or service.
-SCOPE = queries.budget_row_scope("p.tags", "b.provider", piece="p")
+SCOPE = f"""
+    CASE WHEN w.scope = 'team' THEN coalesce(r.team, p.tags[$team_tag]) = w.value
+         WHEN w.scope = 'project' THEN coalesce(r.project, p.tags[$project_tag]) = w.value
+         ELSE {queries.budget_row_scope("p.tags", "b.provider", piece="p")} END
+"""
+# The piece's bill line itself carries the budget's team or project tag.
+TAGGED = """
+    CASE w.scope WHEN 'team' THEN coalesce(p.tags[$team_tag] = w.value, false)
+                 WHEN 'project' THEN coalesce(p.tags[$project_tag] = w.value, false)
+                 ELSE false END
+"""
 
 SCOPED = allocation.PIECES + ", " + queries.WANTED + f"""
 , scoped AS (
     SELECT w.budget_no, w.currency AS budget_currency, p.*, utc_day(p.charge_period_start) AS day,
-           r.project AS run_project
+           r.project AS run_project, {TAGGED} AS line_tagged
     FROM pieces p JOIN billing_lines b USING (line_key) LEFT JOIN runs r ON r.run_id = p.run_id
     JOIN wanted w ON coalesce({SCOPE}, false)
      AND utc_day(p.charge_period_start) >= w.start_day AND utc_day(p.charge_period_start) < w.end_day
@@ -76,17 +88,55 @@ def _per_month(sql: str, spans: list[tuple[Budget, date, date]], rules: allocati
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
+DAILY_COLUMNS = ["day", "spend", "tagged", "other_currency_lines"]
+
+
 def daily(budget: Budget, rules: allocation.Rules, start: date, end: date) -> pd.DataFrame:
     """Per UTC day in [start, end) with pieces in the scope: `spend` (the allocation's effective
-    cost in the budget's currency, Decimal) and `other_currency_lines` (lines not counted)."""
+    cost in the budget's currency, Decimal), `tagged` (the part whose bill line carries the team
+    or project tag) and `other_currency_lines` (lines not counted)."""
+    return daily_of([(budget, start, end)], rules)[0]
+
+
+def daily_of(spans: list[tuple[Budget, date, date]], rules: allocation.Rules) -> list[pd.DataFrame]:
+    """daily() of each (budget, start, end) of `spans`, in order, from one allocation per month."""
     found = _per_month("""
         SELECT budget_no, day,
                coalesce(sum(effective_cost) FILTER (WHERE billing_currency = budget_currency), 0) AS spend,
+               coalesce(sum(effective_cost) FILTER (WHERE billing_currency = budget_currency AND line_tagged), 0)
+                   AS tagged,
                count(DISTINCT line_key) FILTER (WHERE billing_currency <> budget_currency) AS other_currency_lines
         FROM scoped GROUP BY budget_no, day ORDER BY budget_no, day
-    """, [(budget, start, end)], rules)
-    return (found.drop(columns="budget_no") if not found.empty
-            else pd.DataFrame(columns=["day", "spend", "other_currency_lines"]))
+    """, spans, rules)
+    groups = dict(tuple(found.groupby("budget_no", sort=False))) if not found.empty else {}
+    return [groups[no][DAILY_COLUMNS].reset_index(drop=True) if no in groups
+            else pd.DataFrame(columns=DAILY_COLUMNS) for no in range(len(spans))]
+
+
+def top_runs_of(spans: list[tuple[Budget, date, date]], rules: allocation.Rules, top: int) -> list[pd.DataFrame]:
+    """Per (budget, start, end) of `spans`: its costliest runs by the allocation's effective cost
+    of [start, end) in the budget's currency (run_id, project, instance_type, cost; Decimal)."""
+    found = _per_month("""
+        SELECT budget_no, s.run_id, any_value(r.project) AS project, any_value(r.instance_type) AS instance_type,
+               sum(s.effective_cost) AS cost
+        FROM scoped s LEFT JOIN runs r ON r.run_id = s.run_id
+        WHERE s.bucket = 'training' AND s.run_id IS NOT NULL AND s.billing_currency = s.budget_currency
+        GROUP BY budget_no, s.run_id
+    """, spans, rules)
+    columns = ["run_id", "project", "instance_type", "cost"]
+    out = []
+    for no in range(len(spans)):
+        mine = found[found["budget_no"] == no] if not found.empty else pd.DataFrame(columns=columns)
+        # the same run can come from two months: add its pieces up, then take the costliest
+        sums: dict[str, list] = {}
+        for row in mine.itertuples():
+            if row.run_id in sums:
+                sums[row.run_id][3] += row.cost
+            else:
+                sums[row.run_id] = [row.run_id, row.project, row.instance_type, row.cost]
+        rows = sorted(sums.values(), key=lambda item: (-item[3], item[0]))[:top]
+        out.append(pd.DataFrame(rows, columns=columns, dtype=object))
+    return out
 
 
 @dataclass(frozen=True)
