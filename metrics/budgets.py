@@ -67,9 +67,8 @@ class Window:
     data_days: tuple[date, ...]
 
     def text(self) -> str:
-        """'2026-11-15 to 2026-11-21 (7 days, 7 with data)'."""
-        return (f"{self.first:%Y-%m-%d} to {self.last:%Y-%m-%d} ({self.days} days, "
-                f"{self.with_data} with data)")
+        """'2026-11-15 to 2026-11-21, 7 days, 7 with data'."""
+        return f"{self.first:%Y-%m-%d} to {self.last:%Y-%m-%d}, {self.days} days, {self.with_data} with data"
 
 
 def window(last: date, days: int, data_days: list[date] | tuple[date, ...] | None = None) -> Window:
@@ -123,18 +122,19 @@ class Burn:
         return self.breach_day is not None and self.breach_day < self.period_end
 
     def parts_text(self, money) -> str:
-        """'billed $1,962.07 through 2026-11-21 (allocated; of which tagged $1,659.19) + estimated
-        $5,000.00 after it', with `money(amount, currency)` formatting the amounts."""
+        """'allocated $1,962.07 through 2026-11-21, of which tagged $1,659.19, + estimated $5,000.00
+        after it', with `money(amount, currency)` formatting the amounts."""
         currency = self.budget.currency
         if self.bill_through is None or self.bill_through < self.period_start:
             return f"estimated {money(self.estimated, currency)} (no bill covers this period yet)"
         last_billed = min(self.bill_through, self.through) if self.through else self.bill_through
         text = f"{self.basis} {money(self.billed, currency)} through {last_billed:%Y-%m-%d}"
         if self.tagged is not None:
-            text += f" (of which tagged {money(self.tagged, currency)})"
+            text += f", of which tagged {money(self.tagged, currency)},"
         if self.through is not None and self.through > self.bill_through:
-            text += f" + estimated {money(self.estimated, currency)} after it"
-        return text
+            text += (" + nothing estimated after it (estimates carry no provider)" if self.budget.scope == "provider"
+                     else f" + estimated {money(self.estimated, currency)} after it")
+        return text.rstrip(",")
 
 
 def period_bounds(day: date, period: str) -> tuple[date, date]:
@@ -311,13 +311,6 @@ def daily_spend(burn_: Burn, start: date, end: date) -> pd.DataFrame:
     return rows[(rows["day"] >= start) & (rows["day"] < end)].reset_index(drop=True)
 
 
-def _days(spend_by_day: dict, start: date, end: date) -> pd.DataFrame:
-    """Every day in [start, end) with its spend (0 on a day without any)."""
-    days = [start + timedelta(days=i) for i in range(max((end - start).days, 0))]
-    return pd.DataFrame({"day": days, "spend": [spend_by_day.get(day, Decimal(0)) for day in days]},
-                        dtype=object)
-
-
 def _cumulative(spend: pd.Series) -> list[Decimal]:
     total, out = Decimal(0), []
     for amount in spend:
@@ -370,3 +363,40 @@ def pace(burn_: Burn) -> pd.DataFrame:
     total = (burn_.period_end - burn_.period_start).days
     days = [burn_.period_start + timedelta(days=i) for i in range(total)]
     return pd.DataFrame({"day": days, "allowed": [float(burn_.allowed_per_day * (i + 1)) for i in range(total)]})
+
+
+def spent_in(burn_: Burn, window_: Window) -> Decimal:
+    """The burn's spend (billed + estimated) over the window's days."""
+    return sum(daily_spend(burn_, window_.first, window_.last + timedelta(days=1))["spend"], Decimal(0))
+
+
+def top_runs(burns_: list[Burn], settings: Config, top: int = 3) -> dict[int, pd.DataFrame]:
+    """Per burn (by id) with an as-of day: its costliest runs over its 7-day window (rate_window),
+    costliest first: run_id, project, instance_type, cost (Decimal, the budget's currency), source
+    ("allocated" on billed days: the run's pieces of the bill; "estimated" after the bill's last
+    day: the run's estimate, by the day it started). A run in both adds the two."""
+    dated = [b for b in burns_ if b.through is not None and b.rate_window is not None]
+    rules = allocation.Rules.of(settings)
+    on_bill = [b for b in dated if b.bill_through is not None and b.rate_window.first <= b.bill_through]
+    billed = dict(zip(map(id, on_bill), budget_drivers.top_runs_of(
+        [(b.budget, b.rate_window.first, min(b.bill_through, b.through) + timedelta(days=1)) for b in on_bill],
+        rules, top)))
+    out = {}
+    for b in dated:
+        rows: dict[str, list] = {}
+        frame = billed.get(id(b))
+        for row in (frame.itertuples() if frame is not None else ()):
+            rows[row.run_id] = [row.run_id, row.project, row.instance_type, Decimal(row.cost), "allocated"]
+        est_first = b.rate_window.first if b.bill_through is None else max(b.rate_window.first,
+                                                                             b.bill_through + timedelta(days=1))
+        if b.budget.currency == "USD" and est_first <= b.through:
+            for row in queries.budget_top_runs(b.budget, est_first, b.through + timedelta(days=1), top).itertuples():
+                if row.run_id in rows:
+                    rows[row.run_id][3] += Decimal(row.cost_usd)
+                    rows[row.run_id][4] = "allocated + estimated"
+                else:
+                    rows[row.run_id] = [row.run_id, row.project, row.instance_type, Decimal(row.cost_usd), "estimated"]
+        ordered = sorted(rows.values(), key=lambda item: (-item[3], item[0]))[:top]
+        out[id(b)] = pd.DataFrame(ordered, columns=["run_id", "project", "instance_type", "cost", "source"],
+                                  dtype=object)
+    return out
