@@ -225,20 +225,20 @@ def _note(budget: Budget, basis: str, billed_to: date | None, through: date | No
                  "whose bill lines carry the tag" if budget.scope in TAGGED_SCOPES else "its pieces") + ")")
     else:
         what = f"Billed cost of the bill lines of {budget.scope_label} (credits, taxes and fees included)"
-    if billed_to is None:
-        text = "No bill yet: spend is estimated."
-    else:
-        text = f"{what} in {budget.currency}, through {billed_to:%Y-%m-%d} (the bill's last complete day)."
+    text = "" if billed_to is None else (
+        f"{what} in {budget.currency}, through {billed_to:%Y-%m-%d} (the bill's last complete day).")
     if through is not None and (billed_to is None or through > billed_to):
-        text += (f" After it, through {through:%Y-%m-%d}: estimated cost in USD (runs by the day they start, at "
-                 "their logged, price-derived or catalog-priced cost"
+        since = "no bill yet" if billed_to is None else "after the bill"
+        text += (f" Estimated cost ({since}), through "
+                 f"{through:%Y-%m-%d}, in USD: runs by the day they start, at their logged, price-derived or "
+                 "catalog-priced cost"
                  + (", and serving windows" if budget.scope in ("all", "bucket", "service", "model") else "")
-                 + "); the bill replaces it when it arrives.")
+                 + "; the bill replaces it when it arrives.")
         if budget.currency != "USD":
             text += f" Estimates are in USD and this budget is in {budget.currency}: they are not counted."
         elif budget.scope == "provider":
             text += " Estimates carry no provider: none is counted."
-    return text
+    return text.strip() or "No data yet."
 
 
 def _split(frame: pd.DataFrame, plans: list[_Plan]) -> dict[int, pd.DataFrame]:

@@ -1,6 +1,8 @@
 """Budgets: the [[budgets]] config, periods, and burn figures (spend to date, burn rate, forecast,
-band, days to breach) checked against a plain second computation from the sample bill files
-(csv + Decimal) or from hand-made runs, never against the warehouse's own SQL."""
+band, days to breach) checked against a plain second computation from the sample files (csv,
+json + Decimal: the bill lines, runs.jsonl and truth.json's node runs) or from hand-made runs and
+bills, never against the warehouse's own SQL. A budget on a team or project counts the
+allocation of the bill (the Costs page's showback), worked out here from the files."""
 from __future__ import annotations
 
 import csv
@@ -8,7 +10,7 @@ import gzip
 import io
 import json
 import math
-from datetime import date, timedelta
+from datetime import date, datetime, timedelta, timezone
 from decimal import Decimal
 from pathlib import Path
 
@@ -111,16 +113,66 @@ def on_bills(demo_warehouse) -> Path:
     return demo_warehouse
 
 
-def bill_spend_by_day(keep) -> dict[date, Decimal]:
-    """Per UTC day of ChargePeriodStart: BilledCost (USD) of the sample lines `keep(row, tags)` accepts."""
+def bill_spend_by_day(keep, column: str = "BilledCost") -> dict[date, Decimal]:
+    """Per UTC day of ChargePeriodStart: `column` (USD) of the sample lines `keep(row, tags)` accepts."""
     by_day: dict[date, Decimal] = {}
     for path in BILLS:
         for row in csv.DictReader(io.StringIO(gzip.decompress(path.read_bytes()).decode())):
             tags = json.loads(row["Tags"]) if row["Tags"] else {}
             if row["BillingCurrency"] == "USD" and keep(row, tags):
                 day = date.fromisoformat(row["ChargePeriodStart"][:10])
-                by_day[day] = by_day.get(day, Decimal(0)) + Decimal(row["BilledCost"])
+                by_day[day] = by_day.get(day, Decimal(0)) + Decimal(row[column])
     return by_day
+
+
+def _utc(text: str) -> datetime:
+    found = datetime.fromisoformat(text.replace("Z", "+00:00").replace(" ", "T"))
+    return found if found.tzinfo else found.replace(tzinfo=timezone.utc)
+
+
+def allocated_by_day(key: str, value: str) -> dict[date, Decimal]:
+    """The sample's allocation to `key` (team or project) = `value`, per UTC day of ChargePeriodStart
+    (EffectiveCost, USD), worked out from the files: a line tagged run_id goes to that run; a line
+    of an untagged run (truth.json untagged_run_ids) by its ResourceId; a GPU node's line (ResourceName
+    gpu-node-N, 4 GPUs) to each node run of truth.json by the share of the line's GPU-seconds it
+    held, the rest by the line's tag; every other line by its tag. A run's key is its own."""
+    truth = json.loads((SAMPLE_DIR / "truth.json").read_text())
+    runs = {r["run_id"]: r for r in map(json.loads, (SAMPLE_DIR / "runs.jsonl").read_text().splitlines())}
+    by_resource = {runs[r]["tags"]["resource_id"]: r for r in truth["untagged_run_ids"]}
+    by_day: dict[date, Decimal] = {}
+    for path in BILLS:
+        for row in csv.DictReader(io.StringIO(gzip.decompress(path.read_bytes()).decode())):
+            if row["BillingCurrency"] != "USD":
+                continue
+            tags, cost = json.loads(row["Tags"] or "{}"), Decimal(row["EffectiveCost"])
+            day = date.fromisoformat(row["ChargePeriodStart"][:10])
+            mine = Decimal(0)
+            run = tags.get("run_id") if tags.get("run_id") in runs else by_resource.get(row["ResourceId"])
+            if run:
+                mine = cost if runs[run][key] == value else Decimal(0)
+            elif row["ResourceName"].startswith("gpu-node-"):
+                start, end = _utc(row["ChargePeriodStart"]), _utc(row["ChargePeriodEnd"])
+                rest = cost
+                for run_id, held in truth["node_runs"].items():
+                    first, last = max(start, _utc(held["start"])), min(end, _utc(held["end"]))
+                    if held["host"] != row["ResourceName"] or last <= first:
+                        continue
+                    share = (cost * Decimal((last - first).total_seconds()) * len(held["gpu_indices"])
+                             / (4 * Decimal((end - start).total_seconds())))
+                    rest -= share
+                    mine += share if runs[run_id][key] == value else Decimal(0)
+                mine += rest if tags.get(key) == value else Decimal(0)
+            elif tags.get(key) == value:
+                mine = cost
+            by_day[day] = by_day.get(day, Decimal(0)) + mine
+    return by_day
+
+
+def spend_by_day(scope: str) -> dict[date, Decimal]:
+    """What a budget on `scope` counts per day of the sample bill: the allocation for a team or
+    project, the billed cost of its lines otherwise."""
+    kind, _, value = scope.partition(":")
+    return allocated_by_day(kind, value) if kind in ("team", "project") else bill_spend_by_day(SCOPES[scope])
 
 
 def expected_burn(by_day: dict[date, Decimal], amount: Decimal, start: date, end: date, through: date) -> dict:
@@ -143,28 +195,76 @@ SCOPES = {
     "project:vision": (lambda row, tags: tags.get("project") == "vision"),
     "project:search-ranking": (lambda row, tags: tags.get("project") == "search-ranking"),
     "provider:AWS": (lambda row, tags: row["ProviderName"] == "AWS"),
+    "tag:team=genai": (lambda row, tags: tags.get("team") == "genai"),
 }
+
+
+def close(found: Decimal, want: Decimal) -> bool:
+    """Equal to the billionth of a cent: the allocation divides lines by GPU-minutes (DECIMAL(38, 12)
+    in SQL), the oracle by GPU-seconds in Python."""
+    return abs(found - want) < Decimal("1e-9")
 
 
 @pytest.mark.parametrize("scope, period, amount", [
     ("all", "month", "38000"), ("team:genai", "month", "14000"), ("project:vision", "month", "3000"),
-    ("provider:AWS", "quarter", "120000"), ("team:genai", "month", "9000"),
+    ("provider:AWS", "quarter", "120000"), ("team:genai", "month", "9000"), ("tag:team=genai", "month", "14000"),
+    ("project:search-ranking", "quarter", "3000"),
 ])
 def test_burn_on_the_sample_bills_equals_a_second_computation(on_bills, tmp_path, scope, period, amount):
     settings = settings_with(tmp_path, f'[[budgets]]\nname = "b"\nscope = "{scope}"\nperiod = "{period}"\n'
                                        f'amount = {amount}\n')
     burn = budgets.burn(settings.budgets[0], settings, AS_OF)
     start, end = budgets.period_bounds(date(2026, 11, 21), period)
-    want = expected_burn(bill_spend_by_day(SCOPES[scope]), Decimal(amount), start, end, date(2026, 11, 21))
+    want = expected_burn(spend_by_day(scope), Decimal(amount), start, end, date(2026, 11, 21))
     assert (burn.source, burn.through, burn.period_start, burn.period_end) == ("billed", date(2026, 11, 21), start, end)
-    assert burn.spent == want["spent"]
-    assert burn.rate_per_day == want["rate"]
+    assert burn.bill_through == date(2026, 11, 21) and burn.estimated == 0
+    assert close(burn.spent, want["spent"]) and burn.billed == burn.spent
+    assert close(burn.rate_per_day, want["rate"])
     assert burn.days_left == want["left"]
-    assert burn.forecast == want["forecast"]
-    assert (burn.forecast_low, burn.forecast_high) == (want["low"], want["high"])
+    assert close(burn.forecast, want["forecast"])
+    assert close(burn.forecast_low, want["low"]) and close(burn.forecast_high, want["high"])
     assert burn.days_to_breach == want["days_to_breach"]
     assert burn.allowed_per_day == Decimal(amount) / (end - start).days
-    assert burn.daily["cumulative"].iloc[-1] == want["spent"]
+    assert burn.daily["cumulative"].iloc[-1] == burn.spent
+    assert burn.basis == ("allocated" if scope.split(":")[0] in ("team", "project") else "billed")
+
+
+@pytest.mark.parametrize("key, value", [("team", "genai"), ("team", "perception"), ("project", "vision"),
+                                        ("project", "search-ranking")])
+def test_a_team_or_project_budget_counts_its_allocation_and_names_the_tagged_part(on_bills, tmp_path, key, value):
+    """Issue 20's figures: team genai $12,336.02 allocated (Costs), of which $11,417.24 on lines tagged genai."""
+    settings = settings_with(tmp_path, f'[[budgets]]\nname = "b"\nscope = "{key}:{value}"\namount = 1000\n')
+    burn = budgets.burn(settings.budgets[0], settings, AS_OF)
+    nov = lambda by_day: sum((v for d, v in by_day.items() if date(2026, 11, 1) <= d <= date(2026, 11, 21)),  # noqa: E731
+                             Decimal(0))
+    assert close(burn.spent, nov(allocated_by_day(key, value)))
+    tagged = nov(bill_spend_by_day(lambda row, tags: tags.get(key) == value, "EffectiveCost"))
+    assert close(burn.tagged, tagged) and burn.tagged <= burn.spent
+    assert "Allocated cost" in burn.source_note and "of which tagged" in burn.source_note
+    text = burn.parts_text(lambda amount, currency: f"${amount.quantize(Decimal('0.01')):,}")
+    assert text == (f"allocated ${nov(allocated_by_day(key, value)).quantize(Decimal('0.01')):,} through 2026-11-21, "
+                    f"of which tagged ${tagged.quantize(Decimal('0.01')):,}")
+
+
+def test_a_team_budget_is_the_costs_pages_figure(on_bills, tmp_path, monkeypatch):
+    """Budgets and Costs show one figure for team genai: the Costs page's by-team table (AppTest)
+    holds the budget's spend to the cent."""
+    settings = settings_with(tmp_path, '[[budgets]]\nname = "g"\nscope = "team:genai"\namount = 14000\n')
+    burn = budgets.burn(settings.budgets[0], settings, AS_OF)
+    want = sum((v for d, v in allocated_by_day("team", "genai").items()
+                if date(2026, 11, 1) <= d <= date(2026, 11, 21)), Decimal(0)).quantize(Decimal("0.01"))
+    assert burn.spent.quantize(Decimal("0.01")) == want
+    monkeypatch.setenv("MLCOST_CONFIG", str(tmp_path / "mlcost.toml"))
+    at = AppTest.from_file(str(APP), default_timeout=60)
+    at.run()
+    at.switch_page("app_pages/costs.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    found = []
+    for frame in (element.value for element in at.dataframe):
+        columns = {str(c).lower(): c for c in frame.columns}
+        if "team" in columns and "total" in columns:
+            found += [row[columns["total"]] for _, row in frame.iterrows() if row[columns["team"]] == "genai"]
+    assert found and all(Decimal(str(v)).quantize(Decimal("0.01")) == want for v in found), found
 
 
 def test_every_budget_read_at_once_equals_a_second_computation(on_bills, tmp_path):
@@ -178,10 +278,11 @@ def test_every_budget_read_at_once_equals_a_second_computation(on_bills, tmp_pat
     assert [b.budget.name for b in burns] == [b.name for b in settings.budgets]
     for burn, (scope, period, amount) in zip(burns, cases):
         start, end = budgets.period_bounds(date(2026, 11, 21), period)
-        want = expected_burn(bill_spend_by_day(SCOPES[scope]), Decimal(amount), start, end, date(2026, 11, 21))
+        want = expected_burn(spend_by_day(scope), Decimal(amount), start, end, date(2026, 11, 21))
         assert (burn.source, burn.through, burn.period_start) == ("billed", date(2026, 11, 21), start), scope
-        assert (burn.spent, burn.rate_per_day, burn.forecast) == (want["spent"], want["rate"], want["forecast"]), scope
-        assert (burn.forecast_low, burn.forecast_high) == (want["low"], want["high"]), scope
+        for name, found in (("spent", burn.spent), ("rate", burn.rate_per_day), ("forecast", burn.forecast),
+                            ("low", burn.forecast_low), ("high", burn.forecast_high)):
+            assert close(found, want[name]), (scope, name)
         assert burn.other_currency_lines == 0, scope
     assert burns[-1].spent == 0 and burns[-1].other_currency_lines > 0  # the USD bill is not an EUR budget's
 
@@ -189,7 +290,7 @@ def test_every_budget_read_at_once_equals_a_second_computation(on_bills, tmp_pat
 def test_a_reached_budget_says_when(on_bills, tmp_path):
     settings = settings_with(tmp_path, '[[budgets]]\nname = "small"\nscope = "project:vision"\namount = 500\n')
     burn = budgets.burn(settings.budgets[0], settings, AS_OF)
-    by_day = bill_spend_by_day(SCOPES["project:vision"])
+    by_day = allocated_by_day("project", "vision")
     total, reached = Decimal(0), None
     for day in sorted(d for d in by_day if date(2026, 11, 1) <= d <= date(2026, 11, 21)):
         total += by_day[day]
