@@ -130,26 +130,25 @@ def _utc(text: str) -> datetime:
     return found if found.tzinfo else found.replace(tzinfo=timezone.utc)
 
 
-def allocated_by_day(key: str, value: str) -> dict[date, Decimal]:
-    """The sample's allocation to `key` (team or project) = `value`, per UTC day of ChargePeriodStart
-    (EffectiveCost, USD), worked out from the files: a line tagged run_id goes to that run; a line
-    of an untagged run (truth.json untagged_run_ids) by its ResourceId; a GPU node's line (ResourceName
-    gpu-node-N, 4 GPUs) to each node run of truth.json by the share of the line's GPU-seconds it
-    held, the rest by the line's tag; every other line by its tag. A run's key is its own."""
+def allocation_pieces() -> list[tuple[date, str | None, dict, Decimal]]:
+    """The sample bill's allocation worked out from the files, as (UTC day of ChargePeriodStart,
+    run_id or None, the line's tags, EffectiveCost in USD): a line tagged run_id goes to that run;
+    a line of an untagged run (truth.json untagged_run_ids) by its ResourceId; a GPU node's line
+    (ResourceName gpu-node-N, 4 GPUs) to each node run of truth.json by the share of the line's
+    GPU-seconds it held, the rest stays the line's; every other line stays the line's."""
     truth = json.loads((SAMPLE_DIR / "truth.json").read_text())
-    runs = {r["run_id"]: r for r in map(json.loads, (SAMPLE_DIR / "runs.jsonl").read_text().splitlines())}
+    runs = sample_runs()
     by_resource = {runs[r]["tags"]["resource_id"]: r for r in truth["untagged_run_ids"]}
-    by_day: dict[date, Decimal] = {}
+    pieces = []
     for path in BILLS:
         for row in csv.DictReader(io.StringIO(gzip.decompress(path.read_bytes()).decode())):
             if row["BillingCurrency"] != "USD":
                 continue
             tags, cost = json.loads(row["Tags"] or "{}"), Decimal(row["EffectiveCost"])
             day = date.fromisoformat(row["ChargePeriodStart"][:10])
-            mine = Decimal(0)
             run = tags.get("run_id") if tags.get("run_id") in runs else by_resource.get(row["ResourceId"])
             if run:
-                mine = cost if runs[run][key] == value else Decimal(0)
+                pieces.append((day, run, tags, cost))
             elif row["ResourceName"].startswith("gpu-node-"):
                 start, end = _utc(row["ChargePeriodStart"]), _utc(row["ChargePeriodEnd"])
                 rest = cost
@@ -160,12 +159,37 @@ def allocated_by_day(key: str, value: str) -> dict[date, Decimal]:
                     share = (cost * Decimal((last - first).total_seconds()) * len(held["gpu_indices"])
                              / (4 * Decimal((end - start).total_seconds())))
                     rest -= share
-                    mine += share if runs[run_id][key] == value else Decimal(0)
-                mine += rest if tags.get(key) == value else Decimal(0)
-            elif tags.get(key) == value:
-                mine = cost
-            by_day[day] = by_day.get(day, Decimal(0)) + mine
+                    pieces.append((day, run_id, tags, share))
+                pieces.append((day, None, tags, rest))
+            else:
+                pieces.append((day, None, tags, cost))
+    return pieces
+
+
+def sample_runs() -> dict[str, dict]:
+    return {r["run_id"]: r for r in map(json.loads, (SAMPLE_DIR / "runs.jsonl").read_text().splitlines())}
+
+
+def allocated_by_day(key: str, value: str) -> dict[date, Decimal]:
+    """Per UTC day, the sample's allocation (allocation_pieces) to `key` (team or project) =
+    `value`: a run's piece by the run's own key, any other by the line's tag."""
+    runs = sample_runs()
+    by_day: dict[date, Decimal] = {}
+    for day, run, tags, cost in allocation_pieces():
+        owner = runs[run][key] if run else tags.get(key)
+        if owner == value:
+            by_day[day] = by_day.get(day, Decimal(0)) + cost
     return by_day
+
+
+def allocated_by_run(first: date, last: date, keep=lambda run, tags: True) -> dict[str, Decimal]:
+    """Per run, its allocated cost (allocation_pieces) over the days first..last (included), for
+    the pieces `keep(run, line tags)` accepts."""
+    found: dict[str, Decimal] = {}
+    for day, run, tags, cost in allocation_pieces():
+        if run and first <= day <= last and keep(run, tags):
+            found[run] = found.get(run, Decimal(0)) + cost
+    return found
 
 
 def spend_by_day(scope: str) -> dict[date, Decimal]:
@@ -386,3 +410,109 @@ def test_demo_writes_the_sample_budgets_only_without_user_settings(tmp_path, mon
     (tmp_path / "mlcost.toml").write_text("")  # the user's own settings win
     assert cli.main(["demo"]) == 0
     assert seen[-1] == () and (tmp_path / "mlcost.toml").read_text() == ""
+
+
+# --- billed through the bill's last day + estimated after it, on a small hand-made warehouse ------
+
+HAND_BILL = ("BilledCost,EffectiveCost,BillingCurrency,ChargePeriodStart,ChargePeriodEnd,ChargeCategory,"
+             "ProviderName,ServiceName,ResourceId,ResourceName,Tags,x_LineItemId\n")
+# (billed, effective, start, end, service, resource, tags)
+HAND_LINES = [
+    ("100", "100", "2027-01-05 10:00:00", "2027-01-05 11:00:00", "EC2", "i-1", {"run_id": "r1"}),
+    ("40", "36", "2027-01-05 00:00:00", "2027-01-06 00:00:00", "S3", "bucket-a", {"team": "genai"}),
+    ("30", "30", "2027-01-06 10:00:00", "2027-01-06 11:00:00", "EC2", "i-2", {"run_id": "r2", "team": "genai"}),
+    ("7", "7", "2027-01-07 00:00:00", "2027-01-08 00:00:00", "S3", "bucket-b", {"team": "other"}),
+    ("3", "3", "2027-01-07 00:00:00", "2027-01-08 00:00:00", "S3", "bucket-a", {"team": "genai"}),
+]
+HAND_RUNS = [  # r1 and r3 are genai's; r2 is another team's, on a line tagged genai
+    {"run_id": "r1", "project": "chat", "team": "genai", "start_time": "2027-01-05T09:00:00Z",
+     "end_time": "2027-01-05T12:00:00Z", "instance_type": "p4d", "estimated_cost_usd": 90},
+    {"run_id": "r2", "project": "rank", "team": "other", "start_time": "2027-01-06T09:00:00Z",
+     "end_time": "2027-01-06T12:00:00Z", "instance_type": "g5", "estimated_cost_usd": 25},
+    {"run_id": "r3", "project": "chat", "team": "genai", "start_time": "2027-01-09T08:00:00Z",
+     "end_time": "2027-01-09T18:00:00Z", "instance_type": "p5", "estimated_cost_usd": 500},
+]
+
+
+@pytest.fixture
+def hand_bill(warehouse, tmp_path) -> Path:
+    """HAND_LINES as a FOCUS bill (Jan 5-7, 2027) and HAND_RUNS (r3 on Jan 9, after the bill)."""
+    bill = tmp_path / "bill.csv"
+    rows = [f'{b},{e},USD,{start},{end},Usage,AWS,{service},{resource},{resource},"{json.dumps(tags).replace(chr(34), 2 * chr(34))}",li-{i}'
+            for i, (b, e, start, end, service, resource, tags) in enumerate(HAND_LINES)]
+    bill.write_text(HAND_BILL + "\n".join(rows) + "\n")
+    runs = tmp_path / "runs.jsonl"
+    runs.write_text("\n".join(json.dumps(run) for run in HAND_RUNS) + "\n")
+    assert all(s.ok for _, s in loader.ingest_paths([str(bill), str(runs)]))
+    return warehouse
+
+
+def hand_allocated(team: str) -> dict[date, Decimal]:
+    """Per day, the effective cost the allocation gives `team`: a line of a run goes to the run's
+    team, any other line to its team tag (worked out from HAND_LINES and HAND_RUNS)."""
+    run_team = {run["run_id"]: run["team"] for run in HAND_RUNS}
+    by_day: dict[date, Decimal] = {}
+    for _, effective, start, _, _, _, tags in HAND_LINES:
+        owner = run_team[tags["run_id"]] if "run_id" in tags else tags.get("team")
+        if owner == team:
+            day = date.fromisoformat(start[:10])
+            by_day[day] = by_day.get(day, Decimal(0)) + Decimal(effective)
+    return by_day
+
+
+def test_spend_is_allocated_through_the_bill_and_estimated_after_it(hand_bill, tmp_path):
+    settings = settings_with(tmp_path, '[[budgets]]\nname = "g"\nscope = "team:genai"\namount = 600\n')
+    check_day = date(2027, 1, 12)  # nothing on Jan 10 or 11: the as-of day is Jan 9, r3's day
+    allocated = hand_allocated("genai")
+    tagged = sum((Decimal(e) for _, e, _, _, _, _, tags in HAND_LINES if tags.get("team") == "genai"
+                  and "run_id" not in tags), Decimal(0))  # r2's line is tagged genai but allocated to r2's team
+    estimated = {date(2027, 1, 9): Decimal(next(r["estimated_cost_usd"] for r in HAND_RUNS if r["run_id"] == "r3"))}
+    spend = {d: allocated.get(d, Decimal(0)) + estimated.get(d, Decimal(0)) for d in set(allocated) | set(estimated)}
+    with_data = sorted({date.fromisoformat(line[2][:10]) for line in HAND_LINES}
+                       | {date.fromisoformat(run["start_time"][:10]) for run in HAND_RUNS})
+    through, start, end = date(2027, 1, 9), date(2027, 1, 1), date(2027, 2, 1)
+
+    assert budgets.as_of_day(check_day) == through and budgets.bill_through() == date(2027, 1, 7)
+    burn = budgets.burn(settings.budgets[0], settings, check_day)
+    assert (burn.through, burn.bill_through, burn.source, burn.basis) == (
+        through, date(2027, 1, 7), "billed + estimated", "allocated")
+    assert burn.billed == sum(allocated.values(), Decimal(0)) and burn.tagged == tagged
+    assert burn.estimated == sum(estimated.values(), Decimal(0))
+    assert burn.spent == burn.billed + burn.estimated == sum(spend.values(), Decimal(0))
+    # the 7-day window Jan 3-9 counts its days with data only
+    window = [d for d in with_data if through - timedelta(days=6) <= d <= through]
+    assert (burn.rate_window.first, burn.rate_window.last, burn.rate_window.with_data) == (
+        date(2027, 1, 3), through, len(window))
+    assert burn.rate_window.text() == f"2027-01-03 to 2027-01-09, 7 days, {len(window)} with data"
+    rate = sum((spend.get(d, Decimal(0)) for d in window), Decimal(0)) / len(window)
+    assert burn.rate_per_day == rate
+    left = (end - through).days - 1
+    assert burn.days_left == left and burn.forecast == burn.spent + rate * left
+    band = sorted(spend.get(d, Decimal(0)) for d in with_data if through - timedelta(days=27) <= d <= through)
+    assert burn.forecast_low == burn.spent + band[math.ceil(0.1 * len(band)) - 1] * left
+    assert burn.forecast_high == burn.spent + band[math.ceil(0.9 * len(band)) - 1] * left
+    cumulative, reached = Decimal(0), None
+    for day in sorted(spend):
+        cumulative += spend[day]
+        if reached is None and cumulative >= 600:
+            reached = day
+    assert burn.days_to_breach == 0 and burn.breach_day == reached
+    money = lambda amount, currency: f"${amount:,.2f}"  # noqa: E731
+    assert burn.parts_text(money) == (f"allocated ${burn.billed:,.2f} through 2027-01-07, of which tagged "
+                                      f"${tagged:,.2f}, + estimated ${burn.estimated:,.2f} after it")
+
+    # before r3 the same budget stops at the bill's last day with data: nothing estimated
+    early = budgets.burn(settings.budgets[0], settings, date(2027, 1, 9))
+    assert (early.through, early.estimated, early.source) == (date(2027, 1, 7), 0, "billed")
+
+
+def test_the_bill_replaces_the_estimate_for_the_days_it_covers(hand_bill, tmp_path):
+    """A bill line of r3's day arrives: Jan 9 is billed (allocated), r3's estimate no longer counts."""
+    settings = settings_with(tmp_path, '[[budgets]]\nname = "g"\nscope = "team:genai"\namount = 600\n')
+    bill = tmp_path / "late.csv"
+    bill.write_text(HAND_BILL + '420,420,USD,2027-01-09 08:00:00,2027-01-10 00:00:00,Usage,AWS,EC2,i-3,i-3,'
+                                '"{""run_id"": ""r3""}",li-late\n')
+    assert loader.ingest_file(bill).ok
+    burn = budgets.burn(settings.budgets[0], settings, date(2027, 1, 12))
+    assert burn.bill_through == date(2027, 1, 9) and burn.source == "billed" and burn.estimated == 0
+    assert burn.spent == sum(hand_allocated("genai").values(), Decimal(0)) + Decimal(420)
