@@ -370,10 +370,21 @@ def test_the_budget_page_shows_the_burn_figures(on_bills, monkeypatch):
     at = AppTest.from_file(str(APP), default_timeout=60)
     at.run()
     at.switch_page("app_pages/budgets.py").run()
-    at.date_input(key="budget_as_of").set_value(AS_OF).run()
+    at.date_input(key="budget_as_of").set_value(date(2026, 11, 21)).run()  # the as-of day, counted
     assert not at.exception, [e.value for e in at.exception]
     want = expected_burn(bill_spend_by_day(SCOPES["all"]), Decimal(38000), date(2026, 11, 1), date(2026, 12, 1),
                          date(2026, 11, 21))
+    assert any("As of 2026-11-21" in c.value and "Billed through 2026-11-21" in c.value for c in at.caption)
+    assert any("2026-11-15 to 2026-11-21, 7 days, 7 with data" in c.value for c in at.caption)
+    # the table: team genai's spend is its allocation, with the part on lines tagged genai beside it
+    table = at.dataframe[0].value.set_index("Budget")
+    cents = lambda amount: f"${amount.quantize(Decimal('0.01')):,}"  # noqa: E731
+    nov = lambda by_day: sum((v for d, v in by_day.items() if date(2026, 11, 1) <= d <= date(2026, 11, 21)),  # noqa: E731
+                             Decimal(0))
+    assert table.loc["genai team", "Spent"] == cents(nov(allocated_by_day("team", "genai")))
+    assert table.loc["genai team", "Of which tagged"] == cents(nov(bill_spend_by_day(
+        lambda row, tags: tags.get("team") == "genai", "EffectiveCost")))
+    assert table.loc["genai team", "Counts"] == "allocated" and table.loc["ML org", "Counts"] == "billed"
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Spent this month"] == f"${want['spent'].quantize(Decimal('0.01')):,}"
     assert metrics["Forecast to period end"] == f"${want['forecast'].quantize(Decimal('0.01')):,}"
