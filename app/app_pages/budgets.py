@@ -28,14 +28,14 @@ check_day = picked + timedelta(days=1)  # a check made the day after counts thro
 burns = cache.budget_burns(check_day, settings)
 through = next((b.through for b in burns if b.through is not None), None)
 bill_through = next((b.bill_through for b in burns), None)
-st.caption(md(
-    f"**As of {through:%Y-%m-%d}** (the last day with data; every figure and window on this page and in the alerts "
-    f"ends on it). " if through else "No data yet. ") + md(
-    (f"Billed through {bill_through:%Y-%m-%d} (the bill's last complete day); estimated after it. "
-     if bill_through else "No bill yet: spend is estimated. ")
+st.caption(  # dates and fixed words only: nothing untrusted to escape
+    (f"**As of {through:%Y-%m-%d}** (the last day with data; every figure and window on this page and in the "
+     "alerts ends on it). " if through else "No data yet. ")
+    + (f"Billed through {bill_through:%Y-%m-%d} (the bill's last complete day); estimated after it. "
+       if bill_through else "No bill yet: spend is estimated. ")
     + "A budget on a team, project, model, service or bucket counts its **allocated** cost, the showback figure "
       "of the Costs page; on everything, a provider or a tag, the **billed** cost of its bill lines. "
-      "The sidebar filters do not apply here: each budget has its own scope and period. Days are UTC."))
+      "The sidebar filters do not apply here: each budget has its own scope and period. Days are UTC.")
 
 
 def period_text(burn: budgets.Burn) -> str:
