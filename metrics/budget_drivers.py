@@ -100,43 +100,48 @@ def daily(budget: Budget, rules: allocation.Rules, start: date, end: date) -> pd
 
 def daily_of(spans: list[tuple[Budget, date, date]], rules: allocation.Rules) -> list[pd.DataFrame]:
     """daily() of each (budget, start, end) of `spans`, in order, from one allocation per month."""
-    found = _per_month("""
-        SELECT budget_no, day,
-               coalesce(sum(effective_cost) FILTER (WHERE billing_currency = budget_currency), 0) AS spend,
-               coalesce(sum(effective_cost) FILTER (WHERE billing_currency = budget_currency AND line_tagged), 0)
-                   AS tagged,
-               count(DISTINCT line_key) FILTER (WHERE billing_currency <> budget_currency) AS other_currency_lines
-        FROM scoped GROUP BY budget_no, day ORDER BY budget_no, day
-    """, spans, rules)
-    groups = dict(tuple(found.groupby("budget_no", sort=False))) if not found.empty else {}
-    return [groups[no][DAILY_COLUMNS].reset_index(drop=True) if no in groups
-            else pd.DataFrame(columns=DAILY_COLUMNS) for no in range(len(spans))]
+    return daily_and_top_runs(spans, [], rules)[0]
 
 
-def top_runs_of(spans: list[tuple[Budget, date, date]], rules: allocation.Rules, top: int) -> list[pd.DataFrame]:
-    """Per (budget, start, end) of `spans`: its costliest runs by the allocation's effective cost
-    of [start, end) in the budget's currency (run_id, project, instance_type, cost; Decimal)."""
-    found = _per_month("""
-        SELECT budget_no, s.run_id, any_value(r.project) AS project, any_value(r.instance_type) AS instance_type,
-               sum(s.effective_cost) AS cost
-        FROM scoped s LEFT JOIN runs r ON r.run_id = s.run_id
-        WHERE s.bucket = 'training' AND s.run_id IS NOT NULL AND s.billing_currency = s.budget_currency
-        GROUP BY budget_no, s.run_id
+def daily_and_top_runs(day_spans: list[tuple[Budget, date, date]], run_spans: list[tuple[Budget, date, date]],
+                       rules: allocation.Rules, top: int = 3) -> tuple[list[pd.DataFrame], list[pd.DataFrame]]:
+    """(daily() of each of `day_spans`, the costliest `top` runs of each of `run_spans`: run_id and
+    cost, the allocation's effective cost of the run's training pieces in the budget's currency),
+    in order, from one allocation per month for both (the allocation is the costly part)."""
+    spans = [*day_spans, *run_spans]
+    found = _per_month(f"""
+        , pieces_of AS (
+            SELECT budget_no, day, line_key, line_tagged, effective_cost,
+                   billing_currency = budget_currency AS counted,
+                   CASE WHEN bucket = 'training' AND billing_currency = budget_currency THEN run_id END AS run_key
+            FROM scoped
+        ), sums AS (
+            SELECT budget_no, GROUPING(day) AS by_run, day, run_key,
+                   coalesce(sum(effective_cost) FILTER (WHERE counted), 0) AS spend,
+                   coalesce(sum(effective_cost) FILTER (WHERE counted AND line_tagged), 0) AS tagged,
+                   count(DISTINCT line_key) FILTER (WHERE NOT counted) AS other_currency_lines
+            FROM pieces_of GROUP BY GROUPING SETS ((budget_no, day), (budget_no, run_key))
+        )
+        SELECT * FROM sums WHERE by_run = 0 OR run_key IS NOT NULL
+        QUALIFY by_run = 0 OR row_number() OVER (PARTITION BY budget_no, by_run ORDER BY spend DESC, run_key)
+                              <= {int(top)}
+        ORDER BY budget_no, by_run, day
     """, spans, rules)
-    columns = ["run_id", "project", "instance_type", "cost"]
-    out = []
-    for no in range(len(spans)):
-        mine = found[found["budget_no"] == no] if not found.empty else pd.DataFrame(columns=columns)
-        # the same run can come from two months: add its pieces up, then take the costliest
-        sums: dict[str, list] = {}
-        for row in mine.itertuples():
-            if row.run_id in sums:
-                sums[row.run_id][3] += row.cost
-            else:
-                sums[row.run_id] = [row.run_id, row.project, row.instance_type, row.cost]
-        rows = sorted(sums.values(), key=lambda item: (-item[3], item[0]))[:top]
-        out.append(pd.DataFrame(rows, columns=columns, dtype=object))
-    return out
+    days = found[found["by_run"] == 0] if not found.empty else found
+    runs = found[found["by_run"] == 1] if not found.empty else found
+    day_groups = dict(tuple(days.groupby("budget_no", sort=False))) if not days.empty else {}
+    run_groups = dict(tuple(runs.groupby("budget_no", sort=False))) if not runs.empty else {}
+    daily_frames = [day_groups[no][DAILY_COLUMNS].reset_index(drop=True) if no in day_groups
+                    else pd.DataFrame(columns=DAILY_COLUMNS) for no in range(len(day_spans))]
+    run_frames = []
+    for no in range(len(day_spans), len(spans)):
+        sums: dict[str, Decimal] = {}  # a run in two months: its pieces of both added up
+        if no in run_groups:
+            for run_id, cost in zip(run_groups[no]["run_key"], run_groups[no]["spend"]):
+                sums[run_id] = sums.get(run_id, Decimal(0)) + cost
+        ordered = sorted(sums.items(), key=lambda item: (-item[1], item[0]))[:top]
+        run_frames.append(pd.DataFrame(ordered, columns=["run_id", "cost"], dtype=object))
+    return daily_frames, run_frames
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,7 @@ RATE_DAYS = 7
 BAND_DAYS = 28
 BAND_PERCENTILES = (10, 90)
 CENT = Decimal("0.01")
+TOP_RUNS = 3  # the runs a budget alert names (the seed's "Top 3 most expensive runs")
 # Scopes that count the allocation's effective cost on billed days (the Costs page's showback).
 ALLOCATED_SCOPES = ("team", "project", "model", "service", "bucket")
 TAGGED_SCOPES = ("team", "project")
@@ -108,6 +109,7 @@ class Burn:
     bill_through: date | None = None  # the bill's last complete day
     basis: str = "billed"             # what billed days count: "allocated" or "billed"
     rate_window: Window | None = None  # the 7 days ending at `through`
+    billed_runs: pd.DataFrame | None = None  # run_id, cost: the costliest runs of rate_window's billed days
 
     @property
     def used_pct(self) -> float:
@@ -197,8 +199,15 @@ def burns(budgets: list[Budget], settings: Config, as_of: date) -> list[Burn]:
     on_bill = [p for p in plans if bill_end is not None and p.window_start < bill_end]
     allocated = [p for p in on_bill if p.budget.scope in ALLOCATED_SCOPES]
     lines = [p for p in on_bill if p.budget.scope not in ALLOCATED_SCOPES]
-    allocated_frames = dict(zip(map(id, allocated), budget_drivers.daily_of(
-        [(p.budget, p.window_start, bill_end) for p in allocated], rules)))
+    # the runs of each budget's 7-day window on billed days, from the same allocation pass
+    rate_first = last - timedelta(days=RATE_DAYS - 1)
+    with_runs = [p for p in plans if through is not None and bill_end is not None and rate_first < bill_end]
+    daily_frames, run_frames = (budget_drivers.daily_and_top_runs(
+        [(p.budget, p.window_start, bill_end) for p in allocated],
+        [(p.budget, rate_first, bill_end) for p in with_runs], rules, TOP_RUNS)
+        if allocated or with_runs else ([], []))
+    allocated_frames = dict(zip(map(id, allocated), daily_frames))
+    billed_runs = dict(zip(map(id, with_runs), run_frames))
     line_frames = _split(queries.budget_daily_billed([(p.budget, p.window_start, bill_end) for p in lines], tags),
                          lines)
     estimating = [p for p in plans if p.budget.currency == "USD" and est_start(p) < end]
@@ -212,7 +221,8 @@ def burns(budgets: list[Budget], settings: Config, as_of: date) -> list[Burn]:
         billed = allocated_frames.get(id(plan), line_frames.get(id(plan), _NO_DAYS))
         estimated = estimated_frames.get(id(plan), _NO_DAYS)
         note = _note(budget, basis, billed_to, through)
-        found.append(_burn(plan, through, billed_to, billed, estimated, data_days, basis, note))
+        found.append(_burn(plan, through, billed_to, billed, estimated, data_days, basis, note,
+                           billed_runs.get(id(plan))))
     return found
 
 
@@ -254,7 +264,8 @@ def _by_day(frame: pd.DataFrame, column: str) -> dict:
 
 
 def _burn(plan: _Plan, through: date | None, billed_to: date | None, billed_frame: pd.DataFrame,
-          estimated_frame: pd.DataFrame, data_days: set, basis: str, note: str) -> Burn:
+          estimated_frame: pd.DataFrame, data_days: set, basis: str, note: str,
+          billed_runs: pd.DataFrame | None) -> Burn:
     """One budget's Burn from its daily billed and estimated spend."""
     budget, period_start, period_end = plan.budget, plan.period_start, plan.period_end
     billed_by_day, estimated_by_day = _by_day(billed_frame, "spend"), _by_day(estimated_frame, "spend")
@@ -295,6 +306,7 @@ def _burn(plan: _Plan, through: date | None, billed_to: date | None, billed_fram
         days_to_breach=days_to_breach, breach_day=breach_day, other_currency_lines=other,
         billed=sum(billed, Decimal(0)), estimated=sum(estimated, Decimal(0)), tagged=tagged,
         bill_through=billed_to, basis=basis, rate_window=rate_window,
+        billed_runs=billed_runs if billed_runs is not None else pd.DataFrame(columns=["run_id", "cost"]),
     )
 
 
@@ -370,33 +382,29 @@ def spent_in(burn_: Burn, window_: Window) -> Decimal:
     return sum(daily_spend(burn_, window_.first, window_.last + timedelta(days=1))["spend"], Decimal(0))
 
 
-def top_runs(burns_: list[Burn], settings: Config, top: int = 3) -> dict[int, pd.DataFrame]:
+def top_runs(burns_: list[Burn], settings: Config, top: int = TOP_RUNS) -> dict[int, pd.DataFrame]:
     """Per burn (by id) with an as-of day: its costliest runs over its 7-day window (rate_window),
-    costliest first: run_id, project, instance_type, cost (Decimal, the budget's currency), source
-    ("allocated" on billed days: the run's pieces of the bill; "estimated" after the bill's last
-    day: the run's estimate, by the day it started). A run in both adds the two."""
-    dated = [b for b in burns_ if b.through is not None and b.rate_window is not None]
-    rules = allocation.Rules.of(settings)
-    on_bill = [b for b in dated if b.bill_through is not None and b.rate_window.first <= b.bill_through]
-    billed = dict(zip(map(id, on_bill), budget_drivers.top_runs_of(
-        [(b.budget, b.rate_window.first, min(b.bill_through, b.through) + timedelta(days=1)) for b in on_bill],
-        rules, top)))
+    costliest first: run_id, cost (Decimal, the budget's currency), source ("allocated" on billed
+    days: the run's pieces of the bill, read with the burn; "estimated" after the bill's last day:
+    the run's estimate, by the day it started; a run in both adds the two). At most TOP_RUNS."""
     out = {}
-    for b in dated:
+    for b in burns_:
+        if b.through is None or b.rate_window is None:
+            continue
         rows: dict[str, list] = {}
-        frame = billed.get(id(b))
-        for row in (frame.itertuples() if frame is not None else ()):
-            rows[row.run_id] = [row.run_id, row.project, row.instance_type, Decimal(row.cost), "allocated"]
+        billed = b.billed_runs if b.billed_runs is not None else pd.DataFrame(columns=["run_id", "cost"])
+        for run_id, cost in zip(billed["run_id"], billed["cost"]):
+            rows[run_id] = [run_id, Decimal(cost), "allocated"]
         est_first = b.rate_window.first if b.bill_through is None else max(b.rate_window.first,
                                                                              b.bill_through + timedelta(days=1))
         if b.budget.currency == "USD" and est_first <= b.through:
-            for row in queries.budget_top_runs(b.budget, est_first, b.through + timedelta(days=1), top).itertuples():
-                if row.run_id in rows:
-                    rows[row.run_id][3] += Decimal(row.cost_usd)
-                    rows[row.run_id][4] = "allocated + estimated"
+            found = queries.budget_top_runs(b.budget, est_first, b.through + timedelta(days=1), top)
+            for run_id, cost in zip(found["run_id"], found["cost_usd"]):
+                if run_id in rows:
+                    rows[run_id][1] += Decimal(cost)
+                    rows[run_id][2] = "allocated + estimated"
                 else:
-                    rows[row.run_id] = [row.run_id, row.project, row.instance_type, Decimal(row.cost_usd), "estimated"]
-        ordered = sorted(rows.values(), key=lambda item: (-item[3], item[0]))[:top]
-        out[id(b)] = pd.DataFrame(ordered, columns=["run_id", "project", "instance_type", "cost", "source"],
-                                  dtype=object)
+                    rows[run_id] = [run_id, Decimal(cost), "estimated"]
+        ordered = sorted(rows.values(), key=lambda item: (-item[1], item[0]))[:min(top, TOP_RUNS)]
+        out[id(b)] = pd.DataFrame(ordered, columns=["run_id", "cost", "source"], dtype=object)
     return out

@@ -33,7 +33,7 @@ from ingest.config import Config
 
 RULES = ("budget_actual", "budget_forecast", "burn_spike", "serving_regression", "idle_waste")
 IDLE_DAYS = 7
-TOP_RUNS = 3
+TOP_RUNS = budgets.TOP_RUNS
 CENT = Decimal("0.01")
 
 

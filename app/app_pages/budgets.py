@@ -104,8 +104,7 @@ if burn.rate_window is not None:
     top = cache.derived("budget_top_runs", (check_day, repr(settings), budget.name),
                         lambda: budgets.top_runs([burn], settings, 3)[id(burn)])
     st.dataframe(top.astype({"cost": float}), hide_index=True, width="stretch",
-                 column_config={**cost, "run_id": "Run", "project": "Project", "instance_type": "Instance type",
-                                "source": "Counted as"})
+                 column_config={**cost, "run_id": "Run", "source": "Counted as"})
 
 st.subheader("What drives it")
 billed_days = (burn.bill_through is not None and burn.through is not None
