@@ -1,8 +1,10 @@
 """What a budget's spend is made of, from the allocation of the bill (schema.sql `bill_allocation`).
 
-A budget's scope picks allocation pieces: by the bill line's tag or provider (all, project, team,
-tag, provider: the same lines its billed spend counts) or by the piece itself (bucket, model,
-service). Money is the allocation's effective cost in the budget's currency, exact (Decimal),
+A budget's scope picks allocation pieces: a team or project budget takes the pieces the Costs
+page's showback by team or project gives it (the run's own team or project, else the bill line's
+tag: allocation.KEYED); all, tag and provider take the lines their billed spend counts; bucket,
+model and service take the pieces by the piece itself. `tagged` is the part of a team or project
+budget's pieces whose bill line carries the tag itself ("of which tagged"). Money is the allocation's effective cost in the budget's currency, exact (Decimal),
 by the UTC day the line's charge period starts. Each calendar month is allocated on its own,
 as the Costs page and `mlcost allocation --month` do, so a month's figures are the same here.
 """
@@ -23,12 +25,22 @@ TOP_ITEMS = 10
 # handed in) with the [start_day, end_day) of the month each reads; a piece is in a budget's scope
 # when SCOPE holds (p is a bill_allocation row, b its bill line, w the budget): the lines its
 # billed spend counts (queries.budget_row_scope), or pieces by bucket, model or service.
-SCOPE = queries.budget_row_scope("p.tags", "b.provider", piece="p")
+SCOPE = f"""
+    CASE WHEN w.scope = 'team' THEN coalesce(r.team, p.tags[$team_tag]) = w.value
+         WHEN w.scope = 'project' THEN coalesce(r.project, p.tags[$project_tag]) = w.value
+         ELSE {queries.budget_row_scope("p.tags", "b.provider", piece="p")} END
+"""
+# The piece's bill line itself carries the budget's team or project tag.
+TAGGED = """
+    CASE w.scope WHEN 'team' THEN coalesce(p.tags[$team_tag] = w.value, false)
+                 WHEN 'project' THEN coalesce(p.tags[$project_tag] = w.value, false)
+                 ELSE false END
+"""
 
 SCOPED = allocation.PIECES + ", " + queries.WANTED + f"""
 , scoped AS (
     SELECT w.budget_no, w.currency AS budget_currency, p.*, utc_day(p.charge_period_start) AS day,
-           r.project AS run_project
+           r.project AS run_project, {TAGGED} AS line_tagged
     FROM pieces p JOIN billing_lines b USING (line_key) LEFT JOIN runs r ON r.run_id = p.run_id
     JOIN wanted w ON coalesce({SCOPE}, false)
      AND utc_day(p.charge_period_start) >= w.start_day AND utc_day(p.charge_period_start) < w.end_day
@@ -76,17 +88,60 @@ def _per_month(sql: str, spans: list[tuple[Budget, date, date]], rules: allocati
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
+DAILY_COLUMNS = ["day", "spend", "tagged", "other_currency_lines"]
+
+
 def daily(budget: Budget, rules: allocation.Rules, start: date, end: date) -> pd.DataFrame:
     """Per UTC day in [start, end) with pieces in the scope: `spend` (the allocation's effective
-    cost in the budget's currency, Decimal) and `other_currency_lines` (lines not counted)."""
-    found = _per_month("""
-        SELECT budget_no, day,
-               coalesce(sum(effective_cost) FILTER (WHERE billing_currency = budget_currency), 0) AS spend,
-               count(DISTINCT line_key) FILTER (WHERE billing_currency <> budget_currency) AS other_currency_lines
-        FROM scoped GROUP BY budget_no, day ORDER BY budget_no, day
-    """, [(budget, start, end)], rules)
-    return (found.drop(columns="budget_no") if not found.empty
-            else pd.DataFrame(columns=["day", "spend", "other_currency_lines"]))
+    cost in the budget's currency, Decimal), `tagged` (the part whose bill line carries the team
+    or project tag) and `other_currency_lines` (lines not counted)."""
+    return daily_of([(budget, start, end)], rules)[0]
+
+
+def daily_of(spans: list[tuple[Budget, date, date]], rules: allocation.Rules) -> list[pd.DataFrame]:
+    """daily() of each (budget, start, end) of `spans`, in order, from one allocation per month."""
+    return daily_and_top_runs(spans, [], rules)[0]
+
+
+def daily_and_top_runs(day_spans: list[tuple[Budget, date, date]], run_spans: list[tuple[Budget, date, date]],
+                       rules: allocation.Rules, top: int = 3) -> tuple[list[pd.DataFrame], list[pd.DataFrame]]:
+    """(daily() of each of `day_spans`, the costliest `top` runs of each of `run_spans`: run_id and
+    cost, the allocation's effective cost of the run's training pieces in the budget's currency),
+    in order, from one allocation per month for both (the allocation is the costly part)."""
+    spans = [*day_spans, *run_spans]
+    found = _per_month(f"""
+        , pieces_of AS (
+            SELECT budget_no, day, line_key, line_tagged, effective_cost,
+                   billing_currency = budget_currency AS counted,
+                   CASE WHEN bucket = 'training' AND billing_currency = budget_currency THEN run_id END AS run_key
+            FROM scoped
+        ), sums AS (
+            SELECT budget_no, GROUPING(day) AS by_run, day, run_key,
+                   coalesce(sum(effective_cost) FILTER (WHERE counted), 0) AS spend,
+                   coalesce(sum(effective_cost) FILTER (WHERE counted AND line_tagged), 0) AS tagged,
+                   count(DISTINCT line_key) FILTER (WHERE NOT counted) AS other_currency_lines
+            FROM pieces_of GROUP BY GROUPING SETS ((budget_no, day), (budget_no, run_key))
+        )
+        SELECT * FROM sums WHERE by_run = 0 OR run_key IS NOT NULL
+        QUALIFY by_run = 0 OR row_number() OVER (PARTITION BY budget_no, by_run ORDER BY spend DESC, run_key)
+                              <= {int(top)}
+        ORDER BY budget_no, by_run, day
+    """, spans, rules)
+    days = found[found["by_run"] == 0] if not found.empty else found
+    runs = found[found["by_run"] == 1] if not found.empty else found
+    day_groups = dict(tuple(days.groupby("budget_no", sort=False))) if not days.empty else {}
+    run_groups = dict(tuple(runs.groupby("budget_no", sort=False))) if not runs.empty else {}
+    daily_frames = [day_groups[no][DAILY_COLUMNS].reset_index(drop=True) if no in day_groups
+                    else pd.DataFrame(columns=DAILY_COLUMNS) for no in range(len(day_spans))]
+    run_frames = []
+    for no in range(len(day_spans), len(spans)):
+        sums: dict[str, Decimal] = {}  # a run in two months: its pieces of both added up
+        if no in run_groups:
+            for run_id, cost in zip(run_groups[no]["run_key"], run_groups[no]["spend"]):
+                sums[run_id] = sums.get(run_id, Decimal(0)) + cost
+        ordered = sorted(sums.items(), key=lambda item: (-item[1], item[0]))[:top]
+        run_frames.append(pd.DataFrame(ordered, columns=["run_id", "cost"], dtype=object))
+    return daily_frames, run_frames
 
 
 @dataclass(frozen=True)

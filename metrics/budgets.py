@@ -1,15 +1,25 @@
 """Budget burn: what a budget's scope spent in its period, how fast, and where that leads.
 
-Days are UTC days. Spend is counted up to `through` (the last day with data, at most the
-day before `as_of`): a bill that lags a day or two does not read as a day of zero spend.
-- burn rate: the mean daily spend of the 7 days ending at `through`;
-- forecast to period end: spent + burn rate x the days left after `through`; its band uses
-  the 10th and 90th percentile daily spend of the 28 days ending at `through` instead;
+Days are UTC days. One day, the **as-of day**, ends every figure on every page and alert:
+the last day with data (bill, runs, serving windows or GPU traces) before the day of the check
+(`as_of_day`). Spend is counted from the period's start through it:
+- **billed** through the bill's last complete day (`bill_through`): a budget on a team, project,
+  model, service or bucket counts its **allocated** cost (the allocation's effective cost, the
+  showback figure of the Costs page; for a team or project, "of which tagged" is the part whose
+  bill lines carry the tag themselves); a budget on everything, a provider or a tag counts the
+  billed cost of its bill lines;
+- **estimated** after that day, through the as-of day: runs at their estimated cost (logged,
+  from their price, or catalog-priced GPU time) by the day they start, serving windows at
+  their cost by the day they start (USD only). When the bill arrives it replaces the estimate
+  for the days it covers.
+A window (`Window`) is the days ending at the as-of day; it counts only days with data and
+says how many it has:
+- burn rate: the mean spend per day with data of the 7-day window;
+- forecast to period end: spent + burn rate x the days left after the as-of day; its band uses
+  the 10th and 90th percentile spend of the days with data of the 28-day window instead;
 - days to breach: whole days at the burn rate until the spend reaches the amount, counted
-  from the day after `through` (0 when already reached, None when the rate is 0).
-Money stays Decimal; a budget only counts spend in its own currency. A budget on a bucket or
-key of the allocation (bucket:, model:, service:) counts the allocation's effective cost
-(metrics/budget_drivers.py); the others count the bill's billed cost.
+  from the day after the as-of day (0 when already reached, None when the rate is 0).
+Money stays Decimal; a budget only counts spend in its own currency.
 """
 from __future__ import annotations
 
@@ -27,6 +37,48 @@ RATE_DAYS = 7
 BAND_DAYS = 28
 BAND_PERCENTILES = (10, 90)
 CENT = Decimal("0.01")
+TOP_RUNS = 3  # the runs a budget alert names (the seed's "Top 3 most expensive runs")
+# Scopes that count the allocation's effective cost on billed days (the Costs page's showback).
+ALLOCATED_SCOPES = ("team", "project", "model", "service", "bucket")
+TAGGED_SCOPES = ("team", "project")
+
+
+def as_of_day(check_day: date) -> date | None:
+    """The as-of day of a check made on `check_day`: the last UTC day with any data before it
+    (None when there is none). Every page, report and alert ends its figures on this day."""
+    found = queries.last_data_day(check_day)["last_day"].iloc[0]
+    return None if found is None or pd.isna(found) else found
+
+
+def bill_through() -> date | None:
+    """The bill's last complete UTC day (None without a bill): billed cost counts through it,
+    estimates after it."""
+    found = queries.bill_complete_through()["last_day"].iloc[0]
+    return None if found is None or pd.isna(found) else found
+
+
+@dataclass(frozen=True)
+class Window:
+    """The `days` days ending at `last` (included), of which `with_data` have data."""
+
+    first: date
+    last: date
+    days: int
+    with_data: int
+    data_days: tuple[date, ...]
+
+    def text(self) -> str:
+        """'2026-11-15 to 2026-11-21, 7 days, 7 with data'."""
+        return f"{self.first:%Y-%m-%d} to {self.last:%Y-%m-%d}, {self.days} days, {self.with_data} with data"
+
+
+def window(last: date, days: int, data_days: list[date] | tuple[date, ...] | None = None) -> Window:
+    """The `days`-day window ending at `last` (the as-of day) and its days with data (read when
+    `data_days` is not handed in)."""
+    first = last - timedelta(days=days - 1)
+    found = queries.data_days(first, last + timedelta(days=1)) if data_days is None else data_days
+    inside = tuple(day for day in found if first <= day <= last)
+    return Window(first, last, days, len(inside), inside)
 
 
 @dataclass(frozen=True)
@@ -36,11 +88,11 @@ class Burn:
     budget: Budget
     period_start: date
     period_end: date          # exclusive
-    through: date | None      # the last day counted; None when there is no data at all
-    source: str               # "billed" or "estimated"
+    through: date | None      # the as-of day: the last day counted; None when there is no data at all
+    source: str               # "billed", "billed + estimated" or "estimated"
     source_note: str
-    daily: pd.DataFrame       # day, spend (Decimal), cumulative (Decimal): period start .. through
-    recent: pd.DataFrame      # day, spend: every day read up to through (zeros filled), for rates and spikes
+    daily: pd.DataFrame       # day, billed, estimated, spend, cumulative (Decimal): period start .. through
+    recent: pd.DataFrame      # day, spend, has_data: every day read up to through, for rates and spikes
     spent: Decimal
     rate_per_day: Decimal
     allowed_per_day: Decimal
@@ -51,6 +103,13 @@ class Burn:
     days_to_breach: int | None
     breach_day: date | None   # the day the spend reached (or is forecast to reach) the amount
     other_currency_lines: int  # bill lines of the scope and counted days in other currencies
+    billed: Decimal = Decimal(0)      # the part of `spent` on billed days (allocated or billed cost)
+    estimated: Decimal = Decimal(0)   # the part of `spent` after bill_through (estimates, USD)
+    tagged: Decimal | None = None     # of `billed`, the part whose bill lines carry the tag (team/project)
+    bill_through: date | None = None  # the bill's last complete day
+    basis: str = "billed"             # what billed days count: "allocated" or "billed"
+    rate_window: Window | None = None  # the 7 days ending at `through`
+    billed_runs: pd.DataFrame | None = None  # run_id, cost: the costliest runs of rate_window's billed days
 
     @property
     def used_pct(self) -> float:
@@ -63,6 +122,21 @@ class Burn:
     @property
     def breach_in_period(self) -> bool:
         return self.breach_day is not None and self.breach_day < self.period_end
+
+    def parts_text(self, money) -> str:
+        """'allocated $1,962.07 through 2026-11-21, of which tagged $1,659.19, + estimated $5,000.00
+        after it', with `money(amount, currency)` formatting the amounts."""
+        currency = self.budget.currency
+        if self.bill_through is None or self.bill_through < self.period_start:
+            return f"estimated {money(self.estimated, currency)} (no bill covers this period yet)"
+        last_billed = min(self.bill_through, self.through) if self.through else self.bill_through
+        text = f"{self.basis} {money(self.billed, currency)} through {last_billed:%Y-%m-%d}"
+        if self.tagged is not None:
+            text += f", of which tagged {money(self.tagged, currency)},"
+        if self.through is not None and self.through > self.bill_through:
+            text += (" + nothing estimated after it (estimates carry no provider)" if self.budget.scope == "provider"
+                     else f" + estimated {money(self.estimated, currency)} after it")
+        return text.rstrip(",")
 
 
 def period_bounds(day: date, period: str) -> tuple[date, date]:
@@ -87,75 +161,94 @@ def default_as_of(today: date) -> date:
 
 
 def burn(budget: Budget, settings: Config, as_of: date) -> Burn:
-    """The budget's period holding the day before `as_of`, counted through that day at most."""
+    """The budget's period holding the as-of day of a check on `as_of` (as_of_day(as_of))."""
     return burns([budget], settings, as_of)[0]
 
 
 @dataclass(frozen=True)
 class _Plan:
-    """What one budget's burn reads: its period, the days it reads and from which source."""
+    """What one budget's burn reads: its period and the days it reads."""
 
     budget: Budget
     period_start: date
     period_end: date
     window_start: date
-    source: str  # "allocation", "billed", "none" (on the allocation, no bill) or "estimated"
+
+
+_NO_DAYS = pd.DataFrame(columns=["day", "spend", "tagged", "other_currency_lines"])
 
 
 def burns(budgets: list[Budget], settings: Config, as_of: date) -> list[Burn]:
-    """burn() of each budget, in order; the bill (or the estimates) is read once for all of
-    them, not once per budget."""
-    billed_days = queries.bill_days().iloc[0]
-    tags = (settings.reconciliation.project_tag, settings.reconciliation.team_tag)
+    """burn() of each budget, in order, for a check made on `as_of`: every figure ends at the
+    as-of day. The bill, its allocation and the estimates are read once for all budgets."""
+    through = as_of_day(as_of)
+    last = through if through is not None else as_of - timedelta(days=1)
+    billed_to = bill_through()
+    spike_days = settings.alerts.burn_spike_baseline_days
     plans = []
     for budget in budgets:
-        period_start, period_end = period_bounds(as_of - timedelta(days=1), budget.period)
-        billed = (billed_days["first_day"] is not None and billed_days["first_day"] < period_end
-                  and billed_days["last_day"] >= period_start)
-        source = ("allocation" if budget.on_allocation else "billed") if billed else (
-            "none" if budget.on_allocation else "estimated")
-        window_start = min(period_start, as_of - timedelta(days=BAND_DAYS + settings.alerts.burn_spike_baseline_days))
-        plans.append(_Plan(budget, period_start, period_end, window_start, source))
-    billed_plans = [p for p in plans if p.source == "billed"]
-    estimated_plans = [p for p in plans if p.source == "estimated" and p.budget.currency == "USD"]
-    billed_frames = _split(queries.budget_daily_billed(
-        [(p.budget, p.window_start, as_of) for p in billed_plans], tags), billed_plans)
-    estimated_frames = _split(queries.budget_daily_estimated(
-        [(p.budget, p.window_start, as_of) for p in estimated_plans]), estimated_plans)
-    estimate_last = (queries.estimate_days()["last_day"].iloc[0]
-                     if any(p.source == "estimated" for p in plans) else None)
+        period_start, period_end = period_bounds(last, budget.period)
+        window_start = min(period_start, last - timedelta(days=max(BAND_DAYS, spike_days + 1) - 1))
+        plans.append(_Plan(budget, period_start, period_end, window_start))
+    end = last + timedelta(days=1)
+    # billed days: [window start, the bill's last complete day]; estimated days: after it
+    bill_end = min(billed_to + timedelta(days=1), end) if billed_to is not None else None
+    est_start = lambda plan: plan.window_start if bill_end is None else max(plan.window_start, bill_end)  # noqa: E731
+    rules = allocation.Rules.of(settings)
+    tags = (settings.reconciliation.project_tag, settings.reconciliation.team_tag)
+    on_bill = [p for p in plans if bill_end is not None and p.window_start < bill_end]
+    allocated = [p for p in on_bill if p.budget.scope in ALLOCATED_SCOPES]
+    lines = [p for p in on_bill if p.budget.scope not in ALLOCATED_SCOPES]
+    # the runs of each budget's 7-day window on billed days, from the same allocation pass
+    rate_first = last - timedelta(days=RATE_DAYS - 1)
+    with_runs = [p for p in plans if through is not None and bill_end is not None and rate_first < bill_end]
+    daily_frames, run_frames = (budget_drivers.daily_and_top_runs(
+        [(p.budget, p.window_start, bill_end) for p in allocated],
+        [(p.budget, rate_first, bill_end) for p in with_runs], rules, TOP_RUNS)
+        if allocated or with_runs else ([], []))
+    allocated_frames = dict(zip(map(id, allocated), daily_frames))
+    billed_runs = dict(zip(map(id, with_runs), run_frames))
+    line_frames = _split(queries.budget_daily_billed([(p.budget, p.window_start, bill_end) for p in lines], tags),
+                         lines)
+    estimating = [p for p in plans if p.budget.currency == "USD" and est_start(p) < end]
+    estimated_frames = _split(queries.budget_daily_estimated([(p.budget, est_start(p), end) for p in estimating]),
+                              estimating)
+    data_days = set(queries.data_days(min((p.window_start for p in plans), default=end), end))
     found = []
     for plan in plans:
         budget = plan.budget
-        if plan.source == "allocation":
-            last_day = billed_days["last_day"]
-            frame = budget_drivers.daily(budget, allocation.Rules.of(settings), plan.window_start, as_of)
-            note = (f"Effective cost from the allocation of the bill: the pieces of {budget.scope_label} in "
-                    f"{budget.currency} (amortized: commitments' shares included), by the day their charge period "
-                    f"starts; the bill runs to {last_day:%Y-%m-%d}.")
-        elif plan.source == "billed":
-            last_day = billed_days["last_day"]
-            frame = billed_frames[id(plan)]
-            note = (f"Billed cost: bill lines in {budget.currency} for {budget.scope_label}, "
-                    f"credits, taxes and fees included; the bill runs to {last_day:%Y-%m-%d}.")
-        elif plan.source == "none":
-            last_day = None
-            frame = _NO_DAYS
-            note = (f"No bill covers this period: a budget on the allocation ({budget.scope_label}) "
-                    "counts only the bill's effective cost, so nothing is counted yet.")
-        else:
-            last_day = estimate_last
-            frame = estimated_frames.get(id(plan), _NO_DAYS)
-            note = ("Estimated cost: no bill covers this period, so runs (by start day) "
-                    + ("and serving windows " if budget.scope == "all" else "")
-                    + "are counted at their estimated cost in USD.")
-            if budget.currency != "USD":
-                note += f" Estimates are in USD and this budget is in {budget.currency}: nothing is counted."
-        found.append(_burn(plan, as_of, last_day, frame, note))
+        basis = "allocated" if budget.scope in ALLOCATED_SCOPES else "billed"
+        billed = allocated_frames.get(id(plan), line_frames.get(id(plan), _NO_DAYS))
+        estimated = estimated_frames.get(id(plan), _NO_DAYS)
+        note = _note(budget, basis, billed_to, through)
+        found.append(_burn(plan, through, billed_to, billed, estimated, data_days, basis, note,
+                           billed_runs.get(id(plan))))
     return found
 
 
-_NO_DAYS = pd.DataFrame(columns=["day", "spend", "other_currency_lines"])
+def _note(budget: Budget, basis: str, billed_to: date | None, through: date | None) -> str:
+    """What the budget's spend counts, in words."""
+    if basis == "allocated":
+        what = (f"Allocated cost: the allocation of the bill's effective cost to {budget.scope_label} "
+                "(the showback figure of the Costs page: " +
+                ("the run's own " + budget.scope + ", else the bill line's tag; \"of which tagged\" is the part "
+                 "whose bill lines carry the tag" if budget.scope in TAGGED_SCOPES else "its pieces") + ")")
+    else:
+        what = f"Billed cost of the bill lines of {budget.scope_label} (credits, taxes and fees included)"
+    text = "" if billed_to is None else (
+        f"{what} in {budget.currency}, through {billed_to:%Y-%m-%d} (the bill's last complete day).")
+    if through is not None and (billed_to is None or through > billed_to):
+        since = "no bill yet" if billed_to is None else "after the bill"
+        text += (f" Estimated cost ({since}), through "
+                 f"{through:%Y-%m-%d}, in USD: runs by the day they start, at their logged, price-derived or "
+                 "catalog-priced cost"
+                 + (", and serving windows" if budget.scope in ("all", "bucket", "service", "model") else "")
+                 + "; the bill replaces it when it arrives.")
+        if budget.currency != "USD":
+            text += f" Estimates are in USD and this budget is in {budget.currency}: they are not counted."
+        elif budget.scope == "provider":
+            text += " Estimates carry no provider: none is counted."
+    return text.strip() or "No data yet."
 
 
 def _split(frame: pd.DataFrame, plans: list[_Plan]) -> dict[int, pd.DataFrame]:
@@ -164,46 +257,70 @@ def _split(frame: pd.DataFrame, plans: list[_Plan]) -> dict[int, pd.DataFrame]:
     return {id(plan): groups.get(no, _NO_DAYS) for no, plan in enumerate(plans)}
 
 
-def _burn(plan: _Plan, as_of: date, last_day: object, frame: pd.DataFrame, note: str) -> Burn:
-    """One budget's Burn from its daily spend (`frame`: day, spend, other_currency_lines)."""
+def _by_day(frame: pd.DataFrame, column: str) -> dict:
+    if column not in frame.columns:
+        return {}
+    return {day: Decimal(value) for day, value in zip(frame["day"], frame[column])}
+
+
+def _burn(plan: _Plan, through: date | None, billed_to: date | None, billed_frame: pd.DataFrame,
+          estimated_frame: pd.DataFrame, data_days: set, basis: str, note: str,
+          billed_runs: pd.DataFrame | None) -> Burn:
+    """One budget's Burn from its daily billed and estimated spend."""
     budget, period_start, period_end = plan.budget, plan.period_start, plan.period_end
-    through = None if last_day is None or pd.isna(last_day) else min(last_day, as_of - timedelta(days=1))
-    spend_by_day = {row.day: Decimal(row.spend) for row in frame.itertuples()}
+    billed_by_day, estimated_by_day = _by_day(billed_frame, "spend"), _by_day(estimated_frame, "spend")
+    tagged_by_day = _by_day(billed_frame, "tagged")
     counted_end = (through + timedelta(days=1)) if through is not None and through >= period_start else period_start
-    daily = _days(spend_by_day, period_start, counted_end)
+    days = [period_start + timedelta(days=i) for i in range(max((counted_end - period_start).days, 0))]
+    billed = [billed_by_day.get(day, Decimal(0)) for day in days]
+    estimated = [estimated_by_day.get(day, Decimal(0)) for day in days]
+    daily = pd.DataFrame({"day": days, "billed": billed, "estimated": estimated,
+                          "spend": [b + e for b, e in zip(billed, estimated)]}, dtype=object)
     daily["cumulative"] = _cumulative(daily["spend"])
-    recent_end = through + timedelta(days=1) if through is not None else as_of
-    recent = _days(spend_by_day, plan.window_start, recent_end)
+    recent_end = through + timedelta(days=1) if through is not None else counted_end
+    recent_days = [plan.window_start + timedelta(days=i) for i in range(max((recent_end - plan.window_start).days, 0))]
+    recent = pd.DataFrame({"day": recent_days,
+                           "spend": [billed_by_day.get(d, Decimal(0)) + estimated_by_day.get(d, Decimal(0))
+                                     for d in recent_days],
+                           "has_data": [d in data_days for d in recent_days]}, dtype=object)
     spent = sum(daily["spend"], Decimal(0))
-    rate = sum(recent["spend"].iloc[-RATE_DAYS:], Decimal(0)) / RATE_DAYS
-    low, high = (_percentile(list(recent["spend"].iloc[-BAND_DAYS:]), p) for p in BAND_PERCENTILES)
+    rate_window = window(through, RATE_DAYS, sorted(data_days)) if through is not None else None
+    rate = _mean_with_data(recent, RATE_DAYS)
+    band = [v for v, has in zip(recent["spend"].iloc[-BAND_DAYS:], recent["has_data"].iloc[-BAND_DAYS:]) if has]
+    low, high = (_percentile(band, p) for p in BAND_PERCENTILES)
     days_left = (period_end - counted_end).days
     days_in_period = (period_end - period_start).days
     breach_day, days_to_breach = _breach(budget.amount, daily, spent, rate, counted_end)
+    tagged = (sum((v for d, v in tagged_by_day.items() if period_start <= d < counted_end), Decimal(0))
+              if budget.scope in TAGGED_SCOPES else None)
+    other = (sum(int(n) for d, n in zip(billed_frame["day"], billed_frame["other_currency_lines"])
+                 if period_start <= d < counted_end) if "other_currency_lines" in billed_frame.columns else 0)
+    source = ("estimated" if billed_to is None or billed_to < period_start
+              else "billed + estimated" if through is not None and through > billed_to else "billed")
     return Burn(
         budget=budget, period_start=period_start, period_end=period_end, through=through,
-        source="estimated" if plan.source in ("estimated", "none") else "billed", source_note=note,
-        daily=daily, recent=recent,
+        source=source, source_note=note, daily=daily, recent=recent,
         spent=spent, rate_per_day=rate, allowed_per_day=budget.amount / days_in_period,
         forecast=spent + rate * days_left, forecast_low=spent + low * days_left,
         forecast_high=spent + high * days_left, days_left=days_left,
-        days_to_breach=days_to_breach, breach_day=breach_day,
-        other_currency_lines=int(sum(row.other_currency_lines for row in frame.itertuples()
-                                     if period_start <= row.day < counted_end)),
+        days_to_breach=days_to_breach, breach_day=breach_day, other_currency_lines=other,
+        billed=sum(billed, Decimal(0)), estimated=sum(estimated, Decimal(0)), tagged=tagged,
+        bill_through=billed_to, basis=basis, rate_window=rate_window,
+        billed_runs=billed_runs if billed_runs is not None else pd.DataFrame(columns=["run_id", "cost"]),
     )
+
+
+def _mean_with_data(recent: pd.DataFrame, days: int) -> Decimal:
+    """The mean spend per day with data of the last `days` days of `recent` (0 without any)."""
+    tail = recent.iloc[-days:]
+    counted = [spend for spend, has in zip(tail["spend"], tail["has_data"]) if has]
+    return sum(counted, Decimal(0)) / len(counted) if counted else Decimal(0)
 
 
 def daily_spend(burn_: Burn, start: date, end: date) -> pd.DataFrame:
     """The burn's daily spend in [start, end), from the days it read (`recent` holds them all)."""
     rows = burn_.recent
     return rows[(rows["day"] >= start) & (rows["day"] < end)].reset_index(drop=True)
-
-
-def _days(spend_by_day: dict, start: date, end: date) -> pd.DataFrame:
-    """Every day in [start, end) with its spend (0 on a day without any)."""
-    days = [start + timedelta(days=i) for i in range(max((end - start).days, 0))]
-    return pd.DataFrame({"day": days, "spend": [spend_by_day.get(day, Decimal(0)) for day in days]},
-                        dtype=object)
 
 
 def _cumulative(spend: pd.Series) -> list[Decimal]:
@@ -258,3 +375,36 @@ def pace(burn_: Burn) -> pd.DataFrame:
     total = (burn_.period_end - burn_.period_start).days
     days = [burn_.period_start + timedelta(days=i) for i in range(total)]
     return pd.DataFrame({"day": days, "allowed": [float(burn_.allowed_per_day * (i + 1)) for i in range(total)]})
+
+
+def spent_in(burn_: Burn, window_: Window) -> Decimal:
+    """The burn's spend (billed + estimated) over the window's days."""
+    return sum(daily_spend(burn_, window_.first, window_.last + timedelta(days=1))["spend"], Decimal(0))
+
+
+def top_runs(burns_: list[Burn], settings: Config, top: int = TOP_RUNS) -> dict[int, pd.DataFrame]:
+    """Per burn (by id) with an as-of day: its costliest runs over its 7-day window (rate_window),
+    costliest first: run_id, cost (Decimal, the budget's currency), source ("allocated" on billed
+    days: the run's pieces of the bill, read with the burn; "estimated" after the bill's last day:
+    the run's estimate, by the day it started; a run in both adds the two). At most TOP_RUNS."""
+    out = {}
+    for b in burns_:
+        if b.through is None or b.rate_window is None:
+            continue
+        rows: dict[str, list] = {}
+        billed = b.billed_runs if b.billed_runs is not None else pd.DataFrame(columns=["run_id", "cost"])
+        for run_id, cost in zip(billed["run_id"], billed["cost"]):
+            rows[run_id] = [run_id, Decimal(cost), "allocated"]
+        est_first = b.rate_window.first if b.bill_through is None else max(b.rate_window.first,
+                                                                             b.bill_through + timedelta(days=1))
+        if b.budget.currency == "USD" and est_first <= b.through:
+            found = queries.budget_top_runs(b.budget, est_first, b.through + timedelta(days=1), top)
+            for run_id, cost in zip(found["run_id"], found["cost_usd"]):
+                if run_id in rows:
+                    rows[run_id][1] += Decimal(cost)
+                    rows[run_id][2] = "allocated + estimated"
+                else:
+                    rows[run_id] = [run_id, Decimal(cost), "estimated"]
+        ordered = sorted(rows.values(), key=lambda item: (-item[1], item[0]))[:min(top, TOP_RUNS)]
+        out[id(b)] = pd.DataFrame(ordered, columns=["run_id", "cost", "source"], dtype=object)
+    return out

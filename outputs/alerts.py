@@ -8,6 +8,11 @@ Rules (thresholds in mlcost.toml: [[budgets]] and [alerts]):
 - serving_regression  a model version's cost or energy per 1k successful requests regressed
                    (the [serving] rule of the Serving page), started in the lookback;
 - idle_waste       idle GPU-hours of the last 7 days cost more than idle_waste_usd_per_week.
+Every rule reads data through one day, the as-of day (metrics/budgets.as_of_day: the last day
+with data before the check), and its windows end there, saying their days and how many have
+data. A budget alert reads as the seed's: "Project vision spent $X in the last 7 days (budget
+$Y/month). Top 3 most expensive runs: ...", then the period's spend in its parts (billed or
+allocated through the bill's last day + estimated after it).
 Each alert fires once per period: a budget's month or quarter, the regressed version's start
 day, the month for idle waste.
 """
@@ -20,7 +25,7 @@ from decimal import ROUND_HALF_UP, Decimal
 
 import pandas as pd
 
-from metrics import allocation, budget_drivers, budgets, idle, queries
+from metrics import allocation, budgets, idle, queries
 from outputs import alert_store, slack
 from metrics.filters import Filters
 from ingest import warehouse as wh
@@ -28,7 +33,7 @@ from ingest.config import Config
 
 RULES = ("budget_actual", "budget_forecast", "burn_spike", "serving_regression", "idle_waste")
 IDLE_DAYS = 7
-TOP_RUNS = 3
+TOP_RUNS = budgets.TOP_RUNS
 CENT = Decimal("0.01")
 
 
@@ -76,9 +81,9 @@ def evaluate(settings: Config, as_of: date) -> list[Alert]:
     alerts: list[Alert] = []
     burns = budgets.burns(settings.budgets, settings, as_of)
     crossed = [burn for burn in burns if _crossed(burn, settings)]
-    drivers = _top_drivers(crossed, settings)
+    runs = budgets.top_runs(crossed, settings, TOP_RUNS)  # read only for budgets that will alert
     for burn in burns:
-        alerts.extend(budget_alerts(burn, settings, drivers.get(id(burn))))
+        alerts.extend(budget_alerts(burn, settings, runs.get(id(burn))))
     alerts.extend(regression_alerts(settings, as_of))
     alerts.extend(idle_alerts(settings, as_of))
     return alerts
@@ -91,23 +96,14 @@ def _crossed(burn: budgets.Burn, settings: Config) -> bool:
             or any(burn.days_left > 0 and burn.forecast_pct >= pct for pct in budget.forecast_thresholds_pct))
 
 
-def _top_drivers(burns: list[budgets.Burn], settings: Config) -> dict[int, pd.DataFrame]:
-    """The costliest allocation items (budget_drivers) of each billed burn's days so far, by
-    id(burn): one allocation of the month for all budgets, not one per budget."""
-    billed = [burn for burn in burns if burn.source == "billed" and burn.through is not None]
-    found = budget_drivers.drivers_of([(burn.budget, burn.period_start, burn.through + timedelta(days=1))
-                                       for burn in billed], allocation.Rules.of(settings), TOP_RUNS)
-    return {id(burn): drivers.items for burn, drivers in zip(billed, found)}
-
-
-def budget_alerts(burn: budgets.Burn, settings: Config, top_items: pd.DataFrame | None = None) -> list[Alert]:
-    """Threshold and spike alerts of one budget's period (`top_items`: its budget_drivers items
-    when already read for it)."""
+def budget_alerts(burn: budgets.Burn, settings: Config, top_runs: pd.DataFrame | None = None) -> list[Alert]:
+    """Threshold and spike alerts of one budget's period (`top_runs`: its budgets.top_runs when
+    already read for it)."""
     budget, out = burn.budget, []
     spike = burn_spike(burn, settings)
     if not _crossed(burn, settings):
         return out
-    summary = _budget_summary(burn, settings, top_items)  # queries for the top drivers: only when an alert will carry it
+    summary = _budget_summary(burn, settings, top_runs)  # queries for the top runs: only when an alert will carry it
     for pct in budget.actual_thresholds_pct:
         if burn.used_pct >= pct:
             out.append(_budget_alert(burn, "budget_actual", pct,
@@ -118,27 +114,32 @@ def budget_alerts(burn: budgets.Burn, settings: Config, top_items: pd.DataFrame 
                                      f"{budget.name}: forecast {burn.forecast_pct:.0f} % of the budget (threshold {pct:g} %)",
                                      summary))
     if spike is not None:
-        day, spend, baseline = spike
+        day, spend, baseline, with_data = spike
         title = f"{budget.name}: spend spiked to {spend / baseline:.1f}x its daily mean"
         text = (f"{_sentence(budget.scope_label)} spent {_money(spend, budget.currency)} on {day:%a %Y-%m-%d}, "
-                f"{spend / baseline:.1f}x its mean of {_money(baseline, budget.currency)}/day over the "
-                f"{settings.alerts.burn_spike_baseline_days} days before. " + summary)
+                f"{spend / baseline:.1f}x its mean of {_money(baseline, budget.currency)} per day with data over the "
+                f"{settings.alerts.burn_spike_baseline_days} days before ({with_data} with data). " + summary)
         out.append(_budget_alert(burn, "burn_spike", settings.alerts.burn_spike_factor, title, text))
     return out
 
 
-def burn_spike(burn: budgets.Burn, settings: Config) -> tuple[date, Decimal, Decimal] | None:
-    """(day, its spend, baseline mean per day) when the last counted day is a spike, else None."""
+def burn_spike(burn: budgets.Burn, settings: Config) -> tuple[date, Decimal, Decimal, int] | None:
+    """(day, its spend, baseline mean per day with data, days with data in the baseline) when the
+    as-of day is a spike, else None. The baseline is the burn_spike_baseline_days before it."""
     if burn.through is None or burn.through < burn.period_start:
         return None
     days = settings.alerts.burn_spike_baseline_days
     history = budgets.daily_spend(burn, burn.through - timedelta(days=days), burn.through + timedelta(days=1))
-    if len(history) < days + 1 or days == 0:
+    if len(history) < days + 1 or days == 0 or not history["has_data"].iloc[-1]:
+        return None
+    before = history.iloc[:-1]
+    counted = [spend for spend, has in zip(before["spend"], before["has_data"]) if has]
+    if not counted:
         return None
     spend = history["spend"].iloc[-1]
-    baseline = sum(history["spend"].iloc[:-1], Decimal(0)) / days
+    baseline = sum(counted, Decimal(0)) / len(counted)
     if baseline > 0 and spend > baseline * Decimal(str(settings.alerts.burn_spike_factor)):
-        return burn.through, spend, baseline
+        return burn.through, spend, baseline, len(counted)
     return None
 
 
@@ -168,11 +169,13 @@ def regression_alerts(settings: Config, as_of: date) -> list[Alert]:
 
 
 def idle_alerts(settings: Config, as_of: date) -> list[Alert]:
-    """Idle GPU-hours of the 7 days before `as_of` that cost more than the weekly threshold."""
+    """Idle GPU-hours of the 7 days ending at the as-of day that cost more than the weekly threshold."""
     threshold = settings.alerts.idle_waste_usd_per_week
-    if threshold <= 0 or queries.gpu_rollup_rule().empty:
+    through = budgets.as_of_day(as_of)
+    if threshold <= 0 or through is None or queries.gpu_rollup_rule().empty:
         return []
-    start, last = as_of - timedelta(days=IDLE_DAYS), as_of - timedelta(days=1)
+    window = budgets.window(through, IDLE_DAYS)
+    start, last = window.first, window.last
     models = queries.gpu_models()
     prices = tuple((name, str(settings.prices.gpu(name))) for name in models["gpu_name"]
                    if settings.prices.gpu(name) is not None)
@@ -181,7 +184,8 @@ def idle_alerts(settings: Config, as_of: date) -> list[Alert]:
     if priced.empty:
         return []
     # the idle cost (metrics/idle.py): billed nodes' both parts (USD), plus hosts without bill lines at catalog prices
-    found = idle.idle_cost(start, as_of, allocation.Rules.of(settings), tuple(settings.prices.gpu_usd_per_hour.items()))
+    found = idle.idle_cost(start, last + timedelta(days=1), allocation.Rules.of(settings),
+                           tuple(settings.prices.gpu_usd_per_hour.items()))
     parts = found.billed.get("USD")
     cost = sum((p.shown().cost for p in (parts, found.estimated) if p is not None), Decimal(0))
     if cost <= threshold:
@@ -190,12 +194,12 @@ def idle_alerts(settings: Config, as_of: date) -> list[Alert]:
     named = ", ".join(f"{r.host} GPU {r.gpu_index} ({r.gpu_name}) {r.idle_h:,.1f} h ${r.idle_usd:,.2f}"
                       for r in worst.itertuples())
     idle_h = priced["idle_h"].sum()
-    text = (f"{len(priced)} GPUs were idle {idle_h:,.1f} GPU-hours from {start:%Y-%m-%d} to {last:%Y-%m-%d}, "
-            f"costing ${cost:,.2f} (threshold ${threshold:,.2f}/week): "
+    text = (f"{len(priced)} GPUs were idle {idle_h:,.1f} GPU-hours in the last {window.days} days "
+            f"({window.text()}), costing ${cost:,.2f} (threshold ${threshold:,.2f}/week): "
             + "; ".join(t for t in ((idle.parts_text(parts) if parts else None), idle.estimated_text(found)) if t)
             + f". Most idle: {named}. Release or share these GPUs, or shrink the pool (Idle GPUs page).")
     return [Alert("idle_waste", "GPUs", f"${threshold:g}/week", date(last.year, last.month, 1),
-                  settings.alerts.channel, f"Idle GPUs cost ${cost:,.2f} in the last 7 days", text)]
+                  settings.alerts.channel, f"Idle GPUs cost ${cost:,.2f} in the last {window.days} days", text)]
 
 
 class CheckRunning(RuntimeError):
@@ -324,38 +328,34 @@ def test_message(channel: str | None, settings: Config, send=slack.send) -> slac
     return outcome
 
 
-def _budget_summary(burn: budgets.Burn, settings: Config, top_items: pd.DataFrame | None = None) -> str:
-    """'Project vision spent $4,210.00 in the last 7 days (budget $10,000.00/month, 82 % used,
-    forecast $12,900.00). Top 3 drivers (effective cost): ...' with the figures of this burn:
-    the allocation's costliest pieces when billed, else the costliest runs (estimated)."""
+def _budget_summary(burn: budgets.Burn, settings: Config, top_runs: pd.DataFrame | None = None) -> str:
+    """The seed's budget alert with this burn's figures: 'Project vision spent $X in the last 7 days
+    (2026-11-19 to 2026-11-25, 7 days, 4 with data; budget $3,000.00/month). Top 3 most expensive
+    runs: ...', then the period's spend in its parts, the forecast and the owner."""
     budget, currency = burn.budget, burn.budget.currency
-    if burn.through is None:
+    if burn.through is None or burn.rate_window is None:
         return f"No spend data for {budget.scope_label} yet."
-    last_7 = sum(budgets.daily_spend(burn, burn.through - timedelta(days=6), burn.through + timedelta(days=1))["spend"],
-                 Decimal(0))
+    window = burn.rate_window
     who = "All spend came to" if budget.scope == "all" else f"{_sentence(budget.scope_label)} spent"
-    text = (f"{who} {_money(last_7, currency)} in the last 7 days to "
-            f"{burn.through:%Y-%m-%d} (budget {_money(budget.amount, currency)}/{budget.period}, "
-            f"{burn.used_pct:.0f} % used: {_money(burn.spent, currency)}, forecast {_money(burn.forecast, currency)} "
-            f"by {burn.period_end - timedelta(days=1):%Y-%m-%d}; burning {_money(burn.rate_per_day, currency)}/day "
-            f"against {_money(burn.allowed_per_day, currency)}/day allowed).")
+    text = (f"{who} {_money(budgets.spent_in(burn, window), currency)} in the last {window.days} days "
+            f"({window.text()}; budget {_money(budget.amount, currency)}/{budget.period}).")
+    runs = top_runs if top_runs is not None else budgets.top_runs([burn], settings, TOP_RUNS)[id(burn)]
+    if runs.empty:
+        text += " No run has cost in this window."
+    else:
+        text += f" Top {len(runs)} most expensive runs: " + ", ".join(
+            f"{r.run_id} {_money(r.cost, currency)}" + ("" if r.source == "allocated" else f" ({r.source})")
+            for r in runs.itertuples()) + "."
+    text += (f" This {budget.period} as of {burn.through:%Y-%m-%d}: {_money(burn.spent, currency)}, "
+             f"{burn.used_pct:.0f} % of the budget ({burn.parts_text(_money)}); forecast "
+             f"{_money(burn.forecast, currency)} by {burn.period_end - timedelta(days=1):%Y-%m-%d}, burning "
+             f"{_money(burn.rate_per_day, currency)} per day with data against "
+             f"{_money(burn.allowed_per_day, currency)}/day allowed.")
     if burn.breach_day is not None and burn.breach_in_period and burn.days_to_breach:
         text += f" At this rate it runs out on {burn.breach_day:%Y-%m-%d}."
-    if burn.source == "billed":  # what the allocation of the bill puts the period's spend on
-        items = top_items if top_items is not None else budget_drivers.drivers(
-            budget, allocation.Rules.of(settings), burn.period_start, burn.through + timedelta(days=1), TOP_RUNS).items
-        items = items[~items["item"].str.startswith("everything else")]
-        if not items.empty:
-            text += f" Top {len(items)} drivers (effective cost): " + ", ".join(
-                f"{r.item} {_money(r.cost, currency)}" for r in items.itertuples()) + "."
-    runs = (queries.budget_top_runs(budget, burn.period_start, burn.period_end, TOP_RUNS)
-            if burn.source != "billed" else None)
-    if runs is not None and not runs.empty:
-        text += f" Top {len(runs)} runs: " + ", ".join(
-            f"{r.run_id} ({r.instance_type or 'unknown instance'}) {_money(r.cost_usd, 'USD')}" for r in runs.itertuples()) + "."
     if budget.owner:
         text += f" Owner: {budget.owner}."
-    return text + f" Source: {burn.source} cost."
+    return text
 
 
 def _budget_alert(burn: budgets.Burn, rule: str, level: float, title: str, text: str) -> Alert:

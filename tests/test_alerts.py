@@ -21,7 +21,8 @@ from outputs import alert_store, alerts
 from ingest import config, loader, warehouse as wh
 from tests.conftest import REPO_ROOT, SAMPLE_DIR, sample_node_rates
 from tests.slack_server import refused_url, slack_stand_in
-from tests.test_budgets import SCOPES, bill_spend_by_day, expected_burn, run_line
+from tests.test_budgets import (SCOPES, allocated_by_day, allocated_by_run, bill_spend_by_day, expected_burn,
+                                run_line, sample_runs, spend_by_day)
 
 SAMPLE_CONFIG = SAMPLE_DIR / "mlcost.toml"
 AS_OF = date(2026, 11, 22)
@@ -48,7 +49,7 @@ def expected_sample_alerts() -> tuple[set[str], set[str]]:
         scope = "all" if budget.scope == "all" else f"{budget.scope}:{budget.scope_value}"
         start = date(2026, 11, 1) if budget.period == "month" else date(2026, 10, 1)
         end = date(2026, 12, 1) if budget.period == "month" else date(2027, 1, 1)
-        want = expected_burn(bill_spend_by_day(SCOPES[scope]), budget.amount, start, end, date(2026, 11, 21))
+        want = expected_burn(spend_by_day(scope), budget.amount, start, end, date(2026, 11, 21))
         for rule, figure, thresholds in (("budget_actual", want["spent"], budget.actual_thresholds_pct),
                                          ("budget_forecast", want["forecast"], budget.forecast_thresholds_pct)):
             crossed = [pct for pct in thresholds if figure * 100 / budget.amount >= Decimal(str(pct))]
@@ -92,6 +93,19 @@ def idle_usd_last_week(truth: dict) -> Decimal:
     return total
 
 
+def money(amount: Decimal) -> str:
+    return f"${amount.quantize(Decimal('0.01')):,}"
+
+
+def top_runs_text(by_run: dict[str, Decimal], estimated: dict[str, Decimal] | None = None) -> str:
+    """'r1 $5,000.00 (estimated), r2 $75.14, r3 $65.58': the three costliest runs, as the alert names them."""
+    estimated = estimated or {}
+    total = {run: by_run.get(run, Decimal(0)) + estimated.get(run, Decimal(0)) for run in {*by_run, *estimated}}
+    top = sorted(total, key=lambda run: (-total[run], run))[:3]
+    return ", ".join(f"{run} {money(total[run])}" + (" (estimated)" if run in estimated and run not in by_run else "")
+                     for run in top)
+
+
 def check(env: dict, *extra: str) -> tuple[int, dict, str]:
     """`mlcost alerts check --as-of 2026-11-22 --json` in a new process: (exit code, JSON, stderr)."""
     done = subprocess.run([sys.executable, "-m", "mlcost", "alerts", "check", "--as-of", "2026-11-22", "--json",
@@ -123,15 +137,34 @@ def test_first_check_posts_the_expected_alerts_and_a_second_posts_nothing(on_sam
         assert set(first["superseded"]) == holding - posted  # genai 50 % under its 80 %
         assert len(slack.posts) == len(posted) and all(p["status"] == 200 for p in slack.posts)
         genai = {p["body"]["text"].split("\n")[0] for p in slack.posts if p["path"].startswith("/genai/")}
-        assert genai == {"mlcost: genai team: 82 % of the budget spent (threshold 80 %)",
-                         "mlcost: genai team: forecast 117 % of the budget (threshold 100 %)"}
+        team = expected_burn(spend_by_day("team:genai"), Decimal(14000), date(2026, 11, 1), date(2026, 12, 1),
+                             date(2026, 11, 21))
+        used, forecast = float(team["spent"] * 100 / 14000), float(team["forecast"] * 100 / 14000)
+        assert genai == {f"mlcost: genai team: {used:.0f} % of the budget spent "
+                         f"(threshold {max(p for p in (50, 80, 100) if used >= p)} %)",
+                         f"mlcost: genai team: forecast {forecast:.0f} % of the budget (threshold 100 %)"}
         org = expected_burn(bill_spend_by_day(SCOPES["all"]), Decimal(38000), date(2026, 11, 1), date(2026, 12, 1),
                             date(2026, 11, 21))
-        org_post = next(p["body"] for p in slack.posts if "ML org: 72 %" in p["body"]["text"])
+        org_post = next(p["body"] for p in slack.posts if p["body"]["text"].startswith("mlcost: ML org: ")
+                        and "of the budget spent" in p["body"]["text"])
         assert f"${org['spent'].quantize(Decimal('0.01')):,}" in org_post["text"]
         assert f"forecast ${org['forecast'].quantize(Decimal('0.01')):,}" in org_post["text"]
         assert [b["type"] for b in org_post["blocks"]] == ["header", "section", "context"]
-        assert "Top 3 drivers (effective cost): " in org_post["text"]
+        # the seed's wording: spend over the stated window, then the top three runs by cost
+        week = [date(2026, 11, 15) + timedelta(days=i) for i in range(7)]
+        all_week = sum((bill_spend_by_day(SCOPES["all"]).get(d, Decimal(0)) for d in week), Decimal(0))
+        assert (f"All spend came to {money(all_week)} in the last 7 days (2026-11-15 to 2026-11-21, 7 days, "
+                f"7 with data; budget $38,000.00/month). Top 3 most expensive runs: "
+                + top_runs_text(allocated_by_run(week[0], week[-1])) + ".") in org_post["text"]
+        genai_post = next(p["body"]["text"] for p in slack.posts if p["path"].startswith("/genai/")
+                          and "of the budget spent" in p["body"]["text"])
+        runs = sample_runs()
+        genai_week = sum((allocated_by_day("team", "genai").get(d, Decimal(0)) for d in week), Decimal(0))
+        assert (f"Team genai spent {money(genai_week)} in the last 7 days (2026-11-15 to 2026-11-21, 7 days, 7 with "
+                f"data; budget $14,000.00/month). Top 3 most expensive runs: "
+                + top_runs_text(allocated_by_run(week[0], week[-1], lambda run, tags: runs[run]["team"] == "genai"))
+                + ".") in genai_post
+        assert "Amazon Simple Storage Service" not in genai_post and "AWS Data Transfer" not in genai_post
         idle_post = next(p["body"]["text"] for p in slack.posts if "Idle GPUs cost" in p["body"]["text"])
         figure = Decimal(idle_post.split("costing $")[1].split(" ")[0].replace(",", ""))
         assert abs(figure - idle_usd_last_week(json.loads((SAMPLE_DIR / "truth.json").read_text()))) < Decimal("0.5")
@@ -298,8 +331,10 @@ def test_a_burn_spike_fires_and_a_normal_day_does_not(hand, tmp_path):
     assert loader.ingest_file(tmp_path / "spike.jsonl").ok
     spike = alerts.check(big, date(2026, 3, 29))
     assert [a.key for a in spike.alerts] == ["burn_spike|p|2x|2026-03-01"]
-    # 52.50 on Mar 28 against 28 days before it: Feb 28 (0) and Mar 1-27 (27 x 10.50) -> 10.125 a day
-    assert "spent $52.50 on Sat 2026-03-28, 5.2x its mean of $10.13/day over the 28 days before" in spike.alerts[0].message
+    # 52.50 on Mar 28 against the 28 days before it, of which 27 have data: Mar 1-27 (Feb 28 has none)
+    spend, baseline = Decimal("10.50") + Decimal("42.00"), 27 * Decimal("10.50") / 27
+    assert (f"spent {money(spend)} on Sat 2026-03-28, {spend / baseline:.1f}x its mean of {money(baseline)} per day "
+            "with data over the 28 days before (27 with data)") in spike.alerts[0].message
     assert len(slack.posts) == 1
 
 
@@ -359,3 +394,76 @@ def test_two_checks_never_overlap(hand):
             alerts.check(tight, date(2026, 3, 21))
     assert slack.posts == [] and stored("SELECT count(*) FROM alerts") == [(0,)]
     assert alerts.check(tight, date(2026, 3, 21)).delivered  # once it is released
+
+
+# --- spend after the bill's last day, and one as-of day for every rule ----------------------------
+
+BIG_RUN = {"run_id": "vision-big-1125", "project": "vision", "team": "perception", "owner": "alice",
+           "start_time": "2026-11-25T08:00:00Z", "end_time": "2026-11-25T18:00:00Z", "instance_type": "p5.48xlarge",
+           "estimated_cost_usd": 5000, "status": "completed"}
+
+
+def sample_data_end() -> date:
+    """The sample's last day with data (truth.json: its span ends the day before span_end_exclusive)."""
+    about = json.loads((SAMPLE_DIR / "truth.json").read_text())["about"]
+    return date.fromisoformat(about["span_end_exclusive"][:10]) - timedelta(days=1)
+
+
+def test_a_run_after_the_bills_last_day_fires_the_budget_alert_once(on_sample, tmp_path):
+    """Issue 20: a $5,000 run for project vision on Nov 25 (budget $3,000) while the bill ends Nov 21."""
+    (tmp_path / "big.jsonl").write_text(json.dumps(BIG_RUN) + "\n")
+    assert loader.ingest_file(tmp_path / "big.jsonl").ok
+    budget = next(b for b in config.load(SAMPLE_CONFIG).budgets if b.name == "vision")
+    bill_end, as_of = sample_data_end(), date(2026, 11, 25)
+    allocated = allocated_by_day("project", "vision")
+    billed = sum((v for d, v in allocated.items() if date(2026, 11, 1) <= d <= bill_end), Decimal(0))
+    tagged = sum((v for d, v in bill_spend_by_day(lambda row, tags: tags.get("project") == "vision",
+                                                  "EffectiveCost").items()
+                  if date(2026, 11, 1) <= d <= bill_end), Decimal(0))
+    estimated = Decimal(BIG_RUN["estimated_cost_usd"])
+    spent = billed + estimated
+    used = float(spent * 100 / budget.amount)
+    top = max(p for p in budget.actual_thresholds_pct if used >= p)
+    window = [as_of - timedelta(days=6 - i) for i in range(7)]
+    with_data = [d for d in window if d <= bill_end or d == as_of]
+    week = sum((allocated.get(d, Decimal(0)) for d in window), Decimal(0)) + estimated
+    runs = sample_runs()
+    by_run = allocated_by_run(window[0], bill_end, lambda run, tags: runs[run]["project"] == "vision")
+
+    with slack_stand_in() as slack:
+        env = env_with(MLCOST_SLACK_WEBHOOK_URL=slack.url(f"/default/{SECRET}"),
+                       MLCOST_SLACK_WEBHOOK_URL_GENAI=slack.url(f"/genai/{SECRET}"))
+        code, first, _ = check(env, "--as-of", "2026-11-26")
+        assert code == 0 and first["as_of"] == "2026-11-25"
+        key = f"budget_actual|vision|{top:g}%|2026-11-01"
+        assert key in first["delivered"]
+        post = next(p["body"]["text"] for p in slack.posts if p["body"]["text"].startswith(
+            f"mlcost: vision: {used:.0f} % of the budget spent (threshold {top:g} %)"))
+        assert (f"Project vision spent {money(week)} in the last 7 days (2026-11-19 to 2026-11-25, 7 days, "
+                f"{len(with_data)} with data; budget $3,000.00/month). Top 3 most expensive runs: "
+                + top_runs_text(by_run, {BIG_RUN["run_id"]: estimated}) + ".") in post
+        assert (f"This month as of 2026-11-25: {money(spent)}, {used:.0f} % of the budget (allocated "
+                f"{money(billed)} through {bill_end}, of which tagged {money(tagged)}, + estimated "
+                f"{money(estimated)} after it)") in post
+        posts = len(slack.posts)
+        code, second, _ = check(env, "--as-of", "2026-11-26")
+        assert code == 0 and second["new"] == [] and second["delivered"] == [] and len(slack.posts) == posts
+        assert key in second["firing"]
+
+
+def test_every_rule_reads_through_one_as_of_day(on_sample):
+    """A check on Nov 25 reads the sample through its last day with data (Nov 21): the CLI says so,
+    and the budget and idle alerts state the same 7 days and how many have data."""
+    end = sample_data_end()
+    done = subprocess.run([sys.executable, "-m", "mlcost", "alerts", "check", "--dry-run", "--as-of", "2026-11-25"],
+                          env=dict(os.environ), capture_output=True, text=True, timeout=600, cwd=REPO_ROOT)
+    assert done.returncode == 0, done.stderr
+    assert f"hold as of {end} (the last day with data before 2026-11-25)" in done.stdout
+    window = f"{end - timedelta(days=6)} to {end}, 7 days, 7 with data"
+    messages = [line for line in done.stdout.splitlines() if line.startswith("    ")]
+    budget_lines = [m for m in messages if "in the last 7 days" in m and "budget $" in m]
+    idle_lines = [m for m in messages if "GPUs were idle" in m]
+    assert budget_lines and idle_lines
+    assert all(f"({window};" in m for m in budget_lines), budget_lines[0]
+    assert all(f"({window})" in m for m in idle_lines), idle_lines[0]
+    assert all(f"as of {end}:" in m for m in budget_lines)

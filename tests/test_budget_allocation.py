@@ -1,13 +1,14 @@
 """Budgets that follow the allocation of the bill: budgets on a bucket or a key (bucket:, model:,
-service:) and "what drives it", checked against sums of the sample bill files (csv + Decimal)
-and against `mlcost allocation`, never against the budget code's own SQL."""
+service:, and team: and project:, the Costs page's showback) and "what drives it", checked
+against sums of the sample files (csv + Decimal; tests/test_budgets.allocated_by_day) and against
+`mlcost allocation`, never against the budget code's own SQL."""
 from __future__ import annotations
 
 import csv
 import gzip
 import json
 import shutil
-from datetime import date
+from datetime import date, timedelta
 from decimal import Decimal
 from pathlib import Path
 
@@ -15,9 +16,10 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from metrics import allocation, budget_drivers, budgets
-from ingest import config, settings_file
+from ingest import config, loader, settings_file
 from mlcost import cli
 from tests.conftest import REPO_ROOT, SAMPLE_DIR
+from tests.test_budgets import allocated_by_day, close, run_line
 
 AS_OF = date(2026, 11, 22)  # the sample's "today": bills run to 2026-11-21
 
@@ -106,18 +108,27 @@ def test_a_model_version_budget_is_its_serving_pieces(sample_db, tmp_path):
     assert want <= service
 
 
-def test_without_a_bill_an_allocation_budget_counts_nothing_and_says_so(sample_db, tmp_path):
-    b, settings = budget(tmp_path, "bucket:training")
-    burn = budgets.burn(b, settings, date(2027, 3, 2))
-    assert burn.source == "estimated" and burn.spent == 0 and "No bill covers this period" in burn.source_note
+def test_without_a_bill_a_bucket_budget_counts_its_estimates(warehouse, tmp_path):
+    """No bill: a budget on the training bucket counts runs at their estimate; one on idle GPUs
+    has no estimate to count (idle is only known from the bill's nodes)."""
+    (tmp_path / "runs.jsonl").write_text("\n".join(
+        run_line(f"r{i}", "p", date(2027, 3, 1 + i), 2, "5.25") for i in range(3)) + "\n")  # 10.50 each
+    assert loader.ingest_file(tmp_path / "runs.jsonl").ok
+    training, settings = budget(tmp_path, "bucket:training")
+    burn = budgets.burn(training, settings, date(2027, 3, 10))
+    assert (burn.source, burn.through, burn.bill_through) == ("estimated", date(2027, 3, 3), None)
+    assert burn.spent == burn.estimated == 3 * Decimal("5.25") * 2
+    assert "no bill yet" in burn.source_note
+    idle, settings = budget(tmp_path, "bucket:idle_gpu")
+    assert budgets.burn(idle, settings, date(2027, 3, 10)).spent == 0
 
 
 # --- what drives it ---------------------------------------------------------------------------
 
 @pytest.mark.parametrize("scope, keep", [
     ("all", lambda row, tags: True),
-    ("project:vision", lambda row, tags: tags.get("project") == "vision"),
-    ("team:genai", lambda row, tags: tags.get("team") == "genai"),
+    ("project:vision", None),
+    ("team:genai", None),
     ("bucket:idle_gpu", None),
 ])
 def test_the_drivers_add_up_to_the_spend_they_explain(sample_db, tmp_path, scope, keep):
@@ -126,8 +137,12 @@ def test_the_drivers_add_up_to_the_spend_they_explain(sample_db, tmp_path, scope
     found = budget_drivers.drivers(b, allocation.Rules.of(settings), burn.period_start, AS_OF)
     if keep is not None:
         assert found.total == effective(rows_between("2026-11-01", "2026-11-21"), keep) != 0
-    else:  # a budget on the allocation: the drivers explain exactly its spend
+    else:  # a budget on the allocation (team and project included): the drivers explain exactly its spend
         assert found.total == burn.spent != 0
+    if scope.startswith(("team:", "project:")):
+        key, _, value = scope.partition(":")
+        assert close(found.total, sum((v for d, v in allocated_by_day(key, value).items()
+                                       if date(2026, 11, 1) <= d <= date(2026, 11, 21)), Decimal(0)))
     assert list(found.buckets["bucket"]) == list(allocation.BUCKETS)
     for table in (found.buckets, found.items, found.projects):
         assert sum(table["cost"], Decimal(0)) == found.total
@@ -145,10 +160,11 @@ def test_the_drivers_of_several_budgets_from_one_allocation_are_each_their_own(s
     vision, genai, everything = settings.budgets
     found = budget_drivers.drivers_of([(vision, date(2026, 11, 1), AS_OF), (genai, date(2026, 11, 1), date(2026, 11, 10)),
                                        (everything, date(2026, 10, 1), AS_OF)], allocation.Rules.of(settings))
-    assert [f.total for f in found] == [
-        effective(rows_between("2026-11-01", "2026-11-21"), lambda row, tags: tags.get("project") == "vision"),
-        effective(rows_between("2026-11-01", "2026-11-09"), lambda row, tags: tags.get("team") == "genai"),
-        effective(rows_between("2026-10-01", "2026-11-21"))]
+    days = lambda by_day, first, last: sum((v for d, v in by_day.items() if first <= d <= last), Decimal(0))  # noqa: E731
+    want = [days(allocated_by_day("project", "vision"), date(2026, 11, 1), date(2026, 11, 21)),
+            days(allocated_by_day("team", "genai"), date(2026, 11, 1), date(2026, 11, 9)),
+            effective(rows_between("2026-10-01", "2026-11-21"))]
+    assert all(close(f.total, w) for f, w in zip(found, want)), ([f.total for f in found], want)
     assert all(f.total != 0 and sum(f.items["cost"], Decimal(0)) == f.total for f in found)
 
 
@@ -199,10 +215,10 @@ def test_the_budget_page_lists_drivers_that_add_up(sample_db):
     at = AppTest.from_file(str(REPO_ROOT / "app" / "main.py"), default_timeout=90)
     at.run()
     at.switch_page("app_pages/budgets.py").run()
-    at.date_input(key="budget_as_of").set_value(AS_OF).run()
+    at.date_input(key="budget_as_of").set_value(AS_OF - timedelta(days=1)).run()  # the as-of day: Nov 21
     assert not at.exception, [e.value for e in at.exception]
     want = effective(rows_between("2026-11-01", "2026-11-21"))
-    tables = [t.value for t in at.dataframe[1:4]]  # by bucket, by project, what it went to
+    tables = [t.value for t in at.dataframe[2:5]]  # after the budgets and the top runs: by bucket, by project, items
     assert [sorted(t.columns) for t in tables] == [
         ["cost", "label"], ["cost", "project"], ["bucket", "cost", "item", "rule"]]
     for table in tables:

@@ -397,7 +397,7 @@ def test_budget_outcomes_equal_the_budgets_page_and_the_bill_files(sample_wareho
     assert [f.label for f in section.figures][0] == "Budget ML org: month to date (USD)"
     at = AppTest.from_file(str(APP), default_timeout=120).run()
     at.switch_page("app_pages/budgets.py").run()
-    at.date_input(key="budget_as_of").set_value(date(2026, 11, 1)).run()  # counts October
+    at.date_input(key="budget_as_of").set_value(date(2026, 10, 31)).run()  # the as-of day: counts October
     for name in ("ML org", "genai team", "vision"):
         at.selectbox(key="budget_name").set_value(name).run()
         shown = {m.label: m.value for m in at.metric}
@@ -415,11 +415,11 @@ def test_budget_outcomes_equal_the_budgets_page_and_the_bill_files(sample_wareho
 
 
 def test_a_budget_forecast_over_its_amount_is_recommended_with_its_number(sample_warehouse, monkeypatch):
-    from tests.test_budgets import SCOPES, bill_spend_by_day, expected_burn
+    from tests.test_budgets import expected_burn, spend_by_day
 
     monkeypatch.setenv("MLCOST_CONFIG", str(SAMPLE_DIR / "mlcost.toml"))
     november = retrospective.build(date(2026, 11, 1))
-    want = expected_burn(bill_spend_by_day(SCOPES["team:genai"]), Decimal(14000), date(2026, 11, 1),
+    want = expected_burn(spend_by_day("team:genai"), Decimal(14000), date(2026, 11, 1),
                          date(2026, 12, 1), date(2026, 11, 21))
     found = [r for r in rule(november, "budget_overrun") if "genai team" in r.text]
     assert len(found) == 1 and found[0].evidence == f"{want['forecast'] * 100 / 14000:.0f}%"

@@ -22,8 +22,11 @@ st.caption(
     "repeat." + (" New alerts go out as one digest per channel." if rules.digest else ""))
 
 today = datetime.now(timezone.utc).date()
-as_of = budgets.default_as_of(today)
-st.subheader(f"Holding now (as of {as_of:%Y-%m-%d})")
+as_of = budgets.default_as_of(today)  # the check's day; its figures end on the as-of day
+through = budgets.as_of_day(as_of)
+st.subheader(f"Holding now (as of {through:%Y-%m-%d})" if through else "Holding now (no data yet)")
+if through:
+    st.caption(f"Every rule reads data through {through:%Y-%m-%d}, the last day with data; its windows end there.")
 holding = cache.alert_conditions(as_of, settings)
 posted_before = alert_store.known_keys([alert.key for alert in holding])
 if not holding:

@@ -1,5 +1,5 @@
 """Budget burn: each budget's spend to date against its amount, the forecast, and what drives it."""
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 import pandas as pd
 import streamlit as st
@@ -21,10 +21,21 @@ if not settings.budgets:
     st.stop()
 
 today = datetime.now(timezone.utc).date()
-as_of = st.date_input("As of (spend is counted up to the day before)", value=budgets.default_as_of(today),
-                      key="budget_as_of")
-st.caption("The sidebar filters do not apply here: each budget has its own scope and period. Days are UTC.")
-burns = cache.budget_burns(as_of, settings)
+default_day = budgets.as_of_day(budgets.default_as_of(today)) or today - timedelta(days=1)
+picked = st.date_input("As of (the last day counted: the last day with data up to this day)", value=default_day,
+                       key="budget_as_of")
+check_day = picked + timedelta(days=1)  # a check made the day after counts through `picked`
+burns = cache.budget_burns(check_day, settings)
+through = next((b.through for b in burns if b.through is not None), None)
+bill_through = next((b.bill_through for b in burns), None)
+st.caption(  # dates and fixed words only: nothing untrusted to escape
+    (f"**As of {through:%Y-%m-%d}** (the last day with data; every figure and window on this page and in the "
+     "alerts ends on it). " if through else "No data yet. ")
+    + (f"Billed through {bill_through:%Y-%m-%d} (the bill's last complete day); estimated after it. "
+       if bill_through else "No bill yet: spend is estimated. ")
+    + "A budget on a team, project, model, service or bucket counts its **allocated** cost, the showback figure "
+      "of the Costs page; on everything, a provider or a tag, the **billed** cost of its bill lines. "
+      "The sidebar filters do not apply here: each budget has its own scope and period. Days are UTC.")
 
 
 def period_text(burn: budgets.Burn) -> str:
@@ -42,83 +53,105 @@ def breach_text(burn: budgets.Burn) -> str:
 
 
 st.dataframe(pd.DataFrame([{
-    "budget": b.budget.name, "scope": b.budget.scope_label, "period": period_text(b),
-    "amount": money(b.budget.amount, b.budget.currency), "spent": money(b.spent, b.budget.currency),
-    "used %": round(b.used_pct, 1), "forecast": money(b.forecast, b.budget.currency),
-    "forecast %": round(b.forecast_pct, 1), "breach": breach_text(b), "source": b.source,
+    "Budget": b.budget.name, "Scope": b.budget.scope_label, "Period": period_text(b),
+    "Amount": money(b.budget.amount, b.budget.currency), "Spent": money(b.spent, b.budget.currency),
+    "Counts": b.basis + (" + estimated" if b.estimated else ""),
+    "Billed part": money(b.billed, b.budget.currency),
+    "Of which tagged": money(b.tagged, b.budget.currency) if b.tagged is not None else "",
+    "Estimated part": money(b.estimated, b.budget.currency),
+    "Used %": round(b.used_pct, 1), "Forecast": money(b.forecast, b.budget.currency),
+    "Forecast %": round(b.forecast_pct, 1), "Breach": breach_text(b),
 } for b in burns]), hide_index=True, width="stretch",
-    column_config={"used %": st.column_config.ProgressColumn("used %", min_value=0, max_value=100, format="%.1f %%"),
-                   "forecast %": st.column_config.NumberColumn("forecast %", format="%.1f %%")})
+    column_config={"Used %": st.column_config.ProgressColumn("Used %", min_value=0, max_value=100, format="%.1f %%"),
+                   "Forecast %": st.column_config.NumberColumn("Forecast %", format="%.1f %%")})
 
 names = [b.budget.name for b in burns]
 burn = burns[names.index(st.selectbox("Budget", names, key="budget_name"))]
 budget, currency = burn.budget, burn.budget.currency
-through = f"through {burn.through:%Y-%m-%d}" if burn.through else "no data yet"
+counted = f"as of {burn.through:%Y-%m-%d}" if burn.through else "no data yet"
 left, middle, right, last = st.columns(4)
 left.metric(f"Spent this {budget.period}", money(burn.spent, currency))
-left.caption(f"{burn.used_pct:.1f} % of {money(budget.amount, currency)}, {through}")
+left.caption(md(f"{burn.used_pct:.1f} % of {money(budget.amount, currency)}, {counted}: {burn.parts_text(money)}"))
 middle.metric("Forecast to period end", money(burn.forecast, currency))
 middle.caption(f"band {money(burn.forecast_low, currency)} to {money(burn.forecast_high, currency)}; "
                f"{burn.forecast_pct:.0f} % of the budget")
 right.metric("Days until breach", "reached" if burn.days_to_breach == 0 else
              str(burn.days_to_breach) if burn.breach_in_period else "none this period")
-right.caption(breach_text(burn))
+right.caption(breach_text(burn) + (f", counted from {burn.through + timedelta(days=1):%Y-%m-%d}"
+                                   if burn.through and burn.days_to_breach else ""))
 last.metric("Burn rate, last 7 days", f"{money(burn.rate_per_day, currency)}/day",
             delta=f"{money(burn.rate_per_day - burn.allowed_per_day, currency)}/day vs allowed",
             delta_color="inverse")
-last.caption(f"allowed {money(burn.allowed_per_day, currency)}/day")
+last.caption(f"mean per day with data, {burn.rate_window.text() if burn.rate_window else 'no data'}; "
+             f"allowed {money(burn.allowed_per_day, currency)}/day")
 st.info(md(burn.source_note))
 if burn.other_currency_lines:
     st.warning(f"{burn.other_currency_lines:,} bill lines in this scope are in other currencies than "
                f"{currency}: they are not counted (currencies are never converted).")
-st.plotly_chart(cache.chart("budget_burn", (as_of, repr(settings), budget.name),
+st.plotly_chart(cache.chart("budget_burn", (check_day, repr(settings), budget.name),
                             lambda: charts.budget_burn(burn.daily, budgets.projection(burn), budgets.pace(burn),
                                                        float(budget.amount), currency)), width="stretch")
-st.caption(f"Forecast: spent + the mean daily spend of the last 7 days × the {burn.days_left} days left. "
-           "Band: the same with the 10th and 90th percentile day of the last 28 days.")
+st.caption(f"Forecast: spent + the mean spend per day with data of the last 7 days × the {burn.days_left} days "
+           "left. Band: the same with the 10th and 90th percentile day with data of the last 28 days.")
+
+cost = {"cost": st.column_config.NumberColumn(f"Cost ({currency})", format="%.2f"),
+        "cost_usd": st.column_config.NumberColumn("Estimated cost (USD)", format="%.2f")}
+if burn.rate_window is not None:
+    st.subheader("Top 3 most expensive runs, last 7 days")
+    st.caption(f"{burn.rate_window.text()}: the budget spent "
+               f"{money(budgets.spent_in(burn, burn.rate_window), currency)} (the figure the alert states). "
+               "Allocated: the run's pieces of the bill; estimated: the run's own estimate after the bill's last day.")
+    top = cache.derived("budget_top_runs", (check_day, repr(settings), budget.name),
+                        lambda: budgets.top_runs([burn], settings, 3)[id(burn)])
+    st.dataframe(top.astype({"cost": float}), hide_index=True, width="stretch",
+                 column_config={**cost, "run_id": "Run", "source": "Counted as"})
 
 st.subheader("What drives it")
-start, end = burn.period_start, min(burn.period_end, as_of)  # the days the burn counts: up to the as-of day
-st.caption(f"From {start:%Y-%m-%d} up to {end:%Y-%m-%d} (the as-of day, not included).")
-billed = burn.source == "billed"
-cost = {"cost": st.column_config.NumberColumn(f"cost ({currency})", format="%.2f"),
-        "cost_usd": st.column_config.NumberColumn("estimated cost (USD)", format="%.2f")}
-if billed:
+billed_days = (burn.bill_through is not None and burn.through is not None
+               and burn.bill_through >= burn.period_start)
+if billed_days:
+    start, end = burn.period_start, min(burn.bill_through, burn.through) + timedelta(days=1)
+    st.caption(f"Billed days: {start:%Y-%m-%d} to {end - timedelta(days=1):%Y-%m-%d}.")
     drivers = cache.derived("budget_drivers", (repr(settings), budget.name, start, end),
                             lambda: budget_drivers.drivers(budget, allocation.Rules.of(settings), start, end))
     explained = (f"The allocation of the bill (as on the Costs page) splits this budget's "
                  f"{money(drivers.total, currency)} of effective cost")
-    if budget.on_allocation:
-        st.caption(md(explained + ": the same figure as the spend above. Each table adds up to it."))
+    if burn.basis == "allocated":
+        st.caption(md(explained + ": the billed part of the spend above. Each table adds up to it."))
     else:
         st.caption(md(explained + f" over the same bill lines; the budget counts their billed cost, "
-                      f"{money(burn.spent, currency)}. The two differ by what the bill amortizes (commitments' "
+                      f"{money(burn.billed, currency)}. The two differ by what the bill amortizes (commitments' "
                       "upfront fees and unused shares, discounts); each table adds up to the effective cost."))
     buckets_col, projects_col = st.columns(2)
     buckets_col.caption("By bucket")
     buckets_col.dataframe(drivers.buckets[["label", "cost"]].astype({"cost": float}), hide_index=True,
-                          column_config={**cost, "label": "bucket"}, width="stretch")
+                          column_config={**cost, "label": "Bucket"}, width="stretch")
     projects_col.caption(md(f"By project (the run's, else the bill line's {settings.reconciliation.project_tag} "
                             "tag; (no project) when neither names one)"))
-    projects_col.dataframe(drivers.projects.astype({"cost": float}), hide_index=True, column_config=cost,
-                           width="stretch")
+    projects_col.dataframe(drivers.projects.astype({"cost": float}), hide_index=True,
+                           column_config={**cost, "project": "Project"}, width="stretch")
     st.caption("What it went to: runs, model versions, idle GPU nodes, shared services and charges, "
                "unallocated compute; costliest first")
-    st.dataframe(drivers.items.astype({"cost": float}), hide_index=True, column_config=cost, width="stretch")
-else:
-    st.caption("Costliest runs started this period (estimated cost)")
+    st.dataframe(drivers.items.astype({"cost": float}), hide_index=True, width="stretch",
+                 column_config={**cost, "bucket": "Bucket", "item": "Item", "rule": "Rule"})
+est_start = (burn.period_start if not billed_days else burn.bill_through + timedelta(days=1))
+if burn.through is not None and est_start <= burn.through:
+    start, end = est_start, burn.through + timedelta(days=1)
+    st.caption(f"Estimated days: {start:%Y-%m-%d} to {burn.through:%Y-%m-%d}. Costliest runs started then "
+               "(estimated cost)")
     st.dataframe(cache.fetch(queries.budget_top_runs, budget, start, end).astype({"cost_usd": float}),
                  hide_index=True, column_order=["run_id", "project", "team", "instance_type", "started_at", "cost_usd"],
-                 column_config=cost, width="stretch")
+                 column_config={**cost, "run_id": "Run", "project": "Project", "team": "Team",
+                                "instance_type": "Instance type", "started_at": "Started (UTC)"}, width="stretch")
     services_col, projects_col = st.columns(2)
     services_col.caption("Services (estimated)")
     services_col.dataframe(cache.fetch(queries.budget_top_services, budget, (settings.reconciliation.project_tag,
-                           settings.reconciliation.team_tag), billed, start, end).astype({"cost": float}),
-                           hide_index=True, column_config=cost)
+                           settings.reconciliation.team_tag), False, start, end).astype({"cost": float}),
+                           hide_index=True, column_config={**cost, "service": "Service"})
     projects_col.caption("Projects (estimated)")
     projects_col.dataframe(cache.fetch(queries.budget_top_projects, budget, (settings.reconciliation.project_tag,
-                           settings.reconciliation.team_tag), billed, start, end).astype({"cost": float}),
-                           hide_index=True, column_config=cost)
+                           settings.reconciliation.team_tag), False, start, end).astype({"cost": float}),
+                           hide_index=True, column_config={**cost, "project": "Project"})
 
 st.subheader("Alert thresholds")
 st.write(f"Alerts at {', '.join(f'{p:g} %' for p in budget.actual_thresholds_pct) or 'no'} of the budget spent "

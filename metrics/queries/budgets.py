@@ -3,6 +3,7 @@ budget's top runs, services and projects."""
 from __future__ import annotations
 
 import re
+from datetime import date
 
 import pandas as pd
 
@@ -47,6 +48,40 @@ def _budget_params(budget, tags: tuple[str, str], start, end) -> dict:
 def bill_days() -> pd.DataFrame:
     """One row: the first and last UTC day with bill lines (NULL when there is no bill)."""
     return warehouse.query_exact("SELECT min(day) AS first_day, max(day) AS last_day FROM billing_costs")
+
+
+def bill_complete_through() -> pd.DataFrame:
+    """One row, `last_day`: the bill's last complete UTC day (its last day with lines, or the day
+    before when no line's charge period reaches that day's end); NULL when there is no bill."""
+    return warehouse.query_exact("""
+        SELECT CASE WHEN max(charge_period_end) >= CAST(max(day) + 1 AS TIMESTAMPTZ)
+                    THEN max(day) ELSE max(day) - 1 END AS last_day
+        FROM billing_costs
+    """)
+
+
+# Days with data: a bill line's charge starts, a priced run starts, a serving window starts, or
+# a GPU trace has samples (gpu_days, the stored per-day rollup).
+DATA_DAYS = """
+    SELECT day FROM billing_costs WHERE day >= $start AND day < $end
+    UNION SELECT utc_day(started_at) FROM runs
+          WHERE cost_usd IS NOT NULL AND utc_day(started_at) >= $start AND utc_day(started_at) < $end
+    UNION SELECT day FROM serving_costs WHERE day >= $start AND day < $end
+    UNION SELECT day FROM gpu_days WHERE day >= $start AND day < $end
+"""
+
+
+def data_days(start, end) -> list:
+    """The UTC days in [start, end) with any data (bill, runs, serving windows, GPU traces), sorted."""
+    found = warehouse.query_exact(f"SELECT DISTINCT day FROM ({DATA_DAYS}) ORDER BY day",
+                                  {"start": start, "end": end})
+    return list(found["day"])
+
+
+def last_data_day(before) -> pd.DataFrame:
+    """One row, `last_day`: the newest UTC day before `before` with any data (NULL when none)."""
+    return warehouse.query_exact(f"SELECT max(day) AS last_day FROM ({DATA_DAYS})",
+                                 {"start": date(1970, 1, 1), "end": before})
 
 
 def estimate_days() -> pd.DataFrame:
@@ -97,6 +132,16 @@ BUDGET_ROW_RUNS = """
                  WHEN 'project' THEN e.project = w.value
                  WHEN 'team' THEN e.team = w.value
                  WHEN 'tag' THEN e.tags[w.tag_key] = w.tag_value
+                 WHEN 'bucket' THEN w.value = 'training'
+                 ELSE false END
+"""
+# Serving windows carry no project, team or tags: they count for budgets on everything, on the
+# serving bucket, and on their service or model version.
+BUDGET_ROW_SERVING = """
+    CASE w.scope WHEN 'all' THEN true
+                 WHEN 'bucket' THEN w.value = 'serving'
+                 WHEN 'service' THEN e.service = w.value
+                 WHEN 'model' THEN e.model_version = w.value
                  ELSE false END
 """
 
@@ -133,21 +178,25 @@ def budget_daily_billed(spans: list[tuple], tags: tuple[str, str]) -> pd.DataFra
 def budget_daily_estimated(spans: list[tuple]) -> pd.DataFrame:
     """Per budget of `spans` ((budget, start, end) each; `budget_no` = its place there) and UTC
     day in [start, end): the scope's estimated cost in USD (`spend`, Decimal): runs by start
-    day, plus serving windows for a budget on everything (windows carry no project)."""
+    day (their logged, price-derived or catalog-priced cost), plus serving windows for a budget on
+    everything, the serving bucket, a service or a model version (windows carry no project)."""
     if not spans:
         return pd.DataFrame(columns=["budget_no", "day", "spend", "other_currency_lines"])
     params = budget_rows(spans)
     del params["project_tag"], params["team_tag"]
     return warehouse.query_exact(BUDGET_ROWS + f"""
         , estimates AS (
-            SELECT utc_day(started_at) AS day, cost_usd, project, team, tags, false AS serving
+            SELECT utc_day(started_at) AS day, cost_usd, project, team, tags, false AS serving,
+                   NULL AS service, NULL AS model_version
             FROM runs WHERE cost_usd IS NOT NULL
             UNION ALL
-            SELECT day, cost_usd, NULL, NULL, NULL, true FROM serving_costs WHERE cost_usd IS NOT NULL
+            SELECT day, cost_usd, NULL, NULL, NULL, true, service, model_version
+            FROM serving_costs WHERE cost_usd IS NOT NULL
         )
         SELECT w.budget_no, e.day, sum(CAST(e.cost_usd AS DECIMAL(38, 10))) AS spend, 0 AS other_currency_lines
         FROM wanted w JOIN estimates e ON e.day >= w.start_day AND e.day < w.end_day
-        WHERE CASE WHEN e.serving THEN w.scope = 'all' ELSE coalesce({BUDGET_ROW_RUNS}, false) END
+        WHERE CASE WHEN e.serving THEN coalesce({BUDGET_ROW_SERVING}, false)
+                   ELSE coalesce({BUDGET_ROW_RUNS}, false) END
         GROUP BY w.budget_no, e.day ORDER BY w.budget_no, e.day
     """, params)
 

@@ -21,7 +21,8 @@ def register(commands) -> None:
                     "Slack once (run it from cron).")
     check.add_argument("--dry-run", action="store_true", help="print what would fire; record and post nothing")
     check.add_argument("--as-of", metavar="YYYY-MM-DD",
-                       help="evaluate as on this day, counting data up to the day before (default today, UTC)")
+                       help="check as on this day (default today, UTC): every rule reads data through the as-of day, "
+                            "the last day with data before it")
     check.add_argument("--json", action="store_true", help="print the result as JSON")
     check.set_defaults(run=run_check)
     test = alert_commands.add_parser("test", help="post a test message to a channel's webhook",
@@ -40,6 +41,7 @@ def register(commands) -> None:
 
 def run_check(args: argparse.Namespace) -> int:
     """Evaluate, record, post; exit 1 when a post failed (the alert waits for the next check)."""
+    from metrics import budgets
     from outputs import alerts, slack
 
     try:
@@ -58,7 +60,8 @@ def run_check(args: argparse.Namespace) -> int:
     by_key = {alert.key: alert for alert in result.alerts}
     if args.json:
         print(json.dumps({
-            "as_of": as_of.isoformat(), "dry_run": args.dry_run,
+            "checked_on": as_of.isoformat(), "as_of": (budgets.as_of_day(as_of) or as_of).isoformat(),
+            "dry_run": args.dry_run,
             "firing": [alert.key for alert in result.alerts], "new": result.new, "resolved": result.resolved,
             "delivered": result.delivered, "snoozed": result.snoozed, "superseded": result.superseded,
             "repeated": result.repeated,
@@ -67,7 +70,9 @@ def run_check(args: argparse.Namespace) -> int:
         }, indent=2))
     else:
         verb = "would fire" if args.dry_run else "new"
-        print(f"mlcost: {len(result.alerts)} alert conditions hold as of {as_of}; {len(result.new)} {verb}, "
+        through = budgets.as_of_day(as_of)
+        print(f"mlcost: {len(result.alerts)} alert conditions hold as of {through or 'no data'} (the last day with "
+              f"data before {as_of}); {len(result.new)} {verb}, "
               f"{len(result.resolved)} resolved, {len(result.delivered)} posted to Slack"
               + (f", {len(result.superseded)} left unposted under a higher threshold" if result.superseded else "")
               + (f", {len(result.snoozed)} snoozed" if result.snoozed else "")
