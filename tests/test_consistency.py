@@ -225,8 +225,9 @@ def report_shows(capsys, month: str) -> dict:
     return figures
 
 
-IDLE_ALERT = re.compile(r"idle ([0-9][0-9,]*\.[0-9]) GPU-hours from (\d{4}-\d\d-\d\d) to (\d{4}-\d\d-\d\d), "
-                        r"costing \$([0-9,]+\.[0-9]{2}).*?; ([0-9][0-9,]*\.[0-9]) of those hours no run held")
+IDLE_ALERT = re.compile(r"idle ([0-9][0-9,]*\.[0-9]) GPU-hours in the last \d+ days \((\d{4}-\d\d-\d\d) to "
+                        r"(\d{4}-\d\d-\d\d)[^)]*\), costing \$([0-9,]+\.[0-9]{2}).*?Idle GPUs \$([0-9,]+\.[0-9]{2}) = "
+                        r"\$([0-9,]+\.[0-9]{2}) not held by any run")
 
 
 def slack_idle_alert_shows(monkeypatch, as_of: date) -> dict | None:
@@ -244,8 +245,8 @@ def slack_idle_alert_shows(monkeypatch, as_of: date) -> dict | None:
             found = IDLE_ALERT.search(text)
             if found:
                 return {"from": date.fromisoformat(found[2]), "to": date.fromisoformat(found[3]),
-                        "idle_gpu_hours": found[1], "unallocated_idle_gpu_hours": found[5],
-                        "idle_cost_usd": found[4]}  # all idle at the nodes' rates: oracle.idle_cost()["all"]
+                        "idle_gpu_hours": found[1], "idle_cost_usd": found[4], "all_idle_usd": found[5],
+                        "unallocated_idle_usd": found[6]}  # at the nodes' rates: oracle.idle_cost()
     return None
 
 
@@ -355,14 +356,18 @@ SLACK_AS_OF = (date(2026, 9, 1), date(2026, 10, 1), date(2026, 11, 1), date(2026
 @pytest.mark.parametrize("as_of", SLACK_AS_OF, ids=str)
 def test_slack_idle_alert_is_the_oracles(sample_db, monkeypatch, truth, as_of):
     """The idle-waste alert of the 7 days before `as_of` (each sample month's last week, and the
-    sample's 'today'), posted to a real HTTP server: its idle and unallocated idle GPU-hours."""
+    sample's 'today'), posted to a real HTTP server: its idle GPU-hours and idle cost, all and not
+    held by any run."""
     shown = slack_idle_alert_shows(monkeypatch, as_of)
     assert shown is not None, "no idle-waste alert was posted"  # the sample idles far above $200 a week
     assert shown["to"] == as_of - timedelta(days=1)
     expected = truth.idle(shown["from"], shown["to"] + timedelta(days=1))
     assert expected.observed_gpu_hours > 0
     assert_shown(shown["idle_gpu_hours"], expected.idle_gpu_hours, "idle GPU-hours", places=1)
-    assert_shown(shown["unallocated_idle_gpu_hours"], expected.unallocated_idle_gpu_hours, "unallocated", places=1)
+    cost = truth.idle_cost(shown["from"], shown["to"] + timedelta(days=1))
+    assert_shown(shown["idle_cost_usd"], cost["all"], "idle cost")
+    assert_shown(shown["all_idle_usd"], cost["all"], "idle cost, both parts")
+    assert_shown(shown["unallocated_idle_usd"], cost["unallocated"], "idle cost not held by any run")
 
 
 def test_idle_rule_follows_the_settings(sample_db, tmp_path, monkeypatch, capsys):
