@@ -72,9 +72,8 @@ def metrics(at: AppTest) -> dict[str, str]:
 
 
 def run_table(at: AppTest) -> pd.DataFrame:
-    """The Training runs page's table of every run (its only dataframe)."""
-    (table,) = at.dataframe
-    return table.value
+    """The Training runs page's table of every run (its last dataframe)."""
+    return at.dataframe[-1].value
 
 
 def upload(at: AppTest, *files: tuple[str, bytes]) -> AppTest:
