@@ -1,0 +1,134 @@
+"""Issue 22's run figures against plain Python over sample_data/runs.jsonl (json + Decimal), never the
+product's code: throughput, cost efficiency, cost per epoch, retries and preemptions, cost per
+successful run, cost-to-target as an upper bound, and the comparison view under AppTest."""
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from decimal import Decimal
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from tests.conftest import REPO_ROOT, SAMPLE_DIR
+
+RUNS = [json.loads(line, parse_float=Decimal) for line in (SAMPLE_DIR / "runs.jsonl").read_text().splitlines()]
+
+
+def expected_rows() -> dict[str, dict]:
+    """Per run: the seed's figures computed here from the file."""
+    out = {}
+    for r in RUNS:
+        cost, hours = r["estimated_cost_usd"], r["duration_hours"]
+        row = {"throughput_examples_per_s": r["throughput_examples_per_sec"],
+               "throughput_tokens_per_s": r.get("tokens_per_sec"), "batch_size": r.get("batch_size"),
+               "epochs": r.get("epochs"),
+               # examples per dollar = examples/s x 3600 / (USD per hour)
+               "cost_efficiency_examples_per_usd": r["throughput_examples_per_sec"] * 3600 / (cost / hours),
+               "cost_per_epoch_usd": cost / r["epochs"] if r.get("epochs") else None}
+        out[r["run_id"]] = row
+    # retries: per project+model+instance type, in start order, failed/preempted runs since the last completed one
+    by_key = defaultdict(list)
+    for r in RUNS:
+        by_key[(r["project"], r["model"], r["instance_type"])].append(r)
+    from datetime import datetime
+    def start(r):
+        t = r["start_time"]
+        return datetime.fromtimestamp(t).astimezone() if isinstance(t, (int, Decimal)) else datetime.fromisoformat(t.replace("Z", "+00:00"))
+    for runs in by_key.values():
+        failed = preempted = 0
+        for r in sorted(runs, key=lambda r: (start(r).timestamp(), r["run_id"])):
+            if r["status"] == "completed":
+                out[r["run_id"]].update(failed_before=failed, preempted_before=preempted)
+                failed = preempted = 0
+            elif r["status"] == "failed":
+                failed += 1
+            elif r["status"] == "preempted":
+                preempted += 1
+    return out
+
+
+def close(a, b, rel=1e-6) -> bool:
+    if a is None or b is None:
+        return a is None and b is None
+    return abs(float(a) - float(b)) <= rel * max(1.0, abs(float(b)))
+
+
+@pytest.fixture
+def frame(demo_warehouse):
+    from ingest import config
+    from metrics import queries
+    from metrics.filters import Filters
+    return queries.training_runs(Filters(), None, None, *config.load().energy.query_factors())
+
+
+def test_run_figures_match_the_sample_file(frame):
+    expected = expected_rows()
+    assert len(frame) == len(expected)
+    checked = 0
+    for row in frame.to_dict("records"):
+        want = expected[row["run_id"]]
+        for column, value in want.items():
+            got = row.get(column)
+            got = None if got is None or (isinstance(got, float) and got != got) or str(got) in ("<NA>", "nan") else got
+            # tags keep 6 significant digits (ingest/run_record.py writes them with %g): tokens/s to 1e-5
+            assert close(got, value, 1e-4 if column == "cost_efficiency_examples_per_usd"
+                         else 1e-5 if column == "throughput_tokens_per_s" else 1e-6), \
+                (row["run_id"], column, got, value)
+            checked += value is not None
+    assert checked > 1000
+    assert sum(1 for w in expected.values() if w.get("failed_before")) > 0
+    assert sum(1 for w in expected.values() if w.get("preempted_before")) > 0
+
+
+def test_cost_per_successful_run_matches_the_sample_file(demo_warehouse):
+    from metrics import queries
+    from metrics.filters import Filters
+    total, completed = defaultdict(Decimal), defaultdict(int)
+    for r in RUNS:
+        total[r["project"]] += r["estimated_cost_usd"]
+        completed[r["project"]] += r["status"] == "completed"
+    got = queries.cost_per_successful_run(Filters(), "project").set_index("group_name")
+    assert set(got.index) == set(total)
+    for project in total:
+        want = (total[project] / completed[project]).quantize(Decimal("0.000001"))
+        assert Decimal(str(got.at[project, "cost_per_successful_run_usd"])) == want, project
+
+
+def test_cost_to_target_is_the_whole_cost_as_an_upper_bound_for_summary_runs(frame, demo_warehouse):
+    from ingest import config
+    from metrics import queries
+    from metrics.filters import Filters
+    summaries = [r for r in RUNS if "eval_history" not in r and r["val_metric_name"] == "accuracy"
+                 and r["val_metric"] is not None]
+    target = sorted(r["val_metric"] for r in summaries)[len(summaries) // 2]
+    want = {r["run_id"]: r["estimated_cost_usd"] for r in summaries if r["val_metric"] >= target}
+    got = queries.training_runs(Filters(), "accuracy", float(target), *config.load().energy.query_factors())
+    bounds = got[got["to_target_basis"] == "upper bound"].set_index("run_id")
+    assert set(bounds.index) == set(want)
+    for run_id, cost in want.items():
+        assert Decimal(str(bounds.at[run_id, "cost_to_target_usd"])) == cost
+
+
+def test_comparison_view_shows_speedup_cost_ratio_and_flags(demo_warehouse, monkeypatch, tmp_path):
+    """Two runs of one project side by side: speedup and cost ratio from the file; with thresholds
+    that make any costlier candidate a flag, the flag shows."""
+    a, b = (r for r in RUNS if r["run_id"] in ("vision-0001", "vision-0002"))
+    settings = tmp_path / "mlcost.toml"
+    settings.write_text("[comparison]\nmore_cost_pct = 0\nmore_energy_pct = 0\nbetter_metric_pct = 1000\n")
+    monkeypatch.setenv("MLCOST_CONFIG", str(settings))
+    at = AppTest.from_file(str(REPO_ROOT / "app" / "main.py"), default_timeout=60).run()
+    at.switch_page("app_pages/training_runs.py").run()
+    at.selectbox(key="compare_by").set_value("run").run()
+    cheap, dear = sorted((a, b), key=lambda r: r["estimated_cost_usd"])
+    at.selectbox(key="compare_baseline").set_value(cheap["run_id"]).run()
+    at.selectbox(key="compare_candidate").set_value(dear["run_id"]).run()
+    assert not at.exception
+    shown = at.dataframe[-2].value.set_index("figure")
+    speedup = float(cheap["duration_hours"]) / float(dear["duration_hours"])
+    ratio = float(dear["estimated_cost_usd"]) / float(cheap["estimated_cost_usd"])
+    assert shown.at["Wall-clock per run (h)", "candidate vs baseline"] == f"speedup {speedup:,.4g}×"
+    assert shown.at["Cost per run (USD)", "candidate vs baseline"] == f"cost ratio {ratio:,.4g}×"
+    assert shown.at["Cost per run (USD)", "candidate"] == f"${dear['estimated_cost_usd']:,.2f}"
+    flagged = ratio > 1 and dear["val_metric"] is not None and cheap["val_metric"] is not None
+    assert bool(at.warning) == flagged
