@@ -95,8 +95,10 @@ if metric is not None:
     reached, cheapest = cache.derived("runs_target", (picked, metric, target, factors), cheapest_to_target)
     if cheapest is not None:
         st.caption(f"{plural(reached, 'run')} reached the target; cheapest to get there: "
-                   f"**{md(cheapest['run_id'])}** at {usd(cheapest['cost_to_target_usd'])} "
-                   f"after {cheapest['time_to_target_h']:.2f} h.")
+                   f"**{md(cheapest['run_id'])}** at {usd(cheapest['cost_to_target_usd'])}"
+                   + (" (an upper bound: its whole cost, as it logs only a final metric that meets the target)"
+                      if cheapest["to_target_basis"] == "upper bound" else "")
+                   + f" after {cheapest['time_to_target_h']:.2f} h.")
 
 st.subheader("Throughput and cost efficiency by hardware")
 hardware_by = st.segmented_control("Hardware", ["GPU type", "instance type"], default="GPU type",
