@@ -121,6 +121,10 @@ def compare(baseline: pd.DataFrame, candidate: pd.DataFrame, rule: Comparison) -
                   _ratio(b.energy_to_target_kwh, a.energy_to_target_kwh), difference, gain, flagged, reason)
 
 
+def _times(value) -> str:
+    return "–" if value is None else f"{value:,.4g}×"
+
+
 def _text(value) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "–"
@@ -139,13 +143,13 @@ def table(result: Result) -> pd.DataFrame:
 
     rows = [
         ("Runs", str(a.runs), str(b.runs), ""),
-        ("Wall-clock per run (h)", _text(a.wall_clock_h), _text(b.wall_clock_h), f"speedup {_text(result.speedup)}×"),
-        ("Cost per run (USD)", usd(a.cost_usd), usd(b.cost_usd), f"cost ratio {_text(result.cost_ratio)}×"),
-        ("Energy per run (kWh)", _text(a.energy_kwh), _text(b.energy_kwh), f"energy ratio {_text(result.energy_ratio)}×"),
+        ("Wall-clock per run (h)", _text(a.wall_clock_h), _text(b.wall_clock_h), f"speedup {_times(result.speedup)}"),
+        ("Cost per run (USD)", usd(a.cost_usd), usd(b.cost_usd), f"cost ratio {_times(result.cost_ratio)}"),
+        ("Energy per run (kWh)", _text(a.energy_kwh), _text(b.energy_kwh), f"energy ratio {_times(result.energy_ratio)}"),
         ("Cost to target (USD)", to_target(a, usd(a.cost_to_target_usd)), to_target(b, usd(b.cost_to_target_usd)),
-         f"{_text(result.cost_to_target_ratio)}×"),
+         _times(result.cost_to_target_ratio)),
         ("Energy to target (kWh)", to_target(a, _text(a.energy_to_target_kwh)),
-         to_target(b, _text(b.energy_to_target_kwh)), f"{_text(result.energy_to_target_ratio)}×"),
+         to_target(b, _text(b.energy_to_target_kwh)), _times(result.energy_to_target_ratio)),
         (f"Validation metric ({', '.join(a.metric_names) or '–'} / {', '.join(b.metric_names) or '–'})",
          _text(a.val_metric), _text(b.val_metric),
          "–" if result.metric_difference is None else

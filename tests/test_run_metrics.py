@@ -132,3 +132,27 @@ def test_comparison_view_shows_speedup_cost_ratio_and_flags(demo_warehouse, monk
     assert shown.at["Cost per run (USD)", "candidate"] == f"${dear['estimated_cost_usd']:,.2f}"
     flagged = ratio > 1 and dear["val_metric"] is not None and cheap["val_metric"] is not None
     assert bool(at.warning) == flagged
+
+
+def test_comparison_of_two_groups_by_tag(demo_warehouse):
+    """Runs tagged capacity=on-demand against capacity=spot: mean wall-clock and mean cost per run
+    from the file."""
+    sides = {v: [r for r in RUNS if r["tags"].get("capacity") == v] for v in ("on-demand", "spot")}
+    assert all(sides.values())
+    at = AppTest.from_file(str(REPO_ROOT / "app" / "main.py"), default_timeout=60).run()
+    at.switch_page("app_pages/training_runs.py").run()
+    at.selectbox(key="compare_by").set_value("tag").run()
+    at.selectbox(key="compare_tag").set_value("capacity").run()
+    at.selectbox(key="compare_baseline").set_value("on-demand").run()
+    at.selectbox(key="compare_candidate").set_value("spot").run()
+    assert not at.exception
+    shown = at.dataframe[-2].value.set_index("figure")
+    hours = {v: sum(Decimal(str(r["duration_hours"])) for r in rs) / len(rs) for v, rs in sides.items()}
+    cost = {v: sum(r["estimated_cost_usd"] for r in rs) / len(rs) for v, rs in sides.items()}
+    assert shown.at["Runs", "baseline"] == str(len(sides["on-demand"]))
+    assert shown.at["Runs", "candidate"] == str(len(sides["spot"]))
+    speedup = float(hours["on-demand"] / hours["spot"])
+    assert shown.at["Wall-clock per run (h)", "candidate vs baseline"] == f"speedup {speedup:,.4g}×"
+    assert shown.at["Cost per run (USD)", "candidate"] == f"${cost['spot']:,.2f}"
+    assert shown.at["Cost per run (USD)", "candidate vs baseline"] == \
+        f"cost ratio {float(cost['spot'] / cost['on-demand']):,.4g}×"

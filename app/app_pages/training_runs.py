@@ -143,16 +143,29 @@ rule = settings.comparison if settings else config.Comparison()
 st.caption(f"Speedup = baseline wall-clock / candidate wall-clock; ratios = candidate / baseline. A candidate "
            f"that spends ≥ {rule.more_energy_pct:g} % more energy (or ≥ {rule.more_cost_pct:g} % more cost) "
            f"for ≤ {rule.better_metric_pct:g} % better metric is flagged (`[comparison]` in mlcost.toml).")
-compare_by = st.selectbox("Compare", ["run", *comparison.GROUP_BY], key="compare_by")
-column = "run_id" if compare_by == "run" else comparison.GROUP_BY[compare_by]
-choices = sorted(runs[column].dropna().unique().tolist(), key=str)
+compare_by = st.selectbox("Compare", ["run", "tag", *comparison.GROUP_BY], key="compare_by")
+if compare_by == "tag":
+    tags = cache.fetch(queries.run_tags, picked)
+    keys = sorted(tags["tag_key"].unique().tolist())
+    tag_key = st.selectbox("Tag", keys, key="compare_tag") if keys else None
+    of_key = tags[tags["tag_key"] == tag_key]
+    choices = sorted(of_key["tag_value"].unique().tolist())
+
+    def pick(value: str):
+        return runs[runs["run_id"].isin(of_key.loc[of_key["tag_value"] == value, "run_id"])]
+else:
+    column = "run_id" if compare_by == "run" else comparison.GROUP_BY[compare_by]
+    choices = sorted(runs[column].dropna().unique().tolist(), key=str)
+
+    def pick(value: str):
+        return runs[runs[column] == value]
 if len(choices) < 2:
     st.caption(f"Fewer than two values of {compare_by} in this selection.")
 else:
     left, right = st.columns(2)
     base_value = left.selectbox("Baseline", choices, index=0, key="compare_baseline")
     cand_value = right.selectbox("Candidate", choices, index=1, key="compare_candidate")
-    result = comparison.compare(runs[runs[column] == base_value], runs[runs[column] == cand_value], rule)
+    result = comparison.compare(pick(base_value), pick(cand_value), rule)
     if result.flagged:
         st.warning(md(result.reason), icon=":material/flag:")
     elif result.reason:

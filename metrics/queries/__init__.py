@@ -16,6 +16,7 @@ from metrics.queries.runs import (  # noqa: F401
     training_runs,
     cost_per_successful_run,
     hardware_throughput,
+    run_tags,
     GROUPINGS,
     pareto_standing,
 )

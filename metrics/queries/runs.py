@@ -267,11 +267,20 @@ def cost_per_successful_run(filters: Filters, by: str = "project") -> pd.DataFra
                count(*) FILTER (WHERE status = 'failed') AS failed_runs,
                count(*) FILTER (WHERE status = 'preempted') AS preempted_runs,
                sum(cost_usd) AS cost_usd,
-               coalesce(sum(cost_usd) FILTER (WHERE status IN ('failed', 'preempted')), 0) AS failed_preempted_cost_usd,
+               coalesce(sum(cost_usd) FILTER (WHERE status IN ('failed', 'preempted')), 0) AS failed_or_preempted_cost_usd,
                CAST(round(sum(cost_usd) / nullif(count(*) FILTER (WHERE status = 'completed'), 0), 6)
                     AS DECIMAL(38, 6)) AS cost_per_successful_run_usd
         FROM grouped GROUP BY group_name
         ORDER BY cost_usd DESC NULLS LAST, group_name
+    """, filters.params())
+
+
+def run_tags(filters: Filters) -> pd.DataFrame:
+    """Every (run_id, tag_key, tag_value) of the runs in the filter, for picking runs by a tag."""
+    return warehouse.query(FILTERED_RUNS + """
+        SELECT run_id, unnest(map_keys(tags)) AS tag_key, unnest(map_values(tags)) AS tag_value
+        FROM filtered_runs WHERE tags IS NOT NULL AND cardinality(tags) > 0
+        ORDER BY tag_key, tag_value, run_id
     """, filters.params())
 
 
