@@ -30,4 +30,7 @@ def price_source(runs: pd.DataFrame, prices: Prices) -> pd.Series:
         return prices.source_of("instance_usd_per_hour", instance)
 
     distinct = distinct.assign(price_source=[one(row) for row in distinct.itertuples()])
-    return priced.merge(distinct, on=keys, how="left").set_axis(priced.index)["price_source"].reindex(runs.index)
+    found = priced.merge(distinct, on=keys, how="left").set_axis(priced.index)["price_source"]
+    result = pd.Series([None] * len(runs), index=runs.index, dtype=object)
+    result.loc[found.index] = found.to_numpy()
+    return result

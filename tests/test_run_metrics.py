@@ -156,3 +156,46 @@ def test_comparison_of_two_groups_by_tag(demo_warehouse):
     assert shown.at["Cost per run (USD)", "candidate"] == f"${cost['spot']:,.2f}"
     assert shown.at["Cost per run (USD)", "candidate vs baseline"] == \
         f"cost ratio {float(cost['spot'] / cost['on-demand']):,.4g}×"
+
+
+def test_energy_per_1k_examples_and_emissions_from_the_runs_energy(frame):
+    """Runs without a logged energy take their GPU energy from traces: the generator's own
+    per-run energy (truth.json node_runs) x 1,000,000 / examples, and x PUE x grid g/kWh / 1000
+    with the region's factors read here from ingest/defaults.toml."""
+    import tomllib
+    truth = json.loads((SAMPLE_DIR / "truth.json").read_text())["node_runs"]
+    energy = tomllib.loads((REPO_ROOT / "ingest" / "defaults.toml").read_text())["energy"]
+    examples = {r["run_id"]: r["examples"] for r in RUNS}
+    regions = {r["run_id"]: r["region"] for r in RUNS}
+    rows = frame.set_index("run_id")
+    assert len(truth) > 100
+    for run_id, t in truth.items():
+        kwh = t["energy_kwh"]
+        pue = energy["pue_by_region"].get(regions[run_id], energy["pue"])
+        grid = energy["grid_gco2_per_kwh_by_region"].get(regions[run_id], energy["grid_gco2_per_kwh"])
+        assert rows.at[run_id, "energy_source"] == "gpu traces"
+        assert rows.at[run_id, "run_energy_kwh"] == pytest.approx(kwh, rel=1e-3), run_id
+        assert rows.at[run_id, "energy_per_1k_examples_wh"] == pytest.approx(kwh * 1e6 / examples[run_id], rel=1e-3)
+        assert rows.at[run_id, "run_emissions_kg"] == pytest.approx(kwh * pue * grid / 1000, rel=1e-3)
+
+
+def test_a_catalog_priced_run_names_the_catalogs_source_and_date(warehouse, tmp_path):
+    """A run without a price is priced from the catalog; its price_source is the table's source and
+    date as ingest/defaults.toml states them (read here with tomllib)."""
+    import tomllib
+    from ingest import config, loader
+    from metrics import price_sources, queries
+    from metrics.filters import Filters
+    runs = tmp_path / "runs.jsonl"
+    runs.write_text(json.dumps({"run_id": "cat-1", "project": "p", "start_time": "2026-03-01T00:00:00Z",
+                                "duration_hours": 2, "instance_type": "g5.xlarge"}) + "\n"
+                    + json.dumps({"run_id": "own-1", "project": "p", "start_time": "2026-03-01T00:00:00Z",
+                                  "duration_hours": 2, "instance_type": "g5.xlarge", "price_per_hour_usd": 1}) + "\n")
+    assert all(s.ok for _, s in loader.ingest_paths([str(runs)]))
+    frame = queries.training_runs(Filters(), None, None)
+    shown = frame.assign(price_source=price_sources.price_source(frame, config.load().prices)).set_index("run_id")
+    prices = tomllib.loads((REPO_ROOT / "ingest" / "defaults.toml").read_text())["prices"]
+    table = "instance_usd_per_hour"
+    assert shown.at["cat-1", "cost_source"] == "catalog"
+    assert shown.at["cat-1", "price_source"] == f"{prices['source'][table]}, as of {prices['as_of'][table]}"
+    assert shown.at["own-1", "price_source"] is None
