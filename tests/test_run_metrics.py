@@ -199,3 +199,29 @@ def test_a_catalog_priced_run_names_the_catalogs_source_and_date(warehouse, tmp_
     assert shown.at["cat-1", "cost_source"] == "catalog"
     assert shown.at["cat-1", "price_source"] == f"{prices['source'][table]}, as of {prices['as_of'][table]}"
     assert shown.at["own-1", "price_source"] is None
+
+
+def test_energy_to_target_from_eval_history(demo_warehouse):
+    """eval_loss target 1.8: each traced run's energy (truth.json) x the elapsed share at its first
+    eval point at or under it (duration from truth's start and end)."""
+    from datetime import datetime
+    from ingest import config
+    from metrics import queries
+    from metrics.filters import Filters
+    truth = json.loads((SAMPLE_DIR / "truth.json").read_text())["node_runs"]
+    target = Decimal("1.8")
+    want = {}
+    for r in RUNS:
+        if r["run_id"] not in truth or r["val_metric_name"] != "eval_loss" or "eval_history" not in r:
+            continue
+        t = truth[r["run_id"]]
+        span = (datetime.fromisoformat(t["end"].replace("Z", "+00:00"))
+                - datetime.fromisoformat(t["start"].replace("Z", "+00:00"))).total_seconds()
+        first = next((p["elapsed_s"] for p in r["eval_history"] if p["value"] <= target), None)
+        if first is not None:
+            want[r["run_id"]] = t["energy_kwh"] * min(float(first) / span, 1.0)
+    assert len(want) >= 3
+    got = queries.training_runs(Filters(), "eval_loss", float(target), *config.load().energy.query_factors())
+    got = got[got["to_target_basis"] == "eval history"].set_index("run_id")
+    for run_id, kwh in want.items():
+        assert got.at[run_id, "energy_to_target_kwh"] == pytest.approx(kwh, rel=1e-3), run_id
