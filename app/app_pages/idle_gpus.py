@@ -51,7 +51,9 @@ right.metric("Idle cost", usd(gpus["idle_usd"].sum() if gpus["idle_usd"].notna()
                   "than the node; a node without bill lines at the catalog's GPU-hour price "
                   "([prices.gpu_usd_per_hour]), an estimate.")
 if estimated:
-    right.caption(f"Estimated at catalog prices (no bill lines in the range): {', '.join(estimated)}")
+    catalog = settings.prices.source_of("gpu_usd_per_hour", None)
+    right.caption(f"Estimated at catalog prices (no bill lines in the range): {', '.join(estimated)}"
+                  + (f". Catalog: {md(catalog)}" if catalog else ""))
 if unpriced:
     right.caption(f"Not priced: {', '.join(md(name) for name in unpriced)}")
 last.metric("Allocated but idle", f"{allocated_h:,.1f} GPU-h")
