@@ -225,3 +225,22 @@ def test_energy_to_target_from_eval_history(demo_warehouse):
     got = got[got["to_target_basis"] == "eval history"].set_index("run_id")
     for run_id, kwh in want.items():
         assert got.at[run_id, "energy_to_target_kwh"] == pytest.approx(kwh, rel=1e-3), run_id
+
+
+def test_throughput_and_cost_efficiency_by_gpu_type(demo_warehouse):
+    """Per project and GPU type: mean examples/s, and examples per dollar = sum(examples/s x hours x
+    3600) / sum(cost), from the file."""
+    from metrics import queries
+    from metrics.filters import Filters
+    groups = defaultdict(list)
+    for r in RUNS:
+        groups[(r["project"], r["gpu_type"])].append(r)
+    got = queries.hardware_throughput(Filters(), "GPU type").set_index(["project", "hardware"])
+    assert set(got.index) == set(groups)
+    for key, rs in groups.items():
+        mean = sum(r["throughput_examples_per_sec"] for r in rs) / len(rs)
+        per_usd = sum(r["throughput_examples_per_sec"] * r["duration_hours"] * 3600 for r in rs) \
+            / sum(r["estimated_cost_usd"] for r in rs)
+        assert got.at[key, "runs"] == len(rs)
+        assert got.at[key, "throughput_examples_per_s"] == pytest.approx(float(mean), rel=1e-9)
+        assert got.at[key, "cost_efficiency_examples_per_usd"] == pytest.approx(float(per_usd), rel=1e-4), key

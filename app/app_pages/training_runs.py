@@ -155,7 +155,8 @@ if compare_by == "tag":
         return runs[runs["run_id"].isin(of_key.loc[of_key["tag_value"] == value, "run_id"])]
 else:
     column = "run_id" if compare_by == "run" else comparison.GROUP_BY[compare_by]
-    choices = sorted(runs[column].dropna().unique().tolist(), key=str)
+    # runs: the table's newest TABLE_ROWS (a list of 100k options would cost seconds to send)
+    choices = sorted((runs.head(TABLE_ROWS) if column == "run_id" else runs)[column].dropna().unique().tolist(), key=str)
 
     def pick(value: str):
         return runs[runs[column] == value]
