@@ -9,7 +9,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from metrics import allocation, budgets, queries, retrospective
+from metrics import allocation, budgets, price_sources, queries, retrospective
 from outputs import alerts
 from metrics.filters import Filters
 from present.format import csv_bytes
@@ -54,30 +54,43 @@ def chart(name: str, key: tuple, build: Callable[[], go.Figure]) -> go.Figure:
 
 @st.cache_resource(ttl=RESULT_TTL_S, max_entries=16, show_spinner=False)  # shared, as _shared
 def _training_runs(version: int, filters: Filters, metric: str | None, target: float | None,
-                   factors: tuple) -> pd.DataFrame:
-    runs = queries.training_runs(filters, metric, target)
+                   factors: tuple, catalog_key: str = "", _prices=None) -> pd.DataFrame:
+    runs = queries.training_runs(filters, metric, target, *factors)
+    if _prices is not None:
+        runs = runs.assign(price_source=price_sources.price_source(runs, _prices))
     return runs.merge(queries.run_energy_figures(filters, *factors), on="run_id", how="left")
 
 
-def training_runs(filters: Filters, metric: str | None, target: float | None, factors: tuple) -> pd.DataFrame:
+def catalog_key(prices) -> str:
+    """A text that changes whenever the price catalog's names, sources or dates do (the cache key
+    of the runs' price_source; the Prices object itself is not hashable)."""
+    return repr((sorted(prices.instance_usd_per_hour), sorted(prices.gpu_usd_per_hour),
+                 sorted(prices.source.items()), sorted(prices.as_of.items())))
+
+
+def training_runs(filters: Filters, metric: str | None, target: float | None, factors: tuple,
+                  prices=None) -> pd.DataFrame:
     """queries.training_runs with each run's measured GPU energy and emissions
-    (queries.run_energy_figures with the energy `factors`), recomputed on a newer load; shared
-    between reruns and sessions: never change it in place."""
-    return _training_runs(_data_version(), filters, metric, target, factors)
+    (queries.run_energy_figures with the energy `factors`) and, given the catalog `prices`, the
+    price_source of runs priced from it; recomputed on a newer load; shared between reruns and
+    sessions: never change it in place."""
+    return _training_runs(_data_version(), filters, metric, target, factors,
+                          "" if prices is None else catalog_key(prices), prices)
 
 
 @st.cache_data(ttl=RESULT_TTL_S, max_entries=4, show_spinner="Writing the CSV…")
 def _training_runs_csv(version: int, filters: Filters, metric: str | None, target: float | None,
-                       factors: tuple) -> bytes:
-    return csv_bytes(_training_runs(version, filters, metric, target, factors))
+                       factors: tuple, catalog: str = "", _prices=None) -> bytes:
+    return csv_bytes(_training_runs(version, filters, metric, target, factors, catalog, _prices))
 
 
 def training_runs_csv(filters: Filters, metric: str | None, target: float | None,
-                      factors: tuple) -> Callable[[], bytes]:
+                      factors: tuple, prices=None) -> Callable[[], bytes]:
     """The CSV of every run training_runs() returns, as a callable for st.download_button: it is
     written when the button is pressed (once per data version), not on every rerun."""
     version = _data_version()
-    return lambda: _training_runs_csv(version, filters, metric, target, factors)
+    key = "" if prices is None else catalog_key(prices)
+    return lambda: _training_runs_csv(version, filters, metric, target, factors, key, prices)
 
 
 # Shared, not copied (st.cache_resource): a 100k-row result costs ~0.5 s to unpickle on every

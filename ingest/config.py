@@ -39,6 +39,19 @@ class Prices:
 
     instance_usd_per_hour: Mapping[str, Decimal] = field(default_factory=dict)
     gpu_usd_per_hour: Mapping[str, Decimal] = field(default_factory=dict)
+    # where and when each price was read: {"table" or "table.name" (name as the table keys it): text}
+    source: Mapping[str, str] = field(default_factory=dict)
+    as_of: Mapping[str, str] = field(default_factory=dict)
+
+    def source_of(self, table: str, name: str | None) -> str | None:
+        """'source, as of date' of the catalog price of `name` in `table` (instance_usd_per_hour or
+        gpu_usd_per_hour): the entry's own, else the table's; None when neither is known."""
+        key = None if name is None else f"{table}.{_gpu_key(name) if table == 'gpu_usd_per_hour' else name.strip().lower()}"
+        source = self.source.get(key) or self.source.get(table)
+        as_of = self.as_of.get(key) or self.as_of.get(table)
+        if source is None:
+            return None
+        return f"{source}, as of {as_of}" if as_of else source
 
     def instance(self, instance_type: str | None) -> Decimal | None:
         """USD per hour of one instance of this type, or None when the catalog lacks it."""
@@ -180,6 +193,15 @@ class Alerts:
 
 
 @dataclass(frozen=True)
+class Comparison:
+    """When a compared candidate spends too much for its gain (metrics/comparison.py)."""
+
+    more_energy_pct: float = 20.0
+    more_cost_pct: float = 20.0
+    better_metric_pct: float = 0.1
+
+
+@dataclass(frozen=True)
 class Retrospective:
     """When a figure of the month becomes a recommendation (metrics/retrospective.py)."""
 
@@ -213,6 +235,7 @@ class Config:
     alerts: Alerts = field(default_factory=Alerts)
     budgets: tuple[Budget, ...] = ()
     retrospective: Retrospective = field(default_factory=Retrospective)
+    comparison: Comparison = field(default_factory=Comparison)
     slurm: Slurm = field(default_factory=Slurm)
     ingest: Limits = field(default_factory=Limits)
 
@@ -263,7 +286,8 @@ def _build(user: dict, path: Path | None) -> Config:
             for name, value in merged["prices"][table].items()
         })
         for table in PRICE_TABLES
-    })
+    }, **{kind: MappingProxyType(_price_notes(merged["prices"][kind], user.get("prices", {}), source, kind))
+          for kind in ("source", "as_of")})
     serving = merged["serving"]
     return Config(
         prices=prices,
@@ -286,6 +310,8 @@ def _build(user: dict, path: Path | None) -> Config:
         alerts=_alerts(merged["alerts"], source),
         budgets=_budgets(budgets, source),
         retrospective=_retrospective(merged["retrospective"], source),
+        comparison=Comparison(**{key: _number(value, source, f"comparison.{key}")
+                                 for key, value in merged["comparison"].items()}),
         slurm=Slurm(MappingProxyType({
             name.strip().lower(): _price(value, source, f"slurm.partition_gpu_usd_per_hour.{name}")
             for name, value in merged["slurm"]["partition_gpu_usd_per_hour"].items()})),
@@ -538,6 +564,26 @@ def _retrospective(section: dict, file: str) -> Retrospective:
         raise ConfigError(file, "retrospective.dominated_min_ratio",
                           f"must be 1 or more (a cost ratio), got {values['dominated_min_ratio']:g}")
     return Retrospective(**values)
+
+
+def _price_notes(notes: dict, user_prices: object, file: str, kind: str) -> dict[str, str]:
+    """[prices.source] or [prices.as_of] keyed as Prices.source_of looks them up; a price the
+    user's file sets without a note of its own is noted as from that file."""
+    found = {}
+    for key, value in notes.items():
+        if not isinstance(value, str):
+            raise ConfigError(file, f"prices.{kind}.{key}", f"must be text, got {value!r}")
+        table, _, name = key.partition(".")
+        if table not in PRICE_TABLES:
+            raise ConfigError(file, f"prices.{kind}.{key}", f"must name a price table ({', '.join(PRICE_TABLES)})")
+        found[key if not name else f"{table}.{_gpu_key(name) if table == 'gpu_usd_per_hour' else name.strip().lower()}"] = value
+    if isinstance(user_prices, dict):
+        for table in PRICE_TABLES:
+            for name in user_prices.get(table) or {}:
+                key = f"{table}.{_gpu_key(name) if table == 'gpu_usd_per_hour' else name.strip().lower()}"
+                if key not in found and kind == "source":
+                    found[key] = f"your settings file {file}"
+    return found
 
 
 def _gpu_key(name: str) -> str:

@@ -429,3 +429,26 @@ def allocation_by_key(frame: pd.DataFrame, currency: str, key: str, labels: dict
                     labels={"effective_cost": f"Effective cost ({currency})", "key_value": key})
     figure.update_layout(legend_title_text="Bucket", margin=dict(t=30, b=10))
     return figure
+
+
+def by_hardware(frame: pd.DataFrame, column: str, label: str, hardware_label: str) -> go.Figure:
+    """Bars: `column` (titled `label`) per hardware, grouped by project (project colours; a log
+    axis, as projects differ by orders of magnitude in examples/s)."""
+    data = frame.assign(value=frame[column].astype(float)).dropna(subset=["value"])
+    figure = px.bar(data, x="hardware", y="value", color="project", barmode="group", log_y=True,
+                    color_discrete_map=colour_map(data["project"]), hover_data=["runs"],
+                    labels={"value": label, "hardware": hardware_label, "project": "Project"})
+    figure.update_layout(legend_title_text="Project", margin=dict(t=30, b=10))
+    return figure
+
+
+def batch_size_scatter(runs: pd.DataFrame, column: str, label: str) -> go.Figure:
+    """Points: each run's `column` (titled `label`) against its batch size, project colours, log axes."""
+    data = runs.assign(value=pd.to_numeric(runs[column].astype(float), errors="coerce"),
+                       batch_size=runs["batch_size"].astype(float)).dropna(subset=["value", "batch_size"])
+    data = data.head(MAX_POINTS)
+    figure = px.scatter(data, x="batch_size", y="value", color="project", log_x=True, log_y=True,
+                        color_discrete_map=colour_map(data["project"]), hover_data=["run_id"],
+                        labels={"value": label, "batch_size": "Batch size (examples)", "project": "Project"})
+    figure.update_layout(legend_title_text="Project", margin=dict(t=30, b=10))
+    return figure

@@ -1197,6 +1197,7 @@ def run_record(run: Run, world: World) -> dict:
         "host": run.host,
         "gpu_type": run.gpu_type,
         "gpu_count": run.gpu_count,
+        **seed_fields(run),
     }
     if run.node is not None:
         gpus = world.node_gpus[run.host]
@@ -1206,6 +1207,29 @@ def run_record(run: Run, world: World) -> dict:
     if run.eval_history is not None:
         record["eval_history"] = run.eval_history
     return record
+
+
+# Fields added for the run metrics (issue 22): the examples in one epoch of each project's
+# training set, and the tokens in one example of the LLM project. Batch sizes vary around the
+# project's own by a per-run generator seeded with the run id, so these fields draw nothing from
+# the shared generators and every other figure of the sample stays as it was.
+DATASET_EXAMPLES = {"vision": 1_281_167, "search-ranking": 532_761, "llm-finetune": 52_002, "speech": 281_241}
+TOKENS_PER_EXAMPLE = {"llm-finetune": 512}
+BATCH_FACTORS = (Decimal("0.5"), Decimal("1"), Decimal("1"), Decimal("2"))
+
+
+def seed_fields(run: Run) -> dict:
+    """batch_size, epochs (examples / the training set's examples, 2 places) and, for the LLM
+    project, tokens_per_sec (examples/s x tokens per example), in the seed's spellings."""
+    own = random.Random(f"{SEED}:{run.run_id}")
+    fields = {"batch_size": int(run.project.batch_size * own.choice(BATCH_FACTORS))}
+    dataset = DATASET_EXAMPLES.get(run.project.name)
+    if dataset:
+        fields["epochs"] = float((Decimal(run.examples) / dataset).quantize(CENT, ROUND_HALF_UP))
+    tokens = TOKENS_PER_EXAMPLE.get(run.project.name)
+    if tokens:
+        fields["tokens_per_sec"] = round6(run.throughput * tokens)
+    return fields
 
 
 def estimated_cost(run: Run) -> Decimal:

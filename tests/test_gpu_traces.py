@@ -463,7 +463,7 @@ def test_idle_page_figures_match_plain_python(on_sample, plain):
 def test_training_runs_page_shows_measured_energy(on_sample, run_kwh):
     at = AppTest.from_file(str(APP), default_timeout=60).run()
     at.switch_page("app_pages/training_runs.py").run()
-    (table,) = at.dataframe
+    table = at.dataframe[-1]  # the runs table, the page's last
     by_run = table.value.set_index("run_id")
     energy = config.load().energy
     for run in node_runs():

@@ -69,7 +69,8 @@ for parts in found.billed.values():  # the bill's figures: the Costs page's Idle
     st.markdown(f"**{idle.parts_text(parts)}**; {idle.hours_text(parts)}"
                 + (f" ({parts.currency} bill lines)." if len(found.billed) > 1 else "."))
 if found.estimated:
-    st.caption(idle.estimated_text(found))
+    catalog = settings.prices.source_of("gpu_usd_per_hour", None)
+    st.caption(idle.estimated_text(found) + (f" Catalog: {md(catalog)}." if catalog else ""))
 if unpriced:
     st.caption(f"Not priced: {', '.join(md(name) for name in unpriced)}")
 

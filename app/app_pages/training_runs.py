@@ -3,7 +3,8 @@ cost-to-target, the run table with measured GPU energy."""
 import streamlit as st
 
 from app import cache, settings as settings_page
-from metrics import queries
+from ingest import config
+from metrics import comparison, queries
 from present import charts
 from app.tables import table
 from present.format import md, plural, usd
@@ -13,6 +14,16 @@ AXES = {"Cost": ("cost_usd", "Cost (USD)"),
         "GPU energy": ("gpu_energy_kwh", "Measured GPU energy (kWh)"),
         "Emissions": ("gpu_emissions_kg", "GPU emissions (kg CO₂e)")}
 
+# headers whose unit the column name's suffix cannot say (present.format.label)
+LABELS = {"throughput_examples_per_s": "Throughput (examples/s)", "throughput_tokens_per_s": "Throughput (tokens/s)",
+          "cost_efficiency_examples_per_usd": "Cost efficiency (examples per USD)",
+          "usd_per_hour": "Cost per hour (USD/h)", "run_energy_kwh": "Energy (kWh)",
+          "run_emissions_kg": "Emissions (kg CO₂e)", "energy_per_1k_examples_wh": "Energy per 1,000 examples (Wh)",
+          "cost_per_1k_examples_usd": "Cost per 1,000 examples (USD)", "to_target_basis": "To target from",
+          "failed_before": "Failed before (runs)", "preempted_before": "Preempted before (runs)",
+          "batch_size": "Batch size (examples)", "epochs": "Epochs", "price_source": "Catalog price source"}
+MONEY = ("price_per_hour_usd", "cost_usd", "cost_per_1k_examples_usd", "usd_per_hour", "cost_to_target_usd",
+         "cost_per_epoch_usd")
 TABLE_ROWS = 1000  # runs listed in the page's table; the CSV has every run
 
 st.title("Training runs")
@@ -34,7 +45,11 @@ else:
                                 help="Empty: use each run's own target_metric, if it has one.")
 target = None if metrics.empty else target
 factors = settings_page.energy_or_defaults().query_factors()
-runs = cache.training_runs(picked, metric, target, factors)
+try:  # the catalog's sources and the comparison's thresholds; the shipped defaults when the file is unusable
+    settings = config.load()
+except config.ConfigError:
+    settings = None
+runs = cache.training_runs(picked, metric, target, factors, settings and settings.prices)
 
 if runs.empty:
     st.info("No training runs in this selection. Run `mlcost ingest PATH` or use the **Data** page.")
@@ -80,8 +95,83 @@ if metric is not None:
     reached, cheapest = cache.derived("runs_target", (picked, metric, target, factors), cheapest_to_target)
     if cheapest is not None:
         st.caption(f"{plural(reached, 'run')} reached the target; cheapest to get there: "
-                   f"**{md(cheapest['run_id'])}** at {usd(cheapest['cost_to_target_usd'])} "
-                   f"after {cheapest['time_to_target_h']:.2f} h.")
+                   f"**{md(cheapest['run_id'])}** at {usd(cheapest['cost_to_target_usd'])}"
+                   + (" (an upper bound: its whole cost, as it logs only a final metric that meets the target)"
+                      if cheapest["to_target_basis"] == "upper bound" else "")
+                   + f" after {cheapest['time_to_target_h']:.2f} h.")
+
+st.subheader("Throughput and cost efficiency by hardware")
+hardware_by = st.segmented_control("Hardware", ["GPU type", "instance type"], default="GPU type",
+                                   key="runs_hardware") or "GPU type"
+hardware = cache.fetch(queries.hardware_throughput, picked, hardware_by)
+if hardware.empty:
+    st.caption("No run logs a throughput (throughput_examples_per_sec) with a cost.")
+else:
+    st.caption("Cost efficiency = throughput / (USD per hour) = examples per dollar (examples processed / cost "
+               "over the hardware's runs). Throughput is comparable within a project only: each bar is one "
+               "project on one hardware; log scale.")
+    left, right = st.columns(2)
+    left.plotly_chart(charts.by_hardware(hardware, "throughput_examples_per_s", "Throughput (examples/s)",
+                                         hardware_by), width="stretch")
+    right.plotly_chart(charts.by_hardware(hardware, "cost_efficiency_examples_per_usd",
+                                          "Cost efficiency (examples per USD)", hardware_by), width="stretch")
+    with st.expander("Table (with tokens/s where runs log it)"):
+        st.dataframe(hardware, hide_index=True, width="stretch", **table(hardware, money=(), labels=LABELS))
+
+if runs["batch_size"].notna().any():
+    st.subheader("Batch size")
+    st.caption("Each completed run's batch size (from its `batch_size` field) against its throughput and its "
+               "cost per 1,000 examples; log scales.")
+    done = runs[runs["status"].fillna("completed") == "completed"]
+    left, right = st.columns(2)
+    left.plotly_chart(charts.batch_size_scatter(done, "throughput_examples_per_s", "Throughput (examples/s)"),
+                      width="stretch")
+    right.plotly_chart(charts.batch_size_scatter(done, "cost_per_1k_examples_usd", "Cost per 1,000 examples (USD)"),
+                       width="stretch")
+
+st.subheader("Cost per successful run")
+st.caption("All runs' cost of a group / its completed runs: the cost of failed and preempted runs is charged "
+           "to the runs that succeeded. Per run, the table below counts the failed and preempted runs of "
+           "the same project, model and config (tag `config`, else instance type) since the config's "
+           "previous completed run.")
+success_by = st.selectbox("Group by", list(queries.GROUPINGS), key="runs_success_by")
+success = cache.fetch(queries.cost_per_successful_run, picked, success_by)
+st.dataframe(success, hide_index=True, width="stretch", **table(success))
+
+st.subheader("Compare two runs or groups")
+rule = settings.comparison if settings else config.Comparison()
+st.caption(f"Speedup = baseline wall-clock / candidate wall-clock; ratios = candidate / baseline. A candidate "
+           f"that spends ≥ {rule.more_energy_pct:g} % more energy (or ≥ {rule.more_cost_pct:g} % more cost) "
+           f"for ≤ {rule.better_metric_pct:g} % better metric is flagged (`[comparison]` in mlcost.toml).")
+compare_by = st.selectbox("Compare", ["run", "tag", *comparison.GROUP_BY], key="compare_by")
+if compare_by == "tag":
+    tags = cache.fetch(queries.run_tags, picked)
+    keys = sorted(tags["tag_key"].unique().tolist())
+    tag_key = st.selectbox("Tag", keys, key="compare_tag") if keys else None
+    of_key = tags[tags["tag_key"] == tag_key]
+    choices = sorted(of_key["tag_value"].unique().tolist())
+
+    def pick(value: str):
+        return runs[runs["run_id"].isin(of_key.loc[of_key["tag_value"] == value, "run_id"])]
+else:
+    column = "run_id" if compare_by == "run" else comparison.GROUP_BY[compare_by]
+    # runs: the table's newest TABLE_ROWS (a list of 100k options would cost seconds to send)
+    choices = sorted((runs.head(TABLE_ROWS) if column == "run_id" else runs)[column].dropna().unique().tolist(), key=str)
+
+    def pick(value: str):
+        return runs[runs[column] == value]
+if len(choices) < 2:
+    st.caption(f"Fewer than two values of {compare_by} in this selection.")
+else:
+    left, right = st.columns(2)
+    base_value = left.selectbox("Baseline", choices, index=0, key="compare_baseline")
+    cand_value = right.selectbox("Candidate", choices, index=1, key="compare_candidate")
+    result = comparison.compare(pick(base_value), pick(cand_value), rule)
+    if result.flagged:
+        st.warning(md(result.reason), icon=":material/flag:")
+    elif result.reason:
+        st.caption(md(result.reason))
+    st.dataframe(comparison.table(result), hide_index=True, width="stretch")
 
 st.subheader("All runs")
 if len(runs) > TABLE_ROWS:  # a browser table of 100k rows costs seconds to send and to draw
@@ -89,7 +179,12 @@ if len(runs) > TABLE_ROWS:  # a browser table of 100k rows costs seconds to send
                "to see others, or download the CSV of them all.")
 shown = runs.head(TABLE_ROWS)
 st.dataframe(shown, hide_index=True, width="stretch", **table(
-    shown, first=("run_id", "run_name", "project", "cost_usd", "cost_source", "energy_kwh", "val_metric",
-           "val_metric_name", "status", "started_at")))
-st.download_button(f"Download CSV ({len(runs):,} runs)", cache.training_runs_csv(picked, metric, target, factors),
+    shown, first=("run_id", "run_name", "project", "cost_usd", "cost_source", "price_source", "run_energy_kwh",
+                  "energy_source", "val_metric", "val_metric_name", "status", "throughput_examples_per_s",
+                  "throughput_tokens_per_s", "cost_efficiency_examples_per_usd", "cost_per_1k_examples_usd",
+                  "energy_per_1k_examples_wh", "cost_to_target_usd", "energy_to_target_kwh", "to_target_basis",
+                  "run_emissions_kg", "cost_per_epoch_usd", "failed_before", "preempted_before", "started_at"),
+    labels=LABELS, money=MONEY))
+st.download_button(f"Download CSV ({len(runs):,} runs)",
+                   cache.training_runs_csv(picked, metric, target, factors, settings and settings.prices),
                    file_name="training_runs.csv", mime="text/csv", icon=":material/download:")

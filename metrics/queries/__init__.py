@@ -14,6 +14,10 @@ from metrics.queries.runs import (  # noqa: F401
     metric_names,
     STANDING,
     training_runs,
+    cost_per_successful_run,
+    hardware_throughput,
+    run_tags,
+    GROUPINGS,
     pareto_standing,
 )
 from metrics.queries.ledger import (  # noqa: F401
