@@ -190,6 +190,22 @@ class Alerts:
     digest: bool = False
     retry_after_max_s: float = 60.0
     post_timeout_s: float = 10.0
+    run_limits: RunLimits = field(default_factory=lambda: RunLimits())
+    project_run_limits: Mapping[str, RunLimits] = field(default_factory=dict)
+    guardrail_lookback_days: int = 30
+
+    def limits_of(self, project: str | None) -> RunLimits:
+        """The run guardrails of a project's runs: its own limits where set, else the global ones."""
+        return self.project_run_limits.get(project or "", self.run_limits)
+
+
+@dataclass(frozen=True)
+class RunLimits:
+    """Guardrails on one training run (0: no limit): its cost, wall-clock hours and GPU-hours."""
+
+    max_cost_usd: Decimal = Decimal(0)
+    max_hours: float = 0.0
+    max_gpu_hours: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -455,7 +471,41 @@ def _alerts(section: dict, file: str) -> Alerts:
         digest=section["digest"],
         retry_after_max_s=_number(section["retry_after_max_s"], file, "alerts.retry_after_max_s"),
         post_timeout_s=_number(section["post_timeout_s"], file, "alerts.post_timeout_s"),
+        run_limits=(limits := _run_limits(section, file, "alerts")),
+        project_run_limits=MappingProxyType(_project_run_limits(section["run_limits"], limits, file)),
+        guardrail_lookback_days=_whole(section["guardrail_lookback_days"], file, "alerts.guardrail_lookback_days"),
     )
+
+
+RUN_LIMIT_KEYS = ("run_max_cost_usd", "run_max_hours", "run_max_gpu_hours")
+
+
+def _run_limits(section: dict, file: str, where: str, base: RunLimits | None = None) -> RunLimits:
+    """The run guardrails of a table of settings (keys it lacks keep `base`'s)."""
+    base = base or RunLimits()
+    return RunLimits(
+        max_cost_usd=_price(section["run_max_cost_usd"], file, f"{where}.run_max_cost_usd")
+        if "run_max_cost_usd" in section else base.max_cost_usd,
+        max_hours=_number(section["run_max_hours"], file, f"{where}.run_max_hours")
+        if "run_max_hours" in section else base.max_hours,
+        max_gpu_hours=_number(section["run_max_gpu_hours"], file, f"{where}.run_max_gpu_hours")
+        if "run_max_gpu_hours" in section else base.max_gpu_hours)
+
+
+def _project_run_limits(table: object, base: RunLimits, file: str) -> dict[str, RunLimits]:
+    """[alerts.run_limits.PROJECT]: each project's guardrails over the global ones."""
+    if not isinstance(table, dict):
+        raise ConfigError(file, "alerts.run_limits", "must be a table of [alerts.run_limits.PROJECT] tables")
+    found = {}
+    for project, limits in table.items():
+        where = f"alerts.run_limits.{project}"
+        if not isinstance(limits, dict):
+            raise ConfigError(file, where, f"must be a table of {', '.join(RUN_LIMIT_KEYS)}")
+        unknown = sorted(set(limits) - set(RUN_LIMIT_KEYS))
+        if unknown:
+            raise ConfigError(file, f"{where}.{unknown[0]}", f"is not a setting (known: {', '.join(RUN_LIMIT_KEYS)})")
+        found[project] = _run_limits(limits, file, where, base)
+    return found
 
 
 BUDGET_KEYS = ("name", "scope", "period", "amount", "currency", "actual_thresholds_pct",

@@ -11,6 +11,7 @@ from metrics.queries.runs import (  # noqa: F401
     overview_totals,
     spend_by_month,
     top_runs,
+    runs_over_limits,
     metric_names,
     STANDING,
     training_runs,

@@ -88,6 +88,36 @@ def top_runs(filters: Filters, limit: int = 5) -> pd.DataFrame:
     """, {**filters.params(), "limit": limit})
 
 
+def runs_over_limits(filters: Filters, max_cost_usd: float, max_hours: float, max_gpu_hours: float,
+                     projects: tuple[tuple[str, float, float, float], ...] = ()) -> pd.DataFrame:
+    """Runs in the filter over a guardrail (a limit of 0 is none): run, owner, cost (USD, Decimal),
+    wall-clock hours and GPU-hours, each run's limits (its project's in `projects`: (project, max
+    cost, hours, GPU-hours), else the global ones) and which it is over; costliest first."""
+    return warehouse.query_exact(FILTERED_RUNS + """
+        , limits AS (
+            SELECT unnest($project_names::VARCHAR[]) AS project, unnest($project_costs::DOUBLE[]) AS max_cost_usd,
+                   unnest($project_hours::DOUBLE[]) AS max_hours, unnest($project_gpu_hours::DOUBLE[]) AS max_gpu_hours
+        ), judged AS (
+            SELECT r.run_id, r.project, r.team, r.owner, r.status, r.started_at, r.cost_usd, r.cost_source,
+                   r.duration_h, r.gpu_hours,
+                   coalesce(l.max_cost_usd, $max_cost_usd) AS max_cost_usd,
+                   coalesce(l.max_hours, $max_hours) AS max_hours,
+                   coalesce(l.max_gpu_hours, $max_gpu_hours) AS max_gpu_hours
+            FROM filtered_runs r LEFT JOIN limits l USING (project)
+        )
+        SELECT *, max_cost_usd > 0 AND cost_usd > max_cost_usd AS over_cost,
+               max_hours > 0 AND duration_h > max_hours AS over_hours,
+               max_gpu_hours > 0 AND gpu_hours > max_gpu_hours AS over_gpu_hours
+        FROM judged
+        WHERE coalesce(max_cost_usd > 0 AND cost_usd > max_cost_usd, false)
+           OR coalesce(max_hours > 0 AND duration_h > max_hours, false)
+           OR coalesce(max_gpu_hours > 0 AND gpu_hours > max_gpu_hours, false)
+        ORDER BY cost_usd DESC NULLS LAST, run_id
+    """, {**filters.params(), "max_cost_usd": max_cost_usd, "max_hours": max_hours, "max_gpu_hours": max_gpu_hours,
+          "project_names": [p[0] for p in projects], "project_costs": [p[1] for p in projects],
+          "project_hours": [p[2] for p in projects], "project_gpu_hours": [p[3] for p in projects]})
+
+
 def metric_names(filters: Filters) -> pd.DataFrame:
     """Validation metric names with how many runs report each, commonest first."""
     return warehouse.query(FILTERED_RUNS + """
