@@ -157,7 +157,7 @@ def require_login() -> None:
             _LOG.error("mlcost: the OIDC login (MLCOST_LOGIN=oidc) %s; every page shows only this", problem)
         st.title("mlcost")
         st.error(md(f"The OIDC login (MLCOST_LOGIN=oidc) {problem}: until then this dashboard shows nothing "
-                    "(README, Access)."), icon=":material/lock:")
+                    "(docs/access.md)."), icon=":material/lock:")
         st.stop()
     if not st.user.is_logged_in:
         st.title("mlcost")
@@ -180,7 +180,7 @@ def exposure_note() -> str | None:
     return (f"This dashboard is **unauthenticated** and reachable beyond this machine (it listens {where}): "
             "anyone who can reach its port sees every page"
             + ("." if read_only() else " and can load, unload and edit data.")
-            + " To require a sign-in, restart it with `--login oidc` (README, Access).")
+            + " To require a sign-in, restart it with `--login oidc` (docs/access.md).")
 
 
 def warn_if_exposed(where=None) -> None:

@@ -414,7 +414,7 @@ def test_the_login_without_auth_shows_one_sentence_when_started_directly(chromiu
             expect(error).to_have_text(
                 "The OIDC login (MLCOST_LOGIN=oidc) needs redirect_uri, cookie_secret, client_id, client_secret and "
                 "server_metadata_url under [auth] in .streamlit/secrets.toml: until then this dashboard shows "
-                "nothing (README, Access).")
+                "nothing (docs/access.md).")
             assert page.get_by_role("heading", name="Overview").count() == 0
             assert page.get_by_test_id("stSidebarNav").count() == 0
     log = (tmp_path / "server.log").read_text()

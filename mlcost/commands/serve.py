@@ -184,12 +184,12 @@ def access_refusal(args: argparse.Namespace, env: dict[str, str], secrets_files:
         except access.SecretsUnreadable as error:
             problem = f"needs the [auth] settings, but {error}"
         if problem is not None:
-            return f"not starting the dashboard: the OIDC login (--login oidc) {problem}; see README, Access"
+            return f"not starting the dashboard: the OIDC login (--login oidc) {problem}; see docs/access.md"
         return None
     if not access.is_loopback(args.address) and not args.no_login:
         return (f"not starting the dashboard on {args.address or 'every interface'} without a login, where anyone "
                 f"who can reach port {args.port} would see every page: add --login oidc (visitors sign in; "
-                "README, Access) or, to serve it unauthenticated on purpose, --no-login")
+                "docs/access.md) or, to serve it unauthenticated on purpose, --no-login")
     return None
 
 
