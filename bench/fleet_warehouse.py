@@ -201,6 +201,7 @@ def build(path: Path, scale: float = 1.0, days: int = 30) -> dict[str, int]:
         gpu_rollups.rebuild(con, db, config.load().gpu, gpu_rollups.stored_settings(con, db))
         derived.refresh_run_energy(con)  # the tables pages read, as a load stores them
         derived.refresh_billing_runs(con)
+        derived.refresh_allocation(con)
         con.execute("COMMIT")
         counts = {table: con.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
                   for table in ("runs", "run_evals", "serving_windows", "billing_lines", "gpu_samples",

@@ -32,7 +32,7 @@ What a changed input reaches:
 """
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import date, datetime, timedelta, timezone
 from typing import Iterable
 
 import duckdb
@@ -218,6 +218,148 @@ def update_billing_runs(con: duckdb.DuckDBPyConnection, runs: bool, lines: bool)
                 "SELECT * FROM billing_lines WHERE line_key IN (SELECT line_key FROM lines_to_match)")
     con.execute("INSERT INTO billing_line_runs SELECT * FROM billing_run_lines_of('lines_to_match_rows', ?, ?)",
                 list(rule))
+
+
+# Tables whose rows decide the allocation of the bill (bill_allocation_days).
+ALLOCATION_SOURCES = frozenset({"runs", "billing_lines", "serving_windows", "gpu_samples"})
+
+# The allocation's settings as bill_allocation_settings holds them, for one row's comparison.
+_ALLOCATION_SETTINGS = ("SELECT run_id_tag, match_slack_s, service_tag, gpu_families, gpu_words "
+                        "FROM bill_allocation_settings")
+
+
+def refresh_allocation(con: duckdb.DuckDBPyConnection, tables: Iterable[str] | None = None) -> None:
+    """Store bill_allocation_days_of every calendar month with bill lines in bill_allocation_days
+    (and the settings in bill_allocation_settings), inside the caller's transaction, after
+    billing_line_runs is current; with `tables`, only when one is in ALLOCATION_SOURCES. Settings
+    that cannot be read store nothing (pages then compute the allocation)."""
+    if tables is not None and not ALLOCATION_SOURCES.intersection(tables):
+        return
+    con.execute("DELETE FROM bill_allocation_days")
+    con.execute("DELETE FROM bill_allocation_settings")
+    rule = _allocation_rule()
+    if rule is None:
+        return
+    con.execute("CREATE OR REPLACE TEMP TABLE allocation_redo AS SELECT DISTINCT month FROM billing_costs "
+                "WHERE effective_cost IS NOT NULL")
+    _store_months(con, rule)
+    con.execute("INSERT INTO bill_allocation_settings VALUES (?, ?, ?, ?, ?, ?)",
+                [*rule, datetime.now(timezone.utc)])
+
+
+def note_allocation_inputs(con: duckdb.DuckDBPyConnection, parts: list[str]) -> None:
+    """Add to temp table allocation_touched (start_at, end_at, line) what a load or an unload is
+    about to change, before it changes it: each of `parts` is a SELECT of those three columns
+    over the rows that go or come (line true: a bill line, whose month's allocation changes;
+    false: a run or a serving window, whose span may reach any month's; GPU samples are read
+    from touched_gpus by update_allocation())."""
+    con.execute("CREATE TEMP TABLE IF NOT EXISTS allocation_touched "
+                "(start_at TIMESTAMPTZ, end_at TIMESTAMPTZ, line BOOLEAN)")
+    for part in parts:
+        con.execute("INSERT INTO allocation_touched " + part)
+
+
+def touched_rows(table: str, where: str) -> str | None:
+    """The SELECT for note_allocation_inputs() of the rows of `table` (a table name, with its
+    database if need be) WHERE `where`; None for a table the allocation does not read."""
+    name = table.rsplit(".", 1)[-1]
+    spans = {"billing_lines": ("charge_period_start", "coalesce(charge_period_end, charge_period_start)", "true"),
+             "runs": ("started_at", "coalesce(ended_at, started_at)", "false"),
+             "serving_windows": ("window_start", "window_end", "false")}.get(name)
+    if spans is None:
+        return None
+    start, end, line = spans  # one span per UTC day the rows start in: a few rows, whatever was loaded
+    return f"SELECT min({start}), max({end}), {line} FROM {table} WHERE {where} GROUP BY floor(epoch({start}) / 86400)"
+
+
+def update_allocation(con: duckdb.DuckDBPyConnection, runs: bool, gpus: bool) -> None:
+    """Store the allocation again for the months a load or an unload changed, inside the caller's
+    transaction, after billing_line_runs and the per-run GPU time are current: the months of the
+    bill lines in allocation_touched, every month whose lines' charge periods (or the month
+    itself) meet a touched span, with `runs` the months where a run of changed_runs or of
+    time_runs (its GPU time was redone) had or has pieces or matched lines, and with `gpus` the
+    months from the first rewritten minute of touched_gpus on (every month when a traced GPU
+    appeared or vanished: a run's share of its host's GPUs counts them all). The same rows as
+    refresh_allocation() (all again when the settings differ from those stored)."""
+    rule = _allocation_rule()
+    stored = con.execute(_ALLOCATION_SETTINGS).fetchall()
+    if rule is None or [tuple(row) for row in stored] != [rule]:
+        refresh_allocation(con)
+        return
+    if gpus and (not _has_temp(con, "traced_changed")
+                 or con.execute("SELECT count(*) FROM traced_changed").fetchone()[0]):
+        refresh_allocation(con)
+        return
+    con.execute("CREATE TEMP TABLE IF NOT EXISTS allocation_touched "
+                "(start_at TIMESTAMPTZ, end_at TIMESTAMPTZ, line BOOLEAN)")
+    if gpus:
+        con.execute("INSERT INTO allocation_touched SELECT min(since), TIMESTAMPTZ 'infinity', false "
+                    "FROM touched_gpus")
+    months = ["SELECT date_trunc('month', utc_day(start_at))::DATE FROM allocation_touched WHERE line",
+              # a month's allocation reads the month and its lines' charge periods (node minutes,
+              # runs on the nodes, serving windows)
+              "SELECT s.month FROM allocation_spans s JOIN allocation_touched t ON NOT t.line "
+              "AND t.start_at <= s.span_end AND t.end_at >= s.span_start"]
+    con.execute("CREATE OR REPLACE TEMP TABLE allocation_spans AS "
+                "SELECT month, min(month)::TIMESTAMP AT TIME ZONE 'UTC' AS span_start, "
+                "greatest(max(month + INTERVAL 1 MONTH)::TIMESTAMP AT TIME ZONE 'UTC', "
+                "max(coalesce(charge_period_end, charge_period_start))) AS span_end "
+                "FROM billing_costs WHERE effective_cost IS NOT NULL GROUP BY month")
+    if runs or gpus:
+        run_sources = ["SELECT run_id FROM changed_runs"] if runs else []
+        if _has_temp(con, "time_runs"):
+            run_sources.append("SELECT run_id FROM time_runs")
+        if run_sources:
+            con.execute("CREATE OR REPLACE TEMP TABLE allocation_runs AS " + " UNION ".join(run_sources))
+            months += ["SELECT DISTINCT month FROM bill_allocation_days "
+                       "WHERE run_id IN (SELECT run_id FROM allocation_runs)",
+                       "SELECT DISTINCT b.month FROM billing_line_runs m JOIN billing_costs b USING (line_key) "
+                       "WHERE m.run_id IN (SELECT run_id FROM allocation_runs)",
+                       "SELECT s.month FROM allocation_spans s JOIN runs r "
+                       "ON r.started_at <= s.span_end AND coalesce(r.ended_at, r.started_at) >= s.span_start "
+                       "WHERE r.run_id IN (SELECT run_id FROM allocation_runs)"]
+    con.execute("CREATE OR REPLACE TEMP TABLE allocation_redo AS SELECT DISTINCT * FROM (" + " UNION ALL ".join(months)
+                + ") t(month) WHERE month IS NOT NULL")
+    con.execute("DELETE FROM bill_allocation_days WHERE month IN (SELECT month FROM allocation_redo)")
+    # only the months that still have lines are allocated again (the others have gone)
+    con.execute("DELETE FROM allocation_redo WHERE month NOT IN (SELECT month FROM allocation_spans)")
+    _store_months(con, rule)
+    con.execute("DELETE FROM allocation_touched")
+
+
+def _store_months(con: duckdb.DuckDBPyConnection, rule: tuple) -> None:
+    """Insert bill_allocation_days_of each month of temp table allocation_redo (the run matches
+    from billing_line_runs when it holds these settings' matches)."""
+    matches = con.execute("SELECT count(*) FROM billing_match_settings WHERE run_id_tag = ? AND match_slack_s = ?",
+                          list(rule[:2])).fetchone()[0] > 0
+    for (month,) in con.execute("SELECT month FROM allocation_redo ORDER BY month").fetchall():
+        end = (month.replace(day=28) + timedelta(days=4)).replace(day=1)
+        con.execute("INSERT INTO bill_allocation_days SELECT ?::DATE, * FROM bill_allocation_days_of("
+                    "?, ?, ?, ?, ?, ?::VARCHAR[], ?::VARCHAR[], stored := ?)",
+                    [month, _utc(month), _utc(end), *rule, matches])
+
+
+def _utc(day: date) -> datetime:
+    return datetime(day.year, day.month, day.day, tzinfo=timezone.utc)
+
+
+def _has_temp(con: duckdb.DuckDBPyConnection, name: str) -> bool:
+    return bool(con.execute("SELECT count(*) FROM duckdb_tables() WHERE temporary AND table_name = ?",
+                            [name]).fetchone()[0])
+
+
+def _allocation_rule() -> tuple | None:
+    """(run tag, slack s, service tag, GPU instance families, GPU words) of the settings, or None
+    when they cannot be read."""
+    from ingest import config
+
+    try:
+        settings = config.load()
+    except config.ConfigError:
+        return None
+    rec, bill = settings.reconciliation, settings.billing
+    return (rec.run_id_tag, float(rec.match_slack_minutes * 60), rec.service_tag,
+            list(bill.gpu_instance_families), list(bill.gpu_sku_words))
 
 
 # Past this share of a table's rows changed, a full refresh is the faster way to the same rows.

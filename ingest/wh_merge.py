@@ -99,6 +99,11 @@ def merge(stage: duckdb.DuckDBPyConnection, source: str, sha256: str, kind: str,
                 "VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING load_id",
                 [source, sha256, kind, accepted, rejected, datetime.now(timezone.utc), options],
             ).fetchall()[0][0]
+            # what the allocation of the bill read: the rows that go and those that come
+            derived.note_allocation_inputs(stage, [part for part in (
+                *(derived.touched_rows(f"wh.{name}", f"{column} IN (SELECT {column} FROM replaced_{column})")
+                  for name, column in replaced),
+                *(derived.touched_rows(f"memory.main.{name}", "true") for name in tables)) if part])
             for name, column in replaced:
                 stage.execute(f"DELETE FROM wh.{name} WHERE {column} IN (SELECT {column} FROM replaced_{column})")
             if "gpu_samples" in tables and snapshot[4]:  # only stored samples in the new ones' span can go
@@ -127,6 +132,10 @@ def merge(stage: duckdb.DuckDBPyConnection, source: str, sha256: str, kind: str,
                     derived.update_run_energy(stage, runs=new_runs, gpus=gpu is not None)
                 if new_runs or new_lines:
                     derived.update_billing_runs(stage, runs=new_runs, lines=new_lines)
+                if rebuilt:
+                    derived.refresh_allocation(stage)
+                elif derived.ALLOCATION_SOURCES.intersection(tables):
+                    derived.update_allocation(stage, runs=new_runs, gpus=gpu is not None)
             except BaseException:  # an aborted transaction takes no USE: roll back first, so the
                 _roll_back(stage)    # error raised is this one, not the detach's
                 stage.execute("USE memory")

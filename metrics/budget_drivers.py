@@ -21,17 +21,15 @@ TOP_ITEMS = 10
 
 # The budgets read at once (queries.WANTED, one row each; budget_no = its place in the list
 # handed in) with the [start_day, end_day) of the month each reads; a piece is in a budget's scope
-# when SCOPE holds (p is a bill_allocation row, b its bill line, w the budget): the lines its
+# when SCOPE holds (p is a bill_allocation_days row: pieces by day and line group, w the budget): the lines its
 # billed spend counts (queries.budget_row_scope), or pieces by bucket, model or service.
-SCOPE = queries.budget_row_scope("p.tags", "b.provider", piece="p")
+SCOPE = queries.budget_row_scope("p.tags", "p.provider", piece="p")
 
 SCOPED = allocation.PIECES + ", " + queries.WANTED + f"""
 , scoped AS (
-    SELECT w.budget_no, w.currency AS budget_currency, p.*, utc_day(p.charge_period_start) AS day,
-           r.project AS run_project
-    FROM pieces p JOIN billing_lines b USING (line_key) LEFT JOIN runs r ON r.run_id = p.run_id
-    JOIN wanted w ON coalesce({SCOPE}, false)
-     AND utc_day(p.charge_period_start) >= w.start_day AND utc_day(p.charge_period_start) < w.end_day
+    SELECT w.budget_no, w.currency AS budget_currency, p.*, r.project AS run_project
+    FROM pieces p LEFT JOIN runs r ON r.run_id = p.run_id
+    JOIN wanted w ON coalesce({SCOPE}, false) AND p.day >= w.start_day AND p.day < w.end_day
 )
 """
 
@@ -82,7 +80,9 @@ def daily(budget: Budget, rules: allocation.Rules, start: date, end: date) -> pd
     found = _per_month("""
         SELECT budget_no, day,
                coalesce(sum(effective_cost) FILTER (WHERE billing_currency = budget_currency), 0) AS spend,
-               count(DISTINCT line_key) FILTER (WHERE billing_currency <> budget_currency) AS other_currency_lines
+               coalesce(sum(lines) FILTER (WHERE billing_currency <> budget_currency AND line_key IS NULL), 0)
+                   + count(DISTINCT line_key) FILTER (WHERE billing_currency <> budget_currency)
+                   AS other_currency_lines
         FROM scoped GROUP BY budget_no, day ORDER BY budget_no, day
     """, [(budget, start, end)], rules)
     return (found.drop(columns="budget_no") if not found.empty
