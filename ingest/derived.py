@@ -247,82 +247,92 @@ def refresh_allocation(con: duckdb.DuckDBPyConnection, tables: Iterable[str] | N
                 [*rule, datetime.now(timezone.utc)])
 
 
+_TOUCHED = ("CREATE TEMP TABLE IF NOT EXISTS allocation_touched "
+            "(start_at TIMESTAMPTZ, end_at TIMESTAMPTZ, kind VARCHAR)")
+
+
 def note_allocation_inputs(con: duckdb.DuckDBPyConnection, parts: list[str]) -> None:
-    """Add to temp table allocation_touched (start_at, end_at, line) what a load or an unload is
-    about to change, before it changes it: each of `parts` is a SELECT of those three columns
-    over the rows that go or come (line true: a bill line, whose month's allocation changes;
-    false: a run or a serving window, whose span may reach any month's; GPU samples are read
-    from touched_gpus by update_allocation())."""
-    con.execute("CREATE TEMP TABLE IF NOT EXISTS allocation_touched "
-                "(start_at TIMESTAMPTZ, end_at TIMESTAMPTZ, line BOOLEAN)")
+    """Add to temp table allocation_touched (start_at, end_at, kind) what a load or an unload is
+    about to change, before it changes it: each of `parts` (touched_rows()) is a SELECT of those
+    columns over the rows that go or come. GPU samples are read from touched_gpus by
+    update_allocation()."""
+    con.execute(_TOUCHED)
     for part in parts:
         con.execute("INSERT INTO allocation_touched " + part)
 
 
 def touched_rows(table: str, where: str) -> str | None:
     """The SELECT for note_allocation_inputs() of the rows of `table` (a table name, with its
-    database if need be) WHERE `where`; None for a table the allocation does not read."""
+    database if need be) WHERE `where`: per UTC day they start in, the span of the bill lines
+    (kind 'line'), runs ('run') or serving windows ('window'); None for another table."""
     name = table.rsplit(".", 1)[-1]
-    spans = {"billing_lines": ("charge_period_start", "coalesce(charge_period_end, charge_period_start)", "true"),
-             "runs": ("started_at", "coalesce(ended_at, started_at)", "false"),
-             "serving_windows": ("window_start", "window_end", "false")}.get(name)
+    spans = {"billing_lines": ("charge_period_start", "coalesce(charge_period_end, charge_period_start)", "line"),
+             "runs": ("started_at", "coalesce(ended_at, started_at)", "run"),
+             "serving_windows": ("window_start", "window_end", "window")}.get(name)
     if spans is None:
         return None
-    start, end, line = spans  # one span per UTC day the rows start in: a few rows, whatever was loaded
-    return f"SELECT min({start}), max({end}), {line} FROM {table} WHERE {where} GROUP BY floor(epoch({start}) / 86400)"
+    start, end, kind = spans  # a few rows, whatever was loaded
+    return f"SELECT min({start}), max({end}), '{kind}' FROM {table} WHERE {where} GROUP BY floor(epoch({start}) / 86400)"
+
+
+# Per month with bill lines: the span its allocation reads (the month and its lines' charge
+# periods), whether a usage line names a traced host (`nodes`: the node rule reads GPU minutes
+# and runs' GPU time) and whether one carries the service tag (`serving`: serving windows).
+_MONTHS = """
+CREATE OR REPLACE TEMP TABLE allocation_months AS
+WITH hosts AS (SELECT DISTINCT host FROM gpu_days {touched})
+SELECT month, min(month)::TIMESTAMP AT TIME ZONE 'UTC' AS span_start,
+       greatest(max(month + INTERVAL 1 MONTH)::TIMESTAMP AT TIME ZONE 'UTC',
+                max(coalesce(charge_period_end, charge_period_start))) AS span_end,
+       bool_or(charge_category = 'usage' AND (resource_name IN (SELECT host FROM hosts)
+                                              OR resource_id IN (SELECT host FROM hosts))) AS nodes,
+       bool_or(charge_category = 'usage' AND tags[$service_tag] IS NOT NULL) AS serving
+FROM billing_costs WHERE effective_cost IS NOT NULL GROUP BY month
+"""
 
 
 def update_allocation(con: duckdb.DuckDBPyConnection, runs: bool, gpus: bool) -> None:
     """Store the allocation again for the months a load or an unload changed, inside the caller's
-    transaction, after billing_line_runs and the per-run GPU time are current: the months of the
-    bill lines in allocation_touched, every month whose lines' charge periods (or the month
-    itself) meet a touched span, with `runs` the months where a run of changed_runs or of
-    time_runs (its GPU time was redone) had or has pieces or matched lines, and with `gpus` the
-    months from the first rewritten minute of touched_gpus on (every month when a traced GPU
-    appeared or vanished: a run's share of its host's GPUs counts them all). The same rows as
-    refresh_allocation() (all again when the settings differ from those stored)."""
+    transaction, after billing_line_runs and the per-run GPU time are current. The months of the
+    bill lines in allocation_touched; with `runs`, the months where a run of changed_runs or
+    time_runs (its GPU time was redone) had or has pieces or matched lines; and the months whose
+    span meets what changed there: with node lines, a touched run's span, the GPU minutes from
+    touched_gpus' first `since` on (all of them when a traced GPU appeared or vanished: a run's
+    share of its host counts its GPUs); with serving lines, a touched window's span. The same rows
+    as refresh_allocation() (all again when the settings differ from those stored)."""
     rule = _allocation_rule()
     stored = con.execute(_ALLOCATION_SETTINGS).fetchall()
     if rule is None or [tuple(row) for row in stored] != [rule]:
         refresh_allocation(con)
         return
-    if gpus and (not _has_temp(con, "traced_changed")
-                 or con.execute("SELECT count(*) FROM traced_changed").fetchone()[0]):
-        refresh_allocation(con)
-        return
-    con.execute("CREATE TEMP TABLE IF NOT EXISTS allocation_touched "
-                "(start_at TIMESTAMPTZ, end_at TIMESTAMPTZ, line BOOLEAN)")
+    con.execute(_TOUCHED)
     if gpus:
-        con.execute("INSERT INTO allocation_touched SELECT min(since), TIMESTAMPTZ 'infinity', false "
+        con.execute("INSERT INTO allocation_touched SELECT min(since), TIMESTAMPTZ 'infinity', 'gpu' "
                     "FROM touched_gpus")
-    months = ["SELECT date_trunc('month', utc_day(start_at))::DATE FROM allocation_touched WHERE line",
-              # a month's allocation reads the month and its lines' charge periods (node minutes,
-              # runs on the nodes, serving windows)
-              "SELECT s.month FROM allocation_spans s JOIN allocation_touched t ON NOT t.line "
-              "AND t.start_at <= s.span_end AND t.end_at >= s.span_start"]
-    con.execute("CREATE OR REPLACE TEMP TABLE allocation_spans AS "
-                "SELECT month, min(month)::TIMESTAMP AT TIME ZONE 'UTC' AS span_start, "
-                "greatest(max(month + INTERVAL 1 MONTH)::TIMESTAMP AT TIME ZONE 'UTC', "
-                "max(coalesce(charge_period_end, charge_period_start))) AS span_end "
-                "FROM billing_costs WHERE effective_cost IS NOT NULL GROUP BY month")
-    if runs or gpus:
-        run_sources = ["SELECT run_id FROM changed_runs"] if runs else []
-        if _has_temp(con, "time_runs"):
-            run_sources.append("SELECT run_id FROM time_runs")
-        if run_sources:
-            con.execute("CREATE OR REPLACE TEMP TABLE allocation_runs AS " + " UNION ".join(run_sources))
-            months += ["SELECT DISTINCT month FROM bill_allocation_days "
-                       "WHERE run_id IN (SELECT run_id FROM allocation_runs)",
-                       "SELECT DISTINCT b.month FROM billing_line_runs m JOIN billing_costs b USING (line_key) "
-                       "WHERE m.run_id IN (SELECT run_id FROM allocation_runs)",
-                       "SELECT s.month FROM allocation_spans s JOIN runs r "
-                       "ON r.started_at <= s.span_end AND coalesce(r.ended_at, r.started_at) >= s.span_start "
-                       "WHERE r.run_id IN (SELECT run_id FROM allocation_runs)"]
-    con.execute("CREATE OR REPLACE TEMP TABLE allocation_redo AS SELECT DISTINCT * FROM (" + " UNION ALL ".join(months)
-                + ") t(month) WHERE month IS NOT NULL")
+        if not _has_temp(con, "traced_changed") or con.execute("SELECT count(*) FROM traced_changed").fetchone()[0]:
+            con.execute("INSERT INTO allocation_touched VALUES ('-infinity', 'infinity', 'gpu')")
+    con.execute(_MONTHS.format(touched="UNION SELECT host FROM touched_gpus" if gpus else ""),
+                {"service_tag": rule[2]})
+    months = ["SELECT date_trunc('month', utc_day(start_at))::DATE FROM allocation_touched WHERE kind = 'line'",
+              "SELECT s.month FROM allocation_months s JOIN allocation_touched t "
+              "ON t.start_at <= s.span_end AND t.end_at >= s.span_start "
+              "WHERE (t.kind IN ('run', 'gpu') AND s.nodes) OR (t.kind = 'window' AND s.serving)"]
+    run_sources = (["SELECT run_id FROM changed_runs"] if runs else []) + (
+        ["SELECT run_id FROM time_runs"] if (runs or gpus) and _has_temp(con, "time_runs") else [])
+    if run_sources:
+        con.execute("CREATE OR REPLACE TEMP TABLE allocation_runs AS " + " UNION ".join(run_sources))
+        months += ["SELECT DISTINCT month FROM bill_allocation_days "
+                   "WHERE run_id IN (SELECT run_id FROM allocation_runs)",
+                   "SELECT DISTINCT b.month FROM billing_line_runs m JOIN billing_costs b USING (line_key) "
+                   "WHERE m.run_id IN (SELECT run_id FROM allocation_runs)",
+                   "SELECT s.month FROM allocation_months s JOIN runs r "
+                   "ON r.started_at <= s.span_end AND coalesce(r.ended_at, r.started_at) >= s.span_start "
+                   "WHERE s.nodes AND r.run_id IN (SELECT run_id FROM allocation_runs)"]
+    con.execute("CREATE OR REPLACE TEMP TABLE allocation_redo AS SELECT DISTINCT * FROM ("
+                + " UNION ALL ".join(months) + ") t(month) WHERE month IS NOT NULL")
     con.execute("DELETE FROM bill_allocation_days WHERE month IN (SELECT month FROM allocation_redo)")
     # only the months that still have lines are allocated again (the others have gone)
-    con.execute("DELETE FROM allocation_redo WHERE month NOT IN (SELECT month FROM allocation_spans)")
+    con.execute("DELETE FROM allocation_redo WHERE month NOT IN (SELECT month FROM allocation_months)")
     _store_months(con, rule)
     con.execute("DELETE FROM allocation_touched")
 
