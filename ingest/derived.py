@@ -1,4 +1,5 @@
-"""The tables pages read many times and loads change: per-run GPU time and energy, bill lines' runs.
+"""The tables pages read many times and loads change: per-run GPU time and energy, bill lines'
+runs, the allocation of the bill per day.
 
 SQL only, run inside a transaction of a connection ingest/warehouse.py hands in, with the
 warehouse as its current database (this module never opens the warehouse).
@@ -29,6 +30,14 @@ What a changed input reaches:
 - billing_line_runs (each usage line's run) is redone for the changed lines, the lines stored
   as a changed run's, and the lines that name a changed run in their run tag or carry its
   resource id (the only lines a run can take: billing_run_lines_live).
+- bill_allocation_days (the allocation of each calendar month, per UTC day and line group) is
+  redone a month at a time (a month is allocated on its own, so it is the unit): the months of
+  added or removed bill lines; the months where a changed run (or one whose GPU time was redone)
+  had or has pieces or matched lines; in months with lines naming a traced host, those a changed
+  run or the rewritten GPU minutes reach (every such month when a traced GPU appeared or
+  vanished); in months with service-tagged lines, those a changed serving window reaches.
+  note_allocation_inputs() records the spans of the rows a load or unload is about to replace
+  or remove, before they go.
 """
 from __future__ import annotations
 
@@ -309,7 +318,8 @@ def update_allocation(con: duckdb.DuckDBPyConnection, runs: bool, gpus: bool) ->
     if gpus:
         con.execute("INSERT INTO allocation_touched SELECT min(since), TIMESTAMPTZ 'infinity', 'gpu' "
                     "FROM touched_gpus")
-        if not _has_temp(con, "traced_changed") or con.execute("SELECT count(*) FROM traced_changed").fetchone()[0]:
+        if (not _has_temp(con, "traced_changed")
+                or con.execute("SELECT count(*) FROM traced_changed").fetchone()[0]):
             con.execute("INSERT INTO allocation_touched VALUES ('-infinity', 'infinity', 'gpu')")
     con.execute(_MONTHS.format(touched="UNION SELECT host FROM touched_gpus" if gpus else ""),
                 {"service_tag": rule[2]})

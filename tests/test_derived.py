@@ -136,8 +136,9 @@ def fixture_files(folder: Path) -> dict[str, Path]:
             ("node-h2", 30, 150, "Usage", "h2", {}),
             # a service's hours: split between its model versions by their windows
             *[(f"chat-{h}", 60 * h, 60 * h + 60, "Usage", "res-chat", {"service": "chat"}) for h in range(4)],
-            # another month (allocated on its own)
+            # another month (allocated on its own), with no node or service line: a run's line there
             ("october", "2026-10-02T00:00:00Z", "2026-10-02T01:00:00Z", "Usage", "res-1", {}),
+            ("october-r5", "2026-10-02T00:00:00Z", "2026-10-02T01:00:00Z", "Usage", "res-9", {"run_id": "r5"}),
         ]),
         "bill_again": bill(folder / "bill_again.csv", [
             ("res1-2", 120, 180, "Usage", "res-2", {}),  # the same line id, now another resource
