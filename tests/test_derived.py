@@ -136,9 +136,8 @@ def fixture_files(folder: Path) -> dict[str, Path]:
             ("node-h2", 30, 150, "Usage", "h2", {}),
             # a service's hours: split between its model versions by their windows
             *[(f"chat-{h}", 60 * h, 60 * h + 60, "Usage", "res-chat", {"service": "chat"}) for h in range(4)],
-            # another month (allocated on its own), with no node or service line: a run's line there
+            # another month (allocated on its own)
             ("october", "2026-10-02T00:00:00Z", "2026-10-02T01:00:00Z", "Usage", "res-1", {}),
-            ("october-r5", "2026-10-02T00:00:00Z", "2026-10-02T01:00:00Z", "Usage", "res-9", {"run_id": "r5"}),
         ]),
         "bill_again": bill(folder / "bill_again.csv", [
             ("res1-2", 120, 180, "Usage", "res-2", {}),  # the same line id, now another resource
@@ -146,6 +145,8 @@ def fixture_files(folder: Path) -> dict[str, Path]:
             ("new", 200, 260, "Usage", "res-1", {}),
             ("node-h1-1", 60, 120, "Usage", "h2", {}),  # the same line, now the other node
             ("node-h1-late", 200, 230, "Usage", "h1", {}),
+            # a run's line in a month with no node or service line (stays when the runs go)
+            ("october-r5", "2026-10-02T00:00:00Z", "2026-10-02T01:00:00Z", "Usage", "res-9", {"run_id": "r5"}),
         ]),
         "serving": windows(folder / "serving.jsonl", [
             ("chat", "v1", 0, 90, 3.0), ("chat", "v2", 60, 150, 1.0), ("chat", "v2", 150, 240, 2.5)]),
