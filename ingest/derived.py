@@ -281,7 +281,8 @@ def touched_rows(table: str, where: str) -> str | None:
     if spans is None:
         return None
     start, end, kind = spans  # a few rows, whatever was loaded
-    return f"SELECT min({start}), max({end}), '{kind}' FROM {table} WHERE {where} GROUP BY floor(epoch({start}) / 86400)"
+    return (f"SELECT min({start}), max({end}), '{kind}' FROM {table} WHERE {where} "
+            f"GROUP BY floor(epoch({start}) / 86400)")
 
 
 # Per month with bill lines: the span its allocation reads (the month and its lines' charge

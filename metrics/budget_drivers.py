@@ -21,8 +21,9 @@ TOP_ITEMS = 10
 
 # The budgets read at once (queries.WANTED, one row each; budget_no = its place in the list
 # handed in) with the [start_day, end_day) of the month each reads; a piece is in a budget's scope
-# when SCOPE holds (p is a bill_allocation_days row: pieces by day and line group, w the budget): the lines its
-# billed spend counts (queries.budget_row_scope), or pieces by bucket, model or service.
+# when SCOPE holds (p is a bill_allocation_days row: pieces summed by day and line group, with
+# the line's tags and provider; w the budget): the lines its billed spend counts
+# (queries.budget_row_scope), or pieces by bucket, model or service.
 SCOPE = queries.budget_row_scope("p.tags", "p.provider", piece="p")
 
 SCOPED = allocation.PIECES + ", " + queries.WANTED + f"""
