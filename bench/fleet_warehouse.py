@@ -4,7 +4,8 @@
 
 At scale 1: 64 traced GPUs (16 hosts x 4) sampled every 60 s for `days` days, 100k runs (3 % of
 them on the traced GPUs, the rest cloud runs), 500k serving windows, 1M FOCUS bill lines (some
-tagged with a run), all in the rows and columns ingest stores, with a ledger entry per kind.
+tagged with a run, 1 % hours of the traced nodes), all in the rows and columns ingest stores,
+with a ledger entry per kind.
 The GPU rollups (gpu_minutes, gpu_gaps) are computed by the warehouse's own code. Deterministic:
 every value comes from hash() of the row number, no clock and no random state.
 """
@@ -144,7 +145,8 @@ def build(path: Path, scale: float = 1.0, days: int = 30) -> dict[str, int]:
             QUALIFY row_number() OVER (PARTITION BY service, model_version, host, window_start ORDER BY i DESC) = 1""",
                     params)
         # Bill lines: usage of runs (tagged with the run for two in three runs, the rest by
-        # resource id), storage and network, a few taxes and credits.
+        # resource id), one in a hundred an hour of a traced GPU node (named by resource id and
+        # name: split between the runs on it, its idle GPUs and the rest), a few taxes and credits.
         con.execute(f"""
             INSERT INTO billing_lines
             WITH b AS (
@@ -160,14 +162,17 @@ def build(path: Path, scale: float = 1.0, days: int = 30) -> dict[str, int]:
                    'USD', charge_at, charge_at + INTERVAL 1 HOUR, date_trunc('month', charge_at),
                    date_trunc('month', charge_at) + INTERVAL 1 MONTH,
                    cat, upper(cat[1]) || cat[2:], descr, service, printf('SKU%05d', i % 997),
-                   printf('i-%012d', run_no), printf('i-%012d', run_no), instance_type, 'us-east-1',
+                   coalesce(node, printf('i-%012d', run_no)), coalesce(node, printf('i-%012d', run_no)),
+                   instance_type, 'us-east-1',
                    1.0, 'Hours', 'Standard', 'Standard',
-                   CASE WHEN i % 3 = 0 THEN MAP {{'project': project, 'team': team}}
+                   CASE WHEN i % 3 = 0 OR node IS NOT NULL THEN MAP {{'project': project, 'team': team}}
                         ELSE MAP {{'project': project, 'team': team, 'run_id': printf('fleet-%06d', run_no)}} END,
                    printf('li-%08d', i), 'fleet/billing_focus', 'focus', 'billing_focus', {loads['billing_focus']}, i + 2
             FROM (SELECT *, CASE WHEN i % 500 = 7 THEN 'tax' WHEN i % 500 = 9 THEN 'credit' ELSE 'usage' END AS cat,
                          ['p4d.24xlarge', 'g5.12xlarge', 'g6.xlarge', 'p5.48xlarge'][run_no % 4 + 1] AS instance_type,
                          'Amazon Elastic Compute Cloud' AS service, 'GPU instance hour' AS descr,
+                         CASE WHEN i % 100 = 3 THEN printf('gpu-node-%02d', i // 100 % {gpus // GPUS_PER_HOST} + 1) END
+                             AS node,
                          ['vision', 'speech', 'llm-finetune', 'search-ranking', 'recsys', 'forecast',
                           'ocr', 'translation', 'tts', 'embeddings', 'safety', 'agents'][run_no % 12 + 1] AS project,
                          ['genai', 'perception', 'relevance', 'platform'][run_no % 4 + 1] AS team
@@ -201,6 +206,7 @@ def build(path: Path, scale: float = 1.0, days: int = 30) -> dict[str, int]:
         gpu_rollups.rebuild(con, db, config.load().gpu, gpu_rollups.stored_settings(con, db))
         derived.refresh_run_energy(con)  # the tables pages read, as a load stores them
         derived.refresh_billing_runs(con)
+        derived.refresh_allocation(con)
         con.execute("COMMIT")
         counts = {table: con.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
                   for table in ("runs", "run_evals", "serving_windows", "billing_lines", "gpu_samples",

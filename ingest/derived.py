@@ -1,4 +1,5 @@
-"""The tables pages read many times and loads change: per-run GPU time and energy, bill lines' runs.
+"""The tables pages read many times and loads change: per-run GPU time and energy, bill lines'
+runs, the allocation of the bill per day.
 
 SQL only, run inside a transaction of a connection ingest/warehouse.py hands in, with the
 warehouse as its current database (this module never opens the warehouse).
@@ -29,10 +30,18 @@ What a changed input reaches:
 - billing_line_runs (each usage line's run) is redone for the changed lines, the lines stored
   as a changed run's, and the lines that name a changed run in their run tag or carry its
   resource id (the only lines a run can take: billing_run_lines_live).
+- bill_allocation_days (the allocation of each calendar month, per UTC day and line group) is
+  redone a month at a time (a month is allocated on its own, so it is the unit): the months of
+  added or removed bill lines; the months where a changed run (or one whose GPU time was redone)
+  had or has pieces or matched lines; in months with lines naming a traced host, those a changed
+  run or the rewritten GPU minutes reach (every such month when a traced GPU appeared or
+  vanished); in months with service-tagged lines, those a changed serving window reaches.
+  note_allocation_inputs() records the spans of the rows a load or unload is about to replace
+  or remove, before they go.
 """
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import date, datetime, timedelta, timezone
 from typing import Iterable
 
 import duckdb
@@ -218,6 +227,160 @@ def update_billing_runs(con: duckdb.DuckDBPyConnection, runs: bool, lines: bool)
                 "SELECT * FROM billing_lines WHERE line_key IN (SELECT line_key FROM lines_to_match)")
     con.execute("INSERT INTO billing_line_runs SELECT * FROM billing_run_lines_of('lines_to_match_rows', ?, ?)",
                 list(rule))
+
+
+# Tables whose rows decide the allocation of the bill (bill_allocation_days).
+ALLOCATION_SOURCES = frozenset({"runs", "billing_lines", "serving_windows", "gpu_samples"})
+
+# The allocation's settings as bill_allocation_settings holds them, for one row's comparison.
+_ALLOCATION_SETTINGS = ("SELECT run_id_tag, match_slack_s, service_tag, gpu_families, gpu_words "
+                        "FROM bill_allocation_settings")
+
+
+def refresh_allocation(con: duckdb.DuckDBPyConnection, tables: Iterable[str] | None = None) -> None:
+    """Store bill_allocation_days_of every calendar month with bill lines in bill_allocation_days
+    (and the settings in bill_allocation_settings), inside the caller's transaction, after
+    billing_line_runs is current; with `tables`, only when one is in ALLOCATION_SOURCES. Settings
+    that cannot be read store nothing (pages then compute the allocation)."""
+    if tables is not None and not ALLOCATION_SOURCES.intersection(tables):
+        return
+    con.execute("DELETE FROM bill_allocation_days")
+    con.execute("DELETE FROM bill_allocation_settings")
+    rule = _allocation_rule()
+    if rule is None:
+        return
+    con.execute("CREATE OR REPLACE TEMP TABLE allocation_redo AS SELECT DISTINCT month FROM billing_costs "
+                "WHERE effective_cost IS NOT NULL")
+    _store_months(con, rule)
+    con.execute("INSERT INTO bill_allocation_settings VALUES (?, ?, ?, ?, ?, ?)",
+                [*rule, datetime.now(timezone.utc)])
+
+
+_TOUCHED = ("CREATE TEMP TABLE IF NOT EXISTS allocation_touched "
+            "(start_at TIMESTAMPTZ, end_at TIMESTAMPTZ, kind VARCHAR)")
+
+
+def note_allocation_inputs(con: duckdb.DuckDBPyConnection, parts: list[str]) -> None:
+    """Add to temp table allocation_touched (start_at, end_at, kind) what a load or an unload is
+    about to change, before it changes it: each of `parts` (touched_rows()) is a SELECT of those
+    columns over the rows that go or come. GPU samples are read from touched_gpus by
+    update_allocation()."""
+    con.execute(_TOUCHED)
+    for part in parts:
+        con.execute("INSERT INTO allocation_touched " + part)
+
+
+def touched_rows(table: str, where: str) -> str | None:
+    """The SELECT for note_allocation_inputs() of the rows of `table` (a table name, with its
+    database if need be) WHERE `where`: per UTC day they start in, the span of the bill lines
+    (kind 'line'), runs ('run') or serving windows ('window'); None for another table."""
+    name = table.rsplit(".", 1)[-1]
+    spans = {"billing_lines": ("charge_period_start", "coalesce(charge_period_end, charge_period_start)", "line"),
+             "runs": ("started_at", "coalesce(ended_at, started_at)", "run"),
+             "serving_windows": ("window_start", "window_end", "window")}.get(name)
+    if spans is None:
+        return None
+    start, end, kind = spans  # a few rows, whatever was loaded
+    return (f"SELECT min({start}), max({end}), '{kind}' FROM {table} WHERE {where} "
+            f"GROUP BY floor(epoch({start}) / 86400)")
+
+
+# Per month with bill lines: the span its allocation reads (the month and its lines' charge
+# periods), whether a usage line names a traced host (`nodes`: the node rule reads GPU minutes
+# and runs' GPU time) and whether one carries the service tag (`serving`: serving windows).
+_MONTHS = """
+CREATE OR REPLACE TEMP TABLE allocation_months AS
+WITH hosts AS (SELECT DISTINCT host FROM gpu_days {touched})
+SELECT month, min(month)::TIMESTAMP AT TIME ZONE 'UTC' AS span_start,
+       greatest(max(month + INTERVAL 1 MONTH)::TIMESTAMP AT TIME ZONE 'UTC',
+                max(coalesce(charge_period_end, charge_period_start))) AS span_end,
+       bool_or(charge_category = 'usage' AND (resource_name IN (SELECT host FROM hosts)
+                                              OR resource_id IN (SELECT host FROM hosts))) AS nodes,
+       bool_or(charge_category = 'usage' AND tags[$service_tag] IS NOT NULL) AS serving
+FROM billing_costs WHERE effective_cost IS NOT NULL GROUP BY month
+"""
+
+
+def update_allocation(con: duckdb.DuckDBPyConnection, runs: bool, gpus: bool) -> None:
+    """Store the allocation again for the months a load or an unload changed, inside the caller's
+    transaction, after billing_line_runs and the per-run GPU time are current. The months of the
+    bill lines in allocation_touched; with `runs`, the months where a run of changed_runs or
+    time_runs (its GPU time was redone) had or has pieces or matched lines; and the months whose
+    span meets what changed there: with node lines, a touched run's span, the GPU minutes from
+    touched_gpus' first `since` on (all of them when a traced GPU appeared or vanished: a run's
+    share of its host counts its GPUs); with serving lines, a touched window's span. The same rows
+    as refresh_allocation() (all again when the settings differ from those stored)."""
+    rule = _allocation_rule()
+    stored = con.execute(_ALLOCATION_SETTINGS).fetchall()
+    if rule is None or [tuple(row) for row in stored] != [rule]:
+        refresh_allocation(con)
+        return
+    con.execute(_TOUCHED)
+    if gpus:
+        con.execute("INSERT INTO allocation_touched SELECT min(since), TIMESTAMPTZ 'infinity', 'gpu' "
+                    "FROM touched_gpus")
+        if (not _has_temp(con, "traced_changed")
+                or con.execute("SELECT count(*) FROM traced_changed").fetchone()[0]):
+            con.execute("INSERT INTO allocation_touched VALUES ('-infinity', 'infinity', 'gpu')")
+    con.execute(_MONTHS.format(touched="UNION SELECT host FROM touched_gpus" if gpus else ""),
+                {"service_tag": rule[2]})
+    months = ["SELECT date_trunc('month', utc_day(start_at))::DATE FROM allocation_touched WHERE kind = 'line'",
+              "SELECT s.month FROM allocation_months s JOIN allocation_touched t "
+              "ON t.start_at <= s.span_end AND t.end_at >= s.span_start "
+              "WHERE (t.kind IN ('run', 'gpu') AND s.nodes) OR (t.kind = 'window' AND s.serving)"]
+    run_sources = (["SELECT run_id FROM changed_runs"] if runs else []) + (
+        ["SELECT run_id FROM time_runs"] if (runs or gpus) and _has_temp(con, "time_runs") else [])
+    if run_sources:
+        con.execute("CREATE OR REPLACE TEMP TABLE allocation_runs AS " + " UNION ".join(run_sources))
+        months += ["SELECT DISTINCT month FROM bill_allocation_days "
+                   "WHERE run_id IN (SELECT run_id FROM allocation_runs)",
+                   "SELECT DISTINCT b.month FROM billing_line_runs m JOIN billing_costs b USING (line_key) "
+                   "WHERE m.run_id IN (SELECT run_id FROM allocation_runs)",
+                   "SELECT s.month FROM allocation_months s JOIN runs r "
+                   "ON r.started_at <= s.span_end AND coalesce(r.ended_at, r.started_at) >= s.span_start "
+                   "WHERE s.nodes AND r.run_id IN (SELECT run_id FROM allocation_runs)"]
+    con.execute("CREATE OR REPLACE TEMP TABLE allocation_redo AS SELECT DISTINCT * FROM ("
+                + " UNION ALL ".join(months) + ") t(month) WHERE month IS NOT NULL")
+    con.execute("DELETE FROM bill_allocation_days WHERE month IN (SELECT month FROM allocation_redo)")
+    # only the months that still have lines are allocated again (the others have gone)
+    con.execute("DELETE FROM allocation_redo WHERE month NOT IN (SELECT month FROM allocation_months)")
+    _store_months(con, rule)
+    con.execute("DELETE FROM allocation_touched")
+
+
+def _store_months(con: duckdb.DuckDBPyConnection, rule: tuple) -> None:
+    """Insert bill_allocation_days_of each month of temp table allocation_redo (the run matches
+    from billing_line_runs when it holds these settings' matches)."""
+    matches = con.execute("SELECT count(*) FROM billing_match_settings WHERE run_id_tag = ? AND match_slack_s = ?",
+                          list(rule[:2])).fetchone()[0] > 0
+    for (month,) in con.execute("SELECT month FROM allocation_redo ORDER BY month").fetchall():
+        end = (month.replace(day=28) + timedelta(days=4)).replace(day=1)
+        con.execute("INSERT INTO bill_allocation_days SELECT ?::DATE, * FROM bill_allocation_days_of("
+                    "?, ?, ?, ?, ?, ?::VARCHAR[], ?::VARCHAR[], stored := ?)",
+                    [month, _utc(month), _utc(end), *rule, matches])
+
+
+def _utc(day: date) -> datetime:
+    return datetime(day.year, day.month, day.day, tzinfo=timezone.utc)
+
+
+def _has_temp(con: duckdb.DuckDBPyConnection, name: str) -> bool:
+    return bool(con.execute("SELECT count(*) FROM duckdb_tables() WHERE temporary AND table_name = ?",
+                            [name]).fetchone()[0])
+
+
+def _allocation_rule() -> tuple | None:
+    """(run tag, slack s, service tag, GPU instance families, GPU words) of the settings, or None
+    when they cannot be read."""
+    from ingest import config
+
+    try:
+        settings = config.load()
+    except config.ConfigError:
+        return None
+    rec, bill = settings.reconciliation, settings.billing
+    return (rec.run_id_tag, float(rec.match_slack_minutes * 60), rec.service_tag,
+            list(bill.gpu_instance_families), list(bill.gpu_sku_words))
 
 
 # Past this share of a table's rows changed, a full refresh is the faster way to the same rows.

@@ -647,8 +647,10 @@ END;
 --   5. taxes, credits, purchases and adjustments: shared, as themselves.
 -- stored := true reads each line's run from billing_line_runs (as billing_run_lines): only when
 -- billing_match_settings holds run_tag and slack_s (metrics/allocation.py asks first).
-CREATE OR REPLACE MACRO bill_allocation(alloc_start, alloc_end, run_tag, slack_s, service_tag, families, words,
-                                        stored := false) AS TABLE
+-- bill_allocation_pieces is that with two more columns: the line's provider and line_split (the line
+-- is cut into more than one piece); bill_allocation (below) is it without them.
+CREATE OR REPLACE MACRO bill_allocation_pieces(alloc_start, alloc_end, run_tag, slack_s, service_tag, families, words,
+                                               stored := false) AS TABLE
 WITH lines AS MATERIALIZED (
     SELECT l.*, epoch(l.charge_period_end - l.charge_period_start) AS line_s,
            -- once per line: its regular expressions cost more than the rest of the allocation
@@ -794,8 +796,76 @@ SELECT a.line_key, l.billing_currency, a.bucket, a.rule, a.run_id, n.host, l.tag
        CASE WHEN n.line_key IS NOT NULL THEN a.weight / 3600.0 END AS gpu_hours,
        l.effective_cost AS line_effective_cost, l.charge_period_start, l.charge_period_end,
        l.charge_category, l.service_name, l.resource_id, l.resource_name, l.instance_type, l.tags,
-       l.gpu_rule
+       l.gpu_rule, l.provider, a.split AS line_split
 FROM allocated a JOIN lines l USING (line_key) LEFT JOIN node_lines n USING (line_key);
+
+CREATE OR REPLACE MACRO bill_allocation(alloc_start, alloc_end, run_tag, slack_s, service_tag, families, words,
+                                        stored := false) AS TABLE
+SELECT * EXCLUDE (provider, line_split)
+FROM bill_allocation_pieces(alloc_start, alloc_end, run_tag, slack_s, service_tag, families, words, stored := stored);
+
+-- The allocation's pieces of [alloc_start, alloc_end) added up per UTC day of the charge and
+-- line group: everything the pages split by (bucket, rule, run, node, service and model version,
+-- the line's tags, provider, category, service name, instance type) and per currency, with
+-- `lines` (bill lines in the group). A line cut into more than one piece keeps its line_key (one
+-- row per piece, lines = 1), so that `sum(lines) FILTER (WHERE line_key IS NULL) +
+-- count(DISTINCT line_key)` counts any set of rows' lines exactly; other rows have none. Sums
+-- of the pieces' DECIMAL effective cost are exact, so any figure summed from these rows equals
+-- the one summed from the pieces.
+CREATE OR REPLACE MACRO bill_allocation_days_of(alloc_start, alloc_end, run_tag, slack_s, service_tag, families, words,
+                                                stored := false) AS TABLE
+SELECT utc_day(charge_period_start) AS day, billing_currency, bucket, rule, run_id, host, service, model_version,
+       tags, provider, charge_category, service_name, instance_type,
+       CASE WHEN line_split THEN line_key END AS line_key,
+       sum(effective_cost) AS effective_cost, sum(gpu_hours) AS gpu_hours, count(*) AS lines
+FROM bill_allocation_pieces(alloc_start, alloc_end, run_tag, slack_s, service_tag, families, words, stored := stored)
+GROUP BY ALL;
+
+-- bill_allocation_days_of each calendar month with bill lines (month = its first day), for the
+-- settings in bill_allocation_settings, stored after every load or unload of bill lines, runs,
+-- serving windows or GPU samples by ingest/derived.py (the months whose inputs changed).
+CREATE TABLE IF NOT EXISTS bill_allocation_days (
+    month             DATE NOT NULL,
+    day               DATE NOT NULL,
+    billing_currency  VARCHAR NOT NULL,
+    bucket            VARCHAR NOT NULL,
+    rule              VARCHAR NOT NULL,
+    run_id            VARCHAR,
+    host              VARCHAR,
+    service           VARCHAR,
+    model_version     VARCHAR,
+    tags              MAP(VARCHAR, VARCHAR),
+    provider          VARCHAR,
+    charge_category   VARCHAR,
+    service_name      VARCHAR,
+    instance_type     VARCHAR,
+    line_key          VARCHAR,
+    effective_cost    DECIMAL(38, 12),
+    gpu_hours         DOUBLE,
+    lines             BIGINT NOT NULL
+);
+
+-- The allocation settings bill_allocation_days was computed with (one row; none: not stored).
+CREATE TABLE IF NOT EXISTS bill_allocation_settings (
+    run_id_tag     VARCHAR NOT NULL,
+    match_slack_s  DOUBLE NOT NULL,
+    service_tag    VARCHAR NOT NULL,
+    gpu_families   VARCHAR[] NOT NULL,
+    gpu_words      VARCHAR[] NOT NULL,
+    computed_at    TIMESTAMPTZ NOT NULL
+);
+
+-- What pages read: the stored days of the month starting at alloc_start when stored_days (only
+-- when [alloc_start, alloc_end) is that calendar month and bill_allocation_settings holds these
+-- settings: metrics/allocation.py asks first), else bill_allocation_days_of computed now. A
+-- constant flag, so that the other branch is never computed.
+CREATE OR REPLACE MACRO bill_allocation_days(alloc_start, alloc_end, run_tag, slack_s, service_tag, families, words,
+                                             stored := false, stored_days := false) AS TABLE
+SELECT * EXCLUDE (month) FROM bill_allocation_days WHERE stored_days AND month = utc_day(alloc_start)
+UNION ALL
+SELECT * FROM bill_allocation_days_of(alloc_start, alloc_end, run_tag, slack_s, service_tag, families, words,
+                                      stored := stored)
+WHERE NOT stored_days;
 
 -- Alerts (outputs/alerts.py): one row per rule, subject, threshold and period that fired. A row is
 -- written once (OK -> alarm), resolved when its condition no longer holds, and never fires again

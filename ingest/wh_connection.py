@@ -396,6 +396,8 @@ def _put_schema(con: duckdb.DuckDBPyConnection) -> None:
             derived.refresh_run_energy(con)
         if "billing_line_runs" not in stored_before and _has_rows(con, "billing_lines"):
             derived.refresh_billing_runs(con)
+        if _has_rows(con, "billing_lines"):  # a new schema.sql may allocate otherwise: store it again
+            derived.refresh_allocation(con)
         con.execute("DELETE FROM schema_stamp")
         con.execute("INSERT INTO schema_stamp VALUES (?, ?)", [digest, datetime.now(timezone.utc)])
 

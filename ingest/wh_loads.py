@@ -94,9 +94,13 @@ def remove_load(con: duckdb.DuckDBPyConnection, load_id: int, reason: str) -> di
                 [load_id])
     con.execute("CREATE OR REPLACE TEMP TABLE changed_lines AS SELECT line_key FROM billing_lines "
                 "WHERE load_id = ?", [load_id])
+    derived.note_allocation_inputs(con, [part for part in (
+        derived.touched_rows(table, f"load_id = {int(load_id)}") for table in _tables_with_load_id(con))
+        if part])
     for table in _tables_with_load_id(con):
         removed[table] = con.execute(f"DELETE FROM {table} WHERE load_id = ?", [load_id]).fetchone()[0]
     samples_gone = con.execute("SELECT count(*) FROM removed_samples").fetchone()[0] > 0
+    rebuilt = False
     if samples_gone:
         from ingest import config
 
@@ -106,11 +110,16 @@ def remove_load(con: duckdb.DuckDBPyConnection, load_id: int, reason: str) -> di
             derived.update_run_energy(con, runs=True, gpus=True)
         else:  # other [gpu] settings: every GPU's minutes were computed again
             derived.refresh_run_energy(con)
+            rebuilt = True
     elif removed.get("runs"):
         derived.update_run_energy(con, runs=True, gpus=False)
     if removed.get("runs") or removed.get("billing_lines"):
         derived.update_billing_runs(con, runs=bool(removed.get("runs")),
                                     lines=bool(removed.get("billing_lines")))
+    if rebuilt:
+        derived.refresh_allocation(con)
+    elif derived.ALLOCATION_SOURCES.intersection(name for name, count in removed.items() if count):
+        derived.update_allocation(con, runs=bool(removed.get("runs")), gpus=samples_gone)
     con.execute("DELETE FROM loads WHERE load_id = ?", [load_id])
     con.execute("INSERT INTO unloads VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 [load_id, *ledger, sum(n for t, n in removed.items() if t != "rejects"),
@@ -138,6 +147,7 @@ def rebuild_gpu_rollups(path: Path | None = None) -> int:
         try:
             gpus = gpu_rollups.rebuild(con, db, gpu, gpu_rollups.stored_settings(con, db))
             derived.refresh_run_energy(con)
+            derived.refresh_allocation(con)
             con.execute("COMMIT")
         except BaseException:
             con.execute("ROLLBACK")

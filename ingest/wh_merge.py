@@ -26,17 +26,16 @@ REPLACE_BY: dict[str, str | tuple[str, ...]] = {
 # another step (or a file restating a period at another granularity) must not count twice.
 # Stored windows are first narrowed to each series' span in the file.
 OVERLAPPING_WINDOWS = """
-DELETE FROM wh.serving_windows AS s USING (
-    SELECT w.window_key FROM wh.serving_windows w
-    JOIN (SELECT service, model_version, coalesce(host, '') AS host, min(window_start) AS first_start,
-                 max(window_end) AS last_end
-          FROM serving_windows GROUP BY ALL) span
-      ON w.service = span.service AND w.model_version = span.model_version AND coalesce(w.host, '') = span.host
-     AND w.window_start < span.last_end AND span.first_start < w.window_end
-    JOIN serving_windows n
-      ON w.service = n.service AND w.model_version = n.model_version AND coalesce(w.host, '') = coalesce(n.host, '')
-     AND w.window_start < n.window_end AND n.window_start < w.window_end
-) o WHERE s.window_key = o.window_key
+CREATE OR REPLACE TEMP TABLE overlapped_windows AS
+SELECT DISTINCT w.window_key FROM wh.serving_windows w
+JOIN (SELECT service, model_version, coalesce(host, '') AS host, min(window_start) AS first_start,
+             max(window_end) AS last_end
+      FROM serving_windows GROUP BY ALL) span
+  ON w.service = span.service AND w.model_version = span.model_version AND coalesce(w.host, '') = span.host
+ AND w.window_start < span.last_end AND span.first_start < w.window_end
+JOIN serving_windows n
+  ON w.service = n.service AND w.model_version = n.model_version AND coalesce(w.host, '') = coalesce(n.host, '')
+ AND w.window_start < n.window_end AND n.window_start < w.window_end
 """
 
 
@@ -131,9 +130,18 @@ def merge(stage: duckdb.DuckDBPyConnection, source: str, sha256: str, kind: str,
                 "VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING load_id",
                 [source, sha256, kind, accepted, rejected, datetime.now(timezone.utc), options],
             ).fetchall()[0][0]
+            if "serving_windows" in tables:  # stored windows of the same series its windows overlap
+                stage.execute(OVERLAPPING_WINDOWS)
+            overlaps = ["wh.serving_windows", "window_key IN (SELECT window_key FROM overlapped_windows)"]
+            # what the allocation of the bill read: the rows that go and those that come
+            derived.note_allocation_inputs(stage, [part for part in (
+                *(derived.touched_rows(f"wh.{name}", f"{column} IN (SELECT {column} FROM replaced_{column})")
+                  for name, column in replaced),
+                *([derived.touched_rows(*overlaps)] if "serving_windows" in tables else []),
+                *(derived.touched_rows(f"memory.main.{name}", "true") for name in tables)) if part])
             for name, column in replaced:
                 stage.execute(f"DELETE FROM wh.{name} WHERE {column} IN (SELECT {column} FROM replaced_{column})")
-            overlapped = (stage.execute(OVERLAPPING_WINDOWS).fetchall()[0][0]
+            overlapped = (stage.execute(f"DELETE FROM {overlaps[0]} WHERE {overlaps[1]}").fetchall()[0][0]
                           if "serving_windows" in tables else 0)
             if "gpu_samples" in tables and snapshot[4]:  # only stored samples in the new ones' span can go
                 stage.execute("DELETE FROM wh.gpu_samples AS s USING gpu_samples AS n WHERE s.host = n.host "
@@ -161,6 +169,10 @@ def merge(stage: duckdb.DuckDBPyConnection, source: str, sha256: str, kind: str,
                     derived.update_run_energy(stage, runs=new_runs, gpus=gpu is not None)
                 if new_runs or new_lines:
                     derived.update_billing_runs(stage, runs=new_runs, lines=new_lines)
+                if rebuilt:
+                    derived.refresh_allocation(stage)
+                elif derived.ALLOCATION_SOURCES.intersection(tables):
+                    derived.update_allocation(stage, runs=new_runs, gpus=gpu is not None)
             except BaseException:  # an aborted transaction takes no USE: roll back first, so the
                 _roll_back(stage)    # error raised is this one, not the detach's
                 stage.execute("USE memory")

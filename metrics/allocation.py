@@ -62,7 +62,22 @@ def _params(start: date, end: date, rules: Rules) -> dict:
             "families": list(rules.families), "words": list(rules.words)}
 
 
+# The allocation's pieces added up per UTC day and line group (schema.sql bill_allocation_days):
+# the month stored at load when the period is a calendar month and the stored settings are these
+# rules, else computed now; the same rows either way. A line's pieces are summed, never its
+# fields: `lines` counts bill lines (LINES adds them up for any set of these rows).
 PIECES = """
+WITH pieces AS (
+    SELECT * FROM bill_allocation_days($start, $end, $run_tag, $slack_s, $service_tag,
+                                       $families::VARCHAR[], $words::VARCHAR[], stored := $stored,
+                                       stored_days := $stored_days)
+)
+"""
+LINES = "(coalesce(sum(lines) FILTER (WHERE line_key IS NULL), 0) + count(DISTINCT line_key))"
+
+# One row per piece of each bill line, with the line's fields (schema.sql bill_allocation):
+# computed now, for the drill-down to bill lines.
+LINE_PIECES = """
 WITH pieces AS (
     SELECT * FROM bill_allocation($start, $end, $run_tag, $slack_s, $service_tag,
                                   $families::VARCHAR[], $words::VARCHAR[], stored := $stored)
@@ -97,10 +112,25 @@ def matches_stored(rules: Rules) -> bool:
     return bool(found["n"].iloc[0])
 
 
+def stored_days(start: date, end: date, rules: Rules) -> tuple[bool, bool]:
+    """(whether billing_line_runs holds the lines' runs for these rules, whether
+    bill_allocation_days holds the allocation of [start, end): a calendar month, these rules)."""
+    month = month_span(start) == (start, end)
+    found = warehouse.query_exact("""
+        SELECT (SELECT count(*) FROM billing_match_settings
+                WHERE run_id_tag = $run_tag AND match_slack_s = $slack_s) > 0 AS matches,
+               $month AND (SELECT count(*) FROM bill_allocation_settings
+                           WHERE run_id_tag = $run_tag AND match_slack_s = $slack_s AND service_tag = $service_tag
+                             AND gpu_families = $families::VARCHAR[] AND gpu_words = $words::VARCHAR[]) > 0 AS days
+    """, {"run_tag": rules.run_tag, "slack_s": float(rules.slack_s), "service_tag": rules.service_tag,
+          "families": list(rules.families), "words": list(rules.words), "month": month})
+    return bool(found["matches"].iloc[0]), bool(found["days"].iloc[0])
+
+
 def _query(sql: str, start: date, end: date, rules: Rules, **more: object) -> pd.DataFrame:
     params = {**_params(start, end, rules), **more}
-    if "$stored" in sql:  # the stored matches when they are current for these rules: one join, not a match
-        params["stored"] = matches_stored(rules)
+    if "$stored" in sql:  # what is stored when it is current for these rules: read, not computed
+        params["stored"], params["stored_days"] = stored_days(start, end, rules)
     return warehouse.query_exact(sql, {name: value for name, value in params.items()
                                        if re.search(rf"\${name}\b", sql)})
 
@@ -124,8 +154,7 @@ def figures(start: date, end: date, key: str, rules: Rules) -> pd.DataFrame:
         SELECT CASE WHEN GROUPING(rule) = 0 THEN 'bucket' WHEN GROUPING(key_value) = 0 THEN 'key'
                     ELSE 'node' END AS split,
                billing_currency, bucket, rule, key_value, host,
-               sum(effective_cost) AS effective_cost, sum(gpu_hours) AS gpu_hours,
-               count(DISTINCT line_key) AS lines
+               sum(effective_cost) AS effective_cost, sum(gpu_hours) AS gpu_hours, """ + LINES + """ AS lines
         FROM keyed
         GROUP BY GROUPING SETS ((billing_currency, bucket, rule), (billing_currency, key_value, bucket),
                                 (billing_currency, host, bucket))
@@ -172,15 +201,29 @@ def unbilled_nodes(start: date, end: date, billed_hosts: tuple[str, ...],
     """Traced hosts not in `billed_hosts` (no bill line in the period): idle GPU-hours (no run
     held the GPU) and their cost at the catalog's GPU price, `idle_usd_estimated` (Decimal, USD;
     NULL when the catalog lacks the GPU), `rate_source` 'catalog (estimated)'. Not in the bill's buckets."""
-    span = {"start": datetime.combine(start, time(), timezone.utc), "end": datetime.combine(end, time(), timezone.utc)}
-    traced = warehouse.query("SELECT DISTINCT host FROM gpu_minutes WHERE minute >= $start AND minute < $end", span)
+    days = {"start_day": start, "end_day": end}
+    traced = warehouse.query("SELECT DISTINCT host FROM gpu_days WHERE day >= $start_day AND day < $end_day", days)
     hosts = sorted(set(traced["host"]) - set(billed_hosts))
+    # from the stored GPU days (gpu_days: per GPU and UTC day, the idle seconds no run held): the
+    # GPU-minutes summed per day, then over the days
     idle = warehouse.query("""
-        SELECT host, arg_max(gpu_name, minute) AS gpu_name, count(DISTINCT gpu_index) AS gpus,
-               sum(idle_s) FILTER (WHERE NOT allocated) / 3600.0 AS idle_gpu_hours
-        FROM gpu_minute_use WHERE minute >= $start AND minute < $end AND list_contains($hosts::VARCHAR[], host)
+        SELECT host, arg_max(gpu_name, gpu_name_at) AS gpu_name, count(DISTINCT gpu_index) AS gpus,
+               sum(unallocated_idle_s) / 3600.0 AS idle_gpu_hours
+        FROM gpu_days WHERE day >= $start_day AND day < $end_day AND list_contains($hosts::VARCHAR[], host)
         GROUP BY host ORDER BY host
-    """, {**span, "hosts": hosts}) if hosts else pd.DataFrame(columns=["host", "gpu_name", "gpus", "idle_gpu_hours"])
+    """, {**days, "hosts": hosts}) if hosts else pd.DataFrame(columns=["host", "gpu_name", "gpus", "idle_gpu_hours"])
+    # no idle second without a run: none (NULL) when every minute had a run, else 0 - the minutes say which
+    unsure = [host for host, hours in zip(idle["host"], idle["idle_gpu_hours"]) if not hours]
+    if unsure:
+        span = {"start": datetime.combine(start, time(), timezone.utc),
+                "end": datetime.combine(end, time(), timezone.utc)}
+        exact = warehouse.query("""
+            SELECT host, sum(idle_s) FILTER (WHERE NOT allocated) / 3600.0 AS idle_gpu_hours
+            FROM gpu_minute_use WHERE minute >= $start AND minute < $end AND list_contains($hosts::VARCHAR[], host)
+            GROUP BY host
+        """, {**span, "hosts": unsure})
+        idle["idle_gpu_hours"] = idle["host"].map(dict(zip(exact["host"], exact["idle_gpu_hours"]))).where(
+            idle["host"].isin(unsure), idle["idle_gpu_hours"])
     prices = config.Prices(gpu_usd_per_hour=dict(gpu_prices))  # the catalog's [prices.gpu_usd_per_hour]
     rates = [prices.gpu(name) for name in idle["gpu_name"]]
     idle["catalog_usd_per_gpu_hour"] = rates
@@ -211,7 +254,7 @@ def versions(start: date, end: date, rules: Rules) -> pd.DataFrame:
     """Per service, model version and currency: allocated effective cost (Decimal), lines, rule."""
     return _query(PIECES + """
         SELECT service, coalesce(model_version, '(no windows)') AS model_version, billing_currency,
-               sum(effective_cost) AS allocated_cost, count(DISTINCT line_key) AS lines,
+               sum(effective_cost) AS allocated_cost, """ + LINES + """ AS lines,
                string_agg(DISTINCT rule, '; ' ORDER BY rule) AS rules
         FROM pieces WHERE bucket = 'serving'
         GROUP BY ALL ORDER BY allocated_cost DESC, service, model_version
@@ -221,7 +264,7 @@ def versions(start: date, end: date, rules: Rules) -> pd.DataFrame:
 def lines(start: date, end: date, rules: Rules, bucket: str | None = None, limit: int = 500) -> pd.DataFrame:
     """The period's allocation pieces (one per bill line and bucket, run or version), largest
     first: line, bucket, rule, what it went to, its amount and the whole line's (Decimal)."""
-    return _query(PIECES + """
+    return _query(LINE_PIECES + """
         SELECT line_key, charge_period_start, billing_currency, bucket, rule,
                coalesce(run_id, service || coalesce(' ' || model_version, ''), host) AS allocated_to,
                effective_cost, line_effective_cost, charge_category, service_name, resource_id,

@@ -23,12 +23,14 @@ TOP_ITEMS = 10
 
 # The budgets read at once (queries.WANTED, one row each; budget_no = its place in the list
 # handed in) with the [start_day, end_day) of the month each reads; a piece is in a budget's scope
-# when SCOPE holds (p is a bill_allocation row, b its bill line, w the budget): the lines its
-# billed spend counts (queries.budget_row_scope), or pieces by bucket, model or service.
+# when SCOPE holds (p is a bill_allocation_days row: pieces summed by day and line group, with the
+# line's tags and provider; w the budget): a team or project budget's allocation (a run's own team
+# or project first, else the line's tag), else the lines its billed spend counts
+# (queries.budget_row_scope), or pieces by bucket, model or service.
 SCOPE = f"""
     CASE WHEN w.scope = 'team' THEN coalesce(r.team, p.tags[$team_tag]) = w.value
          WHEN w.scope = 'project' THEN coalesce(r.project, p.tags[$project_tag]) = w.value
-         ELSE {queries.budget_row_scope("p.tags", "b.provider", piece="p")} END
+         ELSE {queries.budget_row_scope("p.tags", "p.provider", piece="p")} END
 """
 # The piece's bill line itself carries the budget's team or project tag.
 TAGGED = """
@@ -39,11 +41,9 @@ TAGGED = """
 
 SCOPED = allocation.PIECES + ", " + queries.WANTED + f"""
 , scoped AS (
-    SELECT w.budget_no, w.currency AS budget_currency, p.*, utc_day(p.charge_period_start) AS day,
-           r.project AS run_project, {TAGGED} AS line_tagged
-    FROM pieces p JOIN billing_lines b USING (line_key) LEFT JOIN runs r ON r.run_id = p.run_id
-    JOIN wanted w ON coalesce({SCOPE}, false)
-     AND utc_day(p.charge_period_start) >= w.start_day AND utc_day(p.charge_period_start) < w.end_day
+    SELECT w.budget_no, w.currency AS budget_currency, p.*, r.project AS run_project, {TAGGED} AS line_tagged
+    FROM pieces p LEFT JOIN runs r ON r.run_id = p.run_id
+    JOIN wanted w ON coalesce({SCOPE}, false) AND p.day >= w.start_day AND p.day < w.end_day
 )
 """
 
@@ -111,7 +111,7 @@ def daily_and_top_runs(day_spans: list[tuple[Budget, date, date]], run_spans: li
     spans = [*day_spans, *run_spans]
     found = _per_month(f"""
         , pieces_of AS (
-            SELECT budget_no, day, line_key, line_tagged, effective_cost,
+            SELECT budget_no, day, line_key, lines, line_tagged, effective_cost,
                    billing_currency = budget_currency AS counted,
                    CASE WHEN bucket = 'training' AND billing_currency = budget_currency THEN run_id END AS run_key
             FROM scoped
@@ -119,7 +119,8 @@ def daily_and_top_runs(day_spans: list[tuple[Budget, date, date]], run_spans: li
             SELECT budget_no, GROUPING(day) AS by_run, day, run_key,
                    coalesce(sum(effective_cost) FILTER (WHERE counted), 0) AS spend,
                    coalesce(sum(effective_cost) FILTER (WHERE counted AND line_tagged), 0) AS tagged,
-                   count(DISTINCT line_key) FILTER (WHERE NOT counted) AS other_currency_lines
+                   coalesce(sum(lines) FILTER (WHERE NOT counted AND line_key IS NULL), 0)
+                       + count(DISTINCT line_key) FILTER (WHERE NOT counted) AS other_currency_lines
             FROM pieces_of GROUP BY GROUPING SETS ((budget_no, day), (budget_no, run_key))
         )
         SELECT * FROM sums WHERE by_run = 0 OR run_key IS NOT NULL

@@ -121,6 +121,15 @@ def test_the_sql_built_fleet_warehouse_holds_what_it_says(tmp_path):
     try:
         for table, rows in printed.items():
             assert con.execute(f"SELECT count(*) FROM {table}").fetchone()[0] == int(rows), table
+        # the allocation stored as a load stores it: every line with an effective cost, once
+        # (node hours of its traced GPUs among them), with the settings it was computed for
+        lines, cost = con.execute("SELECT count(*), sum(effective_cost) FROM billing_lines "
+                                  "WHERE effective_cost IS NOT NULL").fetchone()
+        assert con.execute("SELECT sum(effective_cost) FROM bill_allocation_days").fetchone()[0] == cost
+        assert con.execute("SELECT coalesce(sum(lines) FILTER (WHERE line_key IS NULL), 0) "
+                           "+ count(DISTINCT line_key) FROM bill_allocation_days").fetchone()[0] == lines
+        assert con.execute("SELECT count(*) FROM bill_allocation_days WHERE bucket = 'idle_gpu'").fetchone()[0] > 0
+        assert con.execute("SELECT count(*) FROM bill_allocation_settings").fetchone()[0] == 1
     finally:
         con.close()
 
