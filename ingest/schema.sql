@@ -807,8 +807,9 @@ FROM bill_allocation_pieces(alloc_start, alloc_end, run_tag, slack_s, service_ta
 -- The allocation's pieces of [alloc_start, alloc_end) added up per UTC day of the charge and
 -- line group: everything the pages split by (bucket, rule, run, node, service and model version,
 -- the line's tags, provider, category, service name, instance type) and per currency, with
--- `lines` (bill lines in the group). A line cut into more than one piece keeps its line_key (one
--- row per piece, lines = 1), so that `sum(lines) FILTER (WHERE line_key IS NULL) +
+-- `lines` (bill lines in the group). A line cut into more than one piece, and every GPU node's
+-- line (metrics/idle.py prices a node's idle by its own line), keeps its line_key (one row per
+-- piece, lines = 1), so that `sum(lines) FILTER (WHERE line_key IS NULL) +
 -- count(DISTINCT line_key)` counts any set of rows' lines exactly; other rows have none. Sums
 -- of the pieces' DECIMAL effective cost are exact, so any figure summed from these rows equals
 -- the one summed from the pieces.
@@ -816,7 +817,7 @@ CREATE OR REPLACE MACRO bill_allocation_days_of(alloc_start, alloc_end, run_tag,
                                                 stored := false) AS TABLE
 SELECT utc_day(charge_period_start) AS day, billing_currency, bucket, rule, run_id, host, service, model_version,
        tags, provider, charge_category, service_name, instance_type,
-       CASE WHEN line_split THEN line_key END AS line_key,
+       CASE WHEN line_split OR host IS NOT NULL THEN line_key END AS line_key,
        sum(effective_cost) AS effective_cost, sum(gpu_hours) AS gpu_hours, count(*) AS lines
 FROM bill_allocation_pieces(alloc_start, alloc_end, run_tag, slack_s, service_tag, families, words, stored := stored)
 GROUP BY ALL;

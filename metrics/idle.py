@@ -35,14 +35,16 @@ CENT, MICRO = Decimal("0.01"), Decimal("0.000001")
 # its idle_gpu piece, and the idle seconds of its GPU-minutes that runs held, with the allocation's
 # own rule for a minute (idle no run held = least(idle_s, 60 - held_s)): the rest of idle_s is held.
 IDLE_SQL = allocation.PIECES + """
-, node_lines AS MATERIALIZED (
+, node_pieces AS (   -- a node line's pieces add up to its effective cost (every line keeps its key)
     SELECT line_key, any_value(host) AS host, any_value(billing_currency) AS billing_currency,
-           any_value(line_effective_cost) AS line_cost, sum(gpu_hours) AS line_gpu_hours,
-           date_trunc('minute', any_value(charge_period_start)) AS line_start, any_value(charge_period_end) AS line_end,
+           sum(effective_cost) AS line_cost, sum(gpu_hours) AS line_gpu_hours,
            coalesce(sum(effective_cost) FILTER (WHERE bucket = 'idle_gpu'), 0) AS unallocated_cost,
            coalesce(sum(gpu_hours) FILTER (WHERE bucket = 'idle_gpu'), 0) AS unallocated_gpu_hours
     FROM pieces WHERE host IS NOT NULL
     GROUP BY line_key
+), node_lines AS MATERIALIZED (
+    SELECT n.*, date_trunc('minute', b.charge_period_start) AS line_start, b.charge_period_end AS line_end
+    FROM node_pieces n JOIN billing_lines b USING (line_key)
 ), held_idle AS (   -- only the GPU-minutes a run held (gpu_minutes_allocated), idle in part
     SELECT m.host, m.minute, m.idle_s - least(m.idle_s, greatest(0, 60 - least(60, a.held_s))) AS held_idle_s
     FROM gpu_minutes m JOIN gpu_minutes_allocated a USING (host, gpu_index, minute)
