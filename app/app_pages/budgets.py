@@ -6,6 +6,7 @@ import streamlit as st
 
 from app import cache, settings as settings_page, settings_forms
 from metrics import allocation, budget_drivers, budgets, queries
+from app.tables import show
 from present import charts
 from present.format import md, money
 
@@ -41,14 +42,13 @@ def breach_text(burn: budgets.Burn) -> str:
     return "not this period"
 
 
-st.dataframe(pd.DataFrame([{
+show(pd.DataFrame([{  # amounts as text: each budget has its own currency
     "budget": b.budget.name, "scope": b.budget.scope_label, "period": period_text(b),
     "amount": money(b.budget.amount, b.budget.currency), "spent": money(b.spent, b.budget.currency),
-    "used %": round(b.used_pct, 1), "forecast": money(b.forecast, b.budget.currency),
-    "forecast %": round(b.forecast_pct, 1), "breach": breach_text(b), "source": b.source,
-} for b in burns]), hide_index=True, width="stretch",
-    column_config={"used %": st.column_config.ProgressColumn("used %", min_value=0, max_value=100, format="%.1f %%"),
-                   "forecast %": st.column_config.NumberColumn("forecast %", format="%.1f %%")})
+    "used_pct": round(b.used_pct, 1), "forecast": money(b.forecast, b.budget.currency),
+    "forecast_pct": round(b.forecast_pct, 1), "breach": breach_text(b), "source": b.source,
+} for b in burns]), currency="",
+     config={"used_pct": st.column_config.ProgressColumn("Used (%)", min_value=0, max_value=100, format="%.1f %%")})
 
 names = [b.budget.name for b in burns]
 burn = burns[names.index(st.selectbox("Budget", names, key="budget_name"))]
@@ -81,8 +81,6 @@ st.subheader("What drives it")
 start, end = burn.period_start, min(burn.period_end, as_of)  # the days the burn counts: up to the as-of day
 st.caption(f"From {start:%Y-%m-%d} up to {end:%Y-%m-%d} (the as-of day, not included).")
 billed = burn.source == "billed"
-cost = {"cost": st.column_config.NumberColumn(f"cost ({currency})", format="%.2f"),
-        "cost_usd": st.column_config.NumberColumn("estimated cost (USD)", format="%.2f")}
 if billed:
     drivers = cache.derived("budget_drivers", (repr(settings), budget.name, start, end),
                             lambda: budget_drivers.drivers(budget, allocation.Rules.of(settings), start, end))
@@ -96,29 +94,27 @@ if billed:
                       "upfront fees and unused shares, discounts); each table adds up to the effective cost."))
     buckets_col, projects_col = st.columns(2)
     buckets_col.caption("By bucket")
-    buckets_col.dataframe(drivers.buckets[["label", "cost"]].astype({"cost": float}), hide_index=True,
-                          column_config={**cost, "label": "bucket"}, width="stretch")
+    show(drivers.buckets[["label", "cost"]], buckets_col, currency=currency)
     projects_col.caption(md(f"By project (the run's, else the bill line's {settings.reconciliation.project_tag} "
                             "tag; (no project) when neither names one)"))
-    projects_col.dataframe(drivers.projects.astype({"cost": float}), hide_index=True, column_config=cost,
-                           width="stretch")
+    show(drivers.projects, projects_col, currency=currency)
     st.caption("What it went to: runs, model versions, idle GPU nodes, shared services and charges, "
                "unallocated compute; costliest first")
-    st.dataframe(drivers.items.astype({"cost": float}), hide_index=True, column_config=cost, width="stretch")
+    show(drivers.items, currency=currency)
 else:
     st.caption("Costliest runs started this period (estimated cost)")
-    st.dataframe(cache.fetch(queries.budget_top_runs, budget, start, end).astype({"cost_usd": float}),
-                 hide_index=True, column_order=["run_id", "project", "team", "instance_type", "started_at", "cost_usd"],
-                 column_config=cost, width="stretch")
+    show(cache.fetch(queries.budget_top_runs, budget, start, end)[
+        ["run_id", "project", "team", "instance_type", "started_at", "cost_usd"]],
+        labels={"cost_usd": "Estimated cost (USD)"})
     services_col, projects_col = st.columns(2)
     services_col.caption("Services (estimated)")
-    services_col.dataframe(cache.fetch(queries.budget_top_services, budget, (settings.reconciliation.project_tag,
-                           settings.reconciliation.team_tag), billed, start, end).astype({"cost": float}),
-                           hide_index=True, column_config=cost)
+    show(cache.fetch(queries.budget_top_services, budget, (settings.reconciliation.project_tag,
+         settings.reconciliation.team_tag), billed, start, end), services_col, currency="USD",
+         labels={"cost": "Estimated cost (USD)"})
     projects_col.caption("Projects (estimated)")
-    projects_col.dataframe(cache.fetch(queries.budget_top_projects, budget, (settings.reconciliation.project_tag,
-                           settings.reconciliation.team_tag), billed, start, end).astype({"cost": float}),
-                           hide_index=True, column_config=cost)
+    show(cache.fetch(queries.budget_top_projects, budget, (settings.reconciliation.project_tag,
+         settings.reconciliation.team_tag), billed, start, end), projects_col, currency="USD",
+         labels={"cost": "Estimated cost (USD)"})
 
 st.subheader("Alert thresholds")
 st.write(f"Alerts at {', '.join(f'{p:g} %' for p in budget.actual_thresholds_pct) or 'no'} of the budget spent "

@@ -4,7 +4,7 @@ import streamlit as st
 from app import cache, settings as settings_page
 from metrics import queries
 from present import charts
-from app.tables import table
+from app.tables import show
 from present.format import count_of, kg_co2e, usd
 
 st.title("Overview")
@@ -36,10 +36,11 @@ last.caption(count_of(totals["runs_with_emissions"], runs, "measured")
 st.subheader("Estimated cost by month")
 by_month = cache.fetch(queries.spend_by_month, picked)
 if by_month["cost_usd"].notna().any():
-    st.plotly_chart(cache.chart("spend_by_month", (picked,), lambda: charts.spend_by_month(by_month)), width="stretch")
+    st.plotly_chart(cache.chart("spend_by_month", (picked,), lambda: charts.spend_by_month(
+        by_month, known=cache.fetch(queries.filter_choices)["projects"])), width="stretch")
 else:
     st.caption("None of these runs has a price or a cost yet, so there is no spend to chart.")
 
 st.subheader("Most expensive runs")
 top = cache.fetch(queries.top_runs, picked)
-st.dataframe(top, hide_index=True, width="stretch", **table(top, first=("run_id", "project", "cost_usd")))
+show(top, first=("run_id", "project", "cost_usd"))

@@ -5,12 +5,9 @@ import streamlit as st
 from app import access, cache, settings as settings_page
 from metrics import queries, retrospective
 from outputs import report
-from present.format import label, md
+from app.tables import show
+from present.format import md
 from ingest import warehouse
-
-# How a table column of each unit (retrospective.Section.units) is shown.
-FORMATS = {"USD": "$%.2f", "USD/1k": "$%.4f", "GPU-h": "%.1f", "%": "%.1f%%", "decimal": "%.4f", "Wh": "%.2f",
-           "count": "localized"}
 
 st.title("Monthly retrospective")
 months = retrospective.months_with_data(cache.fetch(queries.filter_choices))
@@ -49,11 +46,7 @@ for section in retro.sections:
     if section.chart is not None:
         st.plotly_chart(section.chart, width="stretch")
     if section.table is not None and not section.table.empty:
-        st.dataframe(section.table, hide_index=True, width="stretch", column_config={
-            column: st.column_config.DateColumn(label(column)) if section.units.get(column) == "date"
-            else st.column_config.NumberColumn(label(column), format=FORMATS[section.units[column]])
-            if section.units.get(column) in FORMATS else st.column_config.Column(label(str(column)))
-            for column in section.table.columns})
+        show(section.table, currency="")
     for note in section.notes:
         st.caption(md(note))
 
@@ -75,7 +68,7 @@ else:
 if retro.decisions.empty:
     st.caption("Nothing written for this month yet.")
 else:  # a table shows the text as text, never as markup
-    st.dataframe(retro.decisions[["written_at", "kind", "author", "text"]], hide_index=True, width="stretch")
+    show(retro.decisions[["written_at", "kind", "author", "text"]])
 
 st.header("Report")
 name = f"mlcost-report-{month:%Y-%m}"

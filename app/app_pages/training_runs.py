@@ -5,7 +5,7 @@ import streamlit as st
 from app import cache, settings as settings_page
 from metrics import queries
 from present import charts
-from app.tables import table
+from app.tables import show
 from present.format import md, plural, usd
 
 # x axis of the scatter: label -> (column, axis title)
@@ -51,7 +51,8 @@ def scatter(x: str, x_label: str) -> dict:
             "ranked": len(ranked), "traced": int(ranked[x].notna().sum()),
             "plotted": len(ranked.dropna(subset=["cost_usd", "val_metric", x])),
             "drawn": len(charts.cost_vs_metric_rows(ranked, x)),
-            "figure": charts.cost_vs_metric(ranked, metric, goal, x, x_label)}
+            "figure": charts.cost_vs_metric(ranked, metric, goal, x, x_label,
+                                            known=cache.fetch(queries.filter_choices)["projects"])}
 
 
 def cheapest_to_target() -> tuple[int, object]:
@@ -88,8 +89,7 @@ if len(runs) > TABLE_ROWS:  # a browser table of 100k rows costs seconds to send
     st.caption(f"The table shows the {TABLE_ROWS:,} newest of {len(runs):,} runs; narrow the sidebar's filters "
                "to see others, or download the CSV of them all.")
 shown = runs.head(TABLE_ROWS)
-st.dataframe(shown, hide_index=True, width="stretch", **table(
-    shown, first=("run_id", "run_name", "project", "cost_usd", "cost_source", "energy_kwh", "val_metric",
-           "val_metric_name", "status", "started_at")))
+show(shown, first=("run_id", "run_name", "project", "cost_usd", "cost_source", "energy_kwh", "val_metric",
+                   "val_metric_name", "status", "started_at"))
 st.download_button(f"Download CSV ({len(runs):,} runs)", cache.training_runs_csv(picked, metric, target, factors),
                    file_name="training_runs.csv", mime="text/csv", icon=":material/download:")
