@@ -54,7 +54,10 @@ def rounded(amount: object, places: int = 2) -> Decimal | None:
     return value.quantize(Decimal(1).scaleb(-places), rounding=ROUND_HALF_UP)
 
 
-def exact(amount: object, places: int = 12) -> str | None:
+BILL_PLACES = 12  # the decimals a bill's amounts are stored with (DECIMAL(38,12) in the warehouse)
+
+
+def exact(amount: object, places: int = BILL_PLACES) -> str | None:
     """An exact amount as a decimal string for JSON: at most `places` decimals (the bill's precision;
     DECIMAL(38,12) in the warehouse), trailing zeros dropped but never fewer than 2 ('12.50',
     '0.000123', '1000.00'); None when missing."""
@@ -155,7 +158,7 @@ def _c(label_: str, kind: str = "text", places: int = 2, currency: str | None = 
 # not listed here is labelled from its name (label_of) and its kind inferred from its suffix.
 COLUMNS: dict[str, Column] = {
     # runs
-    "run_id": _c("Run"), "run_name": _c("Run name"), "run_ids": _c("Runs"), "project": _c("Project"),
+    "run_id": _c("Run ID"), "run_name": _c("Run name"), "run_ids": _c("Runs"), "project": _c("Project"),
     "team": _c("Team"), "owner": _c("Owner"), "model": _c("Model"), "status": _c("Status"),
     "started_at": _c("Started (UTC)", "datetime"), "ended_at": _c("Ended (UTC)", "datetime"),
     "duration_h": _c("Duration (h)", "number", 2), "instance_type": _c("Instance type"),

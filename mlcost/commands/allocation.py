@@ -8,8 +8,8 @@ from datetime import date, timedelta
 from decimal import Decimal
 
 from ingest import config
-from ingest.billing import plain
 from mlcost.common import EXIT_PROBLEMS, EXIT_USAGE, say
+from present.format import BILL_PLACES, exact, money, rounded
 
 
 def register(commands) -> None:
@@ -25,7 +25,8 @@ def register(commands) -> None:
     allocation.add_argument("--by", default="team", metavar="KEY",
                             help="split by team (default), project, namespace, pod or any tag key")
     allocation.add_argument("--json", action="store_true",
-                            help="print JSON with amounts as decimal strings instead of a table")
+                            help="print JSON with exact amounts as decimal strings (to the bill's precision) "
+                                 "instead of a table in cents")
     allocation.set_defaults(run=run_allocation)
 
 
@@ -47,7 +48,7 @@ def run_allocation(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     result = allocation.summary(start, end, key, allocation.Rules.of(config.load()))
     if args.json:
-        print(json.dumps(result, default=_plain, indent=2, ensure_ascii=False))
+        print(json.dumps(trimmed(result), default=_plain, indent=2, ensure_ascii=False))
     else:
         print(table(result))
     if not result["currencies"]:
@@ -85,9 +86,28 @@ def _day(text: str, option: str) -> date:
         raise ValueError(f"{option} {text!r} is not a day (YYYY-MM-DD)") from None
 
 
+def trimmed(result: dict) -> dict:
+    """`result` with every amount at the bill's precision (BILL_PLACES decimals, the warehouse's
+    DECIMAL(38,12)): a share computed by division carries no more decimals than the bill, and
+    the allocation's pieces, rounded to that precision so that they add up to their line, still add up
+    exactly. Trailing zeros past the cents are dropped ('4939.20', '2.45', '3670.070517511333')."""
+    return {**result, "currencies": {currency: _trim(figures, BILL_PLACES)
+                                     for currency, figures in result["currencies"].items()}}
+
+
+def _trim(node: object, places: int) -> object:
+    if isinstance(node, dict):
+        return {key: _trim(value, places) for key, value in node.items()}
+    if isinstance(node, list):
+        return [_trim(value, places) for value in node]
+    if isinstance(node, Decimal):
+        return exact(node, places)
+    return node
+
+
 def _plain(value: object) -> object:
     if isinstance(value, Decimal):
-        return plain(value)
+        return exact(value)
     if isinstance(value, date):
         return value.isoformat()
     raise TypeError(f"cannot write {type(value).__name__} as JSON")
@@ -102,27 +122,25 @@ def table(result: dict) -> str:
         out.append("No bill lines in this period.")
     for currency, figures in result["currencies"].items():
         billed = figures["billed"]
-        out += ["", f"{currency}: billed (effective cost) {_money(billed)} over {figures['lines']:,} bill lines"]
+        out += ["", f"{currency}: billed (effective cost) {money(billed, currency)} over {figures['lines']:,} bill lines"]
         if figures["lines_without_effective_cost"]:
             out.append(f"  ({figures['lines_without_effective_cost']:,} lines without an effective cost are left out)")
         rows = [(BUCKET_LABELS[bucket], amount) for bucket, amount in figures["buckets"].items()]
-        out += _rows("bucket", rows, billed)
-        out += _rows(f"by {result['by']}", sorted(figures["by_key"].items(), key=lambda kv: -kv[1]), billed)
+        out += _rows("Bucket", rows, billed, currency)
+        out += _rows(f"By {result['by']}", sorted(figures["by_key"].items(), key=lambda kv: -kv[1]), billed, currency)
         if figures["nodes"]:
-            out += ["", f"  {'GPU node':<24}{'billed':>14}{'per GPU-h':>12}{'idle GPU-h':>12}{'idle cost':>14}"]
+            out += ["", f"  {'GPU node':<24}{'Billed':>14}{'Per GPU-hour':>14}{'Idle GPU-h':>12}{'Idle cost':>14}"]
             for host, node in figures["nodes"].items():
-                out.append(f"  {host:<24}{_money(node['billed']):>14}{_money(node['rate_per_gpu_hour'] or 0):>12}"
-                           f"{node['idle_gpu_hours']:>12,.1f}{_money(node['idle_gpu']):>14}")
+                out.append(f"  {host:<24}{money(node['billed'], currency):>14}"
+                           f"{money(node['rate_per_gpu_hour'] or 0, currency):>14}"
+                           f"{node['idle_gpu_hours']:>12,.1f}{money(node['idle_gpu'], currency):>14}")
     return "\n".join(out)
 
 
-def _rows(title: str, rows: list[tuple[str, Decimal]], billed: Decimal) -> list[str]:
-    lines = ["", f"  {title:<50}{'amount':>14}{'share':>8}"]
+def _rows(title: str, rows: list[tuple[str, Decimal]], billed: Decimal, currency: str) -> list[str]:
+    """One amount per row, rounded half-up to cents with the currency; its share of the bill in %."""
+    lines = ["", f"  {title:<50}{'Amount':>16}{'Share':>8}"]
     for name, amount in rows:
-        share = f"{amount / billed * 100:.1f}%" if billed else ""
-        lines.append(f"  {name[:50]:<50}{_money(amount):>14}{share:>8}")
+        share = f"{rounded(amount / billed * 100, 1)}%" if billed else ""
+        lines.append(f"  {name[:50]:<50}{money(amount, currency):>16}{share:>8}")
     return lines
-
-
-def _money(amount: Decimal) -> str:
-    return f"{amount:,.2f}"
