@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from decimal import Decimal
 
+import numpy as np
 import pandas as pd
 import streamlit as st
 
-from present.format import Column, column, number_format
+from present.format import Column, column, is_missing, number_format
 
 
 def table(frame: pd.DataFrame, first: tuple[str, ...] = (), labels: dict[str, str] | None = None,
@@ -77,9 +78,13 @@ def shown(frame: pd.DataFrame) -> pd.DataFrame:
         values = out[name]
         if _numbers(values):
             out[name] = pd.to_numeric(values, errors="coerce").astype(float)
-        elif values.dtype == object and values.isna().any() and values.map(
-                lambda v: v is None or isinstance(v, str) or (isinstance(v, float) and pd.isna(v))).all():
-            out[name] = values.where(values.notna(), "")
+        elif values.dtype == object:
+            listed = values.map(lambda v: isinstance(v, (list, tuple, np.ndarray)))
+            if listed.any():  # a list of names (run ids, flags) reads as one line of text
+                values = values.where(~listed, values[listed].map(lambda v: ", ".join(map(str, v))))
+            if values.map(lambda v: isinstance(v, str) or is_missing(v)).all():
+                values = values.where(values.notna(), "")
+            out[name] = values
     return out
 
 

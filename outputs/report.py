@@ -12,7 +12,7 @@ from decimal import Decimal
 
 import pandas as pd
 
-from present.format import md_inline
+from present.format import md_inline, text_table
 from metrics.retrospective import Figure, Retrospective, Section, is_missing
 
 TITLE = "Efficiency retrospective"
@@ -93,11 +93,12 @@ def figure_rows(retro: Retrospective, section: Section) -> list[list[str]]:
 
 
 def table_rows(section: Section) -> tuple[list[str], list[list[str]]]:
-    """The section's table as header and rows of text (units from section.units)."""
-    frame = section.table
-    rows = [[number(value, section.units.get(column, "")) for column, value in zip(frame.columns, row)]
-            for row in frame.itertuples(index=False)]
-    return [str(c) for c in frame.columns], rows
+    """The section's table as header and rows of text, each column labelled and formatted as the
+    column catalogue says (present.format: the same labels and money as the dashboard's tables)."""
+    return text_table(section.table)
+
+
+DECISION_HEADER = ["Written (UTC)", "Kind", "Author", "Text"]
 
 
 def decision_rows(retro: Retrospective) -> list[list[str]]:
@@ -134,14 +135,14 @@ def markdown(retro: Retrospective) -> str:
     for section in retro.sections:
         out += [f"## {_md_cell(section.title)}", ""]
         if section.figures:
-            out += _md_table(["figure", column_label(retro, "previous"), column_label(retro, "month"), "change"],
+            out += _md_table(["Figure", column_label(retro, "previous"), column_label(retro, "month"), "Change"],
                              figure_rows(retro, section))
         if section.table is not None and not section.table.empty:
             out += _md_table(*table_rows(section))
         out += [f"{_md_cell(note)}\n" for note in section.notes]
     out += ["## Decisions and notes", ""]
     rows = decision_rows(retro)
-    out += _md_table(["written (UTC)", "kind", "author", "text"], rows) if rows else ["None written yet.", ""]
+    out += _md_table(DECISION_HEADER, rows) if rows else ["None written yet.", ""]
     return "\n".join(out).rstrip() + "\n"
 
 
@@ -176,7 +177,7 @@ def html_report(retro: Retrospective) -> str:
     for section in retro.sections:
         parts.append(f"<h2>{html.escape(section.title)}</h2>")
         if section.figures:
-            parts.append(_html_table(["figure", column_label(retro, "previous"), column_label(retro, "month"), "change"],
+            parts.append(_html_table(["Figure", column_label(retro, "previous"), column_label(retro, "month"), "Change"],
                                      figure_rows(retro, section)))
         if section.chart is not None:
             parts.append(section.chart.to_html(full_html=False, include_plotlyjs=not plotly_included,
@@ -187,7 +188,7 @@ def html_report(retro: Retrospective) -> str:
         parts += [f'<p class="note">{html.escape(note)}</p>' for note in section.notes]
     parts.append("<h2>Decisions and notes</h2>")
     rows = decision_rows(retro)
-    parts.append(_html_table(["written (UTC)", "kind", "author", "text"], rows, wrap=True) if rows
+    parts.append(_html_table(DECISION_HEADER, rows, wrap=True) if rows
                  else "<p>None written yet.</p>")
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<title>{TITLE} {month}</title><style>{CSS}</style></head><body>\n"

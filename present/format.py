@@ -58,16 +58,14 @@ BILL_PLACES = 12  # the decimals a bill's amounts are stored with (DECIMAL(38,12
 
 
 def exact(amount: object, places: int = BILL_PLACES) -> str | None:
-    """An exact amount as a decimal string for JSON: at most `places` decimals (the bill's precision;
-    DECIMAL(38,12) in the warehouse), trailing zeros dropped but never fewer than 2 ('12.50',
-    '0.000123', '1000.00'); None when missing."""
+    """An exact amount as a decimal string for JSON: rounded half-up to at most `places` decimals (the
+    bill's precision; DECIMAL(38,12) in the warehouse), trailing zeros dropped, no exponent ('12.5',
+    '0.000123', '1000'); None when missing."""
     value = rounded(amount, places)
     if value is None:
         return None
-    text = f"{value:f}"
-    whole, _, decimals = text.partition(".")
-    decimals = decimals.rstrip("0")
-    return f"{whole}.{decimals.ljust(2, '0')}"
+    text = f"{value.normalize():f}"
+    return "0" if text in ("-0", "") else text
 
 
 def count(value: object) -> str:
@@ -337,6 +335,8 @@ def cell(value: object, spec: Column, currency: str | None = None) -> str:
     its currency and separators, counts with separators, dates as dates, '' when missing."""
     if is_missing(value):
         return ""
+    if isinstance(value, str):  # already text (an amount written in its own currency, a name)
+        return value
     kind = spec.kind
     try:
         if kind == "money":

@@ -90,7 +90,7 @@ def trimmed(result: dict) -> dict:
     """`result` with every amount at the bill's precision (BILL_PLACES decimals, the warehouse's
     DECIMAL(38,12)): a share computed by division carries no more decimals than the bill, and
     the allocation's pieces, rounded to that precision so that they add up to their line, still add up
-    exactly. Trailing zeros past the cents are dropped ('4939.20', '2.45', '3670.070517511333')."""
+    exactly. Trailing zeros are dropped ('4939.2', '2.45', '3670.070517511333')."""
     return {**result, "currencies": {currency: _trim(figures, BILL_PLACES)
                                      for currency, figures in result["currencies"].items()}}
 
@@ -126,8 +126,8 @@ def table(result: dict) -> str:
         if figures["lines_without_effective_cost"]:
             out.append(f"  ({figures['lines_without_effective_cost']:,} lines without an effective cost are left out)")
         rows = [(BUCKET_LABELS[bucket], amount) for bucket, amount in figures["buckets"].items()]
-        out += _rows("Bucket", rows, billed, currency)
-        out += _rows(f"By {result['by']}", sorted(figures["by_key"].items(), key=lambda kv: -kv[1]), billed, currency)
+        out += _rows("bucket", rows, billed, currency)
+        out += _rows(f"by {result['by']}", sorted(figures["by_key"].items(), key=lambda kv: -kv[1]), billed, currency)
         if figures["nodes"]:
             out += ["", f"  {'GPU node':<24}{'Billed':>14}{'Per GPU-hour':>14}{'Idle GPU-h':>12}{'Idle cost':>14}"]
             for host, node in figures["nodes"].items():
