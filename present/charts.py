@@ -52,11 +52,11 @@ def colour_map(names, known=()) -> dict[str, str]:
     return {name: taken[str(name)] for name in shown}
 
 
-def sequence_colours(names) -> dict[str, str]:
-    """{name: colour} for series with an order of their own (months, instance types, groups): PALETTE
-    in the order given."""
-    shown = list(dict.fromkeys(pd.Series(list(names), dtype=object).dropna()))
-    return {name: PALETTE[i % len(PALETTE)] for i, name in enumerate(shown)}
+def _thousands(figure: go.Figure, *axes: str) -> go.Figure:
+    """Amount axes with thousands separators ('5,000', not '5000' or '5k')."""
+    for axis in axes:
+        (figure.update_xaxes if axis == "x" else figure.update_yaxes)(tickformat=",")
+    return figure
 
 
 def spend_by_month(frame: pd.DataFrame, known=()) -> go.Figure:
@@ -68,6 +68,7 @@ def spend_by_month(frame: pd.DataFrame, known=()) -> go.Figure:
                     labels={"cost_usd": "Estimated cost (USD)", "month": "Month (UTC)"})
     figure.update_xaxes(type="category")
     figure.update_layout(legend_title_text="Project", margin=dict(t=30, b=10))
+    _thousands(figure, "y")
     return figure
 
 
@@ -313,6 +314,7 @@ def billing_over_time(frame: pd.DataFrame, currency: str, split_by: str) -> go.F
                     labels={"billed_cost": f"Billed ({currency})", "period": f"{data['bucket'].iloc[0].title()} (UTC)",
                             "group": split_by})
     figure.update_layout(barmode="relative", margin=dict(t=30, b=10), legend_title_text=split_by)
+    _thousands(figure, "y")
     return figure
 
 
@@ -330,6 +332,7 @@ def billing_by_category(frame: pd.DataFrame, currency: str) -> go.Figure:
                             "charge_category": "Charge category"})
     figure.update_xaxes(type="category")
     figure.update_layout(barmode="relative", margin=dict(t=30, b=10))
+    _thousands(figure, "y")
     return figure
 
 
@@ -343,6 +346,7 @@ def billing_gpu_spend(frame: pd.DataFrame, currency: str) -> go.Figure:
                             "instance_type": "Instance type"})
     figure.update_xaxes(type="category")
     figure.update_layout(margin=dict(t=30, b=10))
+    _thousands(figure, "y")
     return figure
 
 
@@ -363,6 +367,7 @@ def estimated_vs_billed(runs: pd.DataFrame, known=()) -> go.Figure:
     figure.add_trace(go.Scatter(x=[0, top], y=[0, top], mode="lines", name="billed = estimated",
                                 line=dict(dash="dot", color=GREY, width=1), hoverinfo="skip"))
     figure.update_layout(margin=dict(t=30, b=10), legend_title_text="")
+    _thousands(figure, "x", "y")
     return figure
 
 
@@ -390,6 +395,7 @@ def budget_burn(daily: pd.DataFrame, projection: pd.DataFrame, pace: pd.DataFram
                      annotation_text=f"Budget {amount:,.0f} {currency}", annotation_position="top left")
     figure.update_layout(margin=dict(t=30, b=10), yaxis_title=f"Cumulative spend ({currency})",
                          xaxis_title="Day (UTC)", legend=dict(orientation="h", y=-0.2))
+    _thousands(figure, "y")
     return figure
 
 
@@ -410,6 +416,7 @@ def month_comparison(figures: list, current: str, previous: str, unit: str) -> g
                     category_orders={"month": [previous, current]}, color_discrete_map=month_colours(previous, current),
                     labels={"value": unit, "figure": "", "month": "Month (UTC)"})
     figure.update_layout(margin=dict(t=30, b=10))
+    _thousands(figure, "y")
     return figure
 
 
@@ -444,6 +451,7 @@ def project_spend_month(projects: pd.DataFrame, current: str, previous: str) -> 
                     category_orders={"month": [previous, current]}, color_discrete_map=month_colours(previous, current),
                     labels={"value": "Estimated training cost (USD)", "project": "Project", "month": "Month (UTC)"})
     figure.update_layout(margin=dict(t=30, b=10))
+    _thousands(figure, "y")
     return figure
 
 
@@ -470,4 +478,5 @@ def allocation_by_key(frame: pd.DataFrame, currency: str, key: str, labels: dict
                     color_discrete_map={labels[b]: c for b, c in BUCKET_COLOURS.items()},
                     labels={"effective_cost": f"Effective cost ({currency})", "key_value": key})
     figure.update_layout(legend_title_text="Bucket", margin=dict(t=30, b=10))
+    _thousands(figure, "x")
     return figure

@@ -308,8 +308,16 @@ def label(name: object, currency: str | None = None) -> str:
     return column(name, currency).label
 
 
+# Streamlit's currency presets write a negative amount as finance does ('-$800.00', not '$-800.00'),
+# always with cents; printf formats for other currencies and other decimals.
+CURRENCY_PRESETS = {"USD": "dollar", "EUR": "euro"}
+
+
 def money_format(currency: str, places: int = 2) -> str:
-    """A printf format for st.column_config.NumberColumn: '$%,.2f' for USD, '%,.2f EUR' otherwise."""
+    """A format for st.column_config.NumberColumn: 'dollar' ('-$1,234.56') for USD in cents, '$%,.4f'
+    for USD to 4 decimals, '%,.2f GBP' for another currency."""
+    if places == 2 and currency in CURRENCY_PRESETS:
+        return CURRENCY_PRESETS[currency]
     return f"${'%'},.{places}f" if currency == "USD" else f"%,.{places}f {currency}".rstrip()
 
 

@@ -117,8 +117,8 @@ def test_tables_read_as_words_with_units_money_with_currency_and_key_columns_fir
     shown = tables.table(frame, first=("run_id", "cost_usd"), money=("cost_usd", "billed_cost"), currency="EUR")
     assert shown["column_order"] == ["run_id", "cost_usd", "started_at", "instance_type", "billed_cost"]
     config = shown["column_config"]
-    assert config["cost_usd"]["label"] == "Cost (USD)" and config["cost_usd"]["type_config"]["format"] == "$%,.2f"
-    assert config["billed_cost"]["type_config"]["format"] == "%,.2f EUR"
+    assert config["cost_usd"]["label"] == "Cost (USD)" and config["cost_usd"]["type_config"]["format"] == "dollar"
+    assert config["billed_cost"]["type_config"]["format"] == "euro"
     assert config["started_at"]["label"] == "Started (UTC)"
 
 
