@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from present.format import Column, column, is_missing, number_format
+from present.format import Column, column, is_missing, label, number_format
 
 
 def table(frame: pd.DataFrame, first: tuple[str, ...] = (), labels: dict[str, str] | None = None,
@@ -72,10 +72,12 @@ def column_as_money(spec: Column, currency: str) -> Column:
 def shown(frame: pd.DataFrame) -> pd.DataFrame:
     """`frame` ready for st.dataframe: exact amounts (Decimal) as floats, so the column's number
     format applies (display only: figures are computed exactly before); missing text cells empty
-    instead of 'None'."""
+    instead of 'None'; lists as text; column names given as values as their labels."""
     out = frame.copy()
     for name in out.columns:
         values = out[name]
+        if column(name).kind == "field":  # column names as values ('cost_per_1k_success_usd'): their labels
+            values = values.map(lambda v: label(v) if isinstance(v, str) else v)
         if _numbers(values):
             out[name] = pd.to_numeric(values, errors="coerce").astype(float)
         elif values.dtype == object:

@@ -17,7 +17,7 @@ DAY_MS = 86_400_000  # one day on a plotly date axis (ms)
 # neon and no two pale tints that read alike.
 OKABE_ITO = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442")
 TOL_MUTED = ("#332288", "#999933", "#882255", "#44AA99", "#CC6677")
-PALETTE = OKABE_ITO[:6] + TOL_MUTED + OKABE_ITO[6:]  # the yellow, pale on white, last
+PALETTE = OKABE_ITO[:6] + TOL_MUTED  # not Okabe-Ito's yellow: a line in it is hard to see on white
 GREY, LIGHT_GREY = "#7F7F7F", "#BBBBBB"  # unallocated / not idle / reference lines: never a named series
 SAFE_COLOURS = frozenset(PALETTE) | {GREY, LIGHT_GREY}
 # The allocation's buckets: one colour each on every page (Costs, Idle GPUs, the retrospective).

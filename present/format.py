@@ -139,8 +139,8 @@ class Column:
 
     kind: money (amount in the column's or the table's currency), count (an integer), number
     (`places` decimals), metric (a model's score: 4 decimals, so 0.131 and 0.125 differ), percent
-    (a value in %), ratio (a share 0-1, shown in %), date, datetime (UTC), text, hidden (an internal
-    key, not shown). currency: fixed currency of a money column (USD for *_usd), None: the table's."""
+    (a value in %), ratio (a share 0-1, shown in %), date, datetime (UTC), text, field (its values
+    are column names: each shown as its label), hidden (an internal key, not shown). currency: fixed currency of a money column (USD for *_usd), None: the table's."""
 
     label: str
     kind: str = "text"
@@ -192,7 +192,7 @@ COLUMNS: dict[str, Column] = {
     "throughput_rps": _c("Throughput (requests/s)", "number", 2),
     "avg_gpu_util_pct": _c("Mean GPU utilization (%)", "percent", 1),
     "avg_cpu_util_pct": _c("Mean CPU utilization (%)", "percent", 1),
-    "metric": _c("Figure"), "from_version": _c("From version"), "to_version": _c("To version"),
+    "metric": _c("Figure", "field"), "from_version": _c("From version"), "to_version": _c("To version"),
     "start_date": _c("Started (UTC)", "date"), "before": _c("Before", "number", 4), "after": _c("After", "number", 4),
     "change_pct": _c("Change (%)", "percent", 1), "is_regression": _c("Regression"),
     "from_requests_success": _c("Successful requests, from version", "count"),
@@ -344,7 +344,7 @@ def cell(value: object, spec: Column, currency: str | None = None) -> str:
     if is_missing(value):
         return ""
     if isinstance(value, str):  # already text (an amount written in its own currency, a name)
-        return value
+        return label(value) if spec.kind == "field" else value
     kind = spec.kind
     try:
         if kind == "money":

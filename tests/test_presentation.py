@@ -21,7 +21,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from present import charts
-from present.format import column, exact, money, text_table
+from present.format import COLUMNS, column, exact, money, text_table
 from tests.conftest import REPO_ROOT, SAMPLE_DIR
 
 APP = REPO_ROOT / "app" / "main.py"
@@ -86,9 +86,10 @@ def table_problems(at: AppTest, page: str) -> list[str]:
                     if bad:
                         problems.append(f"{where}: money text not formatted: {bad[:3]}")
             if data[name].dtype == object and any(v is None or isinstance(v, float) and pd.isna(v) or
-                                                  isinstance(v, str) and (v == "None" or v.count("|") >= 3)
+                                                  isinstance(v, str) and (v == "None" or v.count("|") >= 3
+                                                                          or "_" in v and v in COLUMNS)
                                                   for v in data[name]):  # a missing text cell reads 'None'
-                problems.append(f"{where}: 'None' or an internal key in a cell")
+                problems.append(f"{where}: 'None', an internal key or a column name in a cell")
     return problems
 
 
