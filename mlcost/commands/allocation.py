@@ -9,7 +9,6 @@ from decimal import Decimal
 
 from ingest import config
 from mlcost.common import EXIT_PROBLEMS, EXIT_USAGE, say
-from present.format import BILL_PLACES, exact, money, rounded
 
 
 def register(commands) -> None:
@@ -91,11 +90,15 @@ def trimmed(result: dict) -> dict:
     DECIMAL(38,12)): a share computed by division carries no more decimals than the bill, and
     the allocation's pieces, rounded to that precision so that they add up to their line, still add up
     exactly. Trailing zeros are dropped ('4939.2', '2.45', '3670.070517511333')."""
+    from present.format import BILL_PLACES
+
     return {**result, "currencies": {currency: _trim(figures, BILL_PLACES)
                                      for currency, figures in result["currencies"].items()}}
 
 
 def _trim(node: object, places: int) -> object:
+    from present.format import exact
+
     if isinstance(node, dict):
         return {key: _trim(value, places) for key, value in node.items()}
     if isinstance(node, list):
@@ -106,6 +109,8 @@ def _trim(node: object, places: int) -> object:
 
 
 def _plain(value: object) -> object:
+    from present.format import exact
+
     if isinstance(value, Decimal):
         return exact(value)
     if isinstance(value, date):
@@ -116,6 +121,7 @@ def _plain(value: object) -> object:
 def table(result: dict) -> str:
     """The allocation as aligned text: per currency the buckets, the split by key, the GPU nodes."""
     from metrics.allocation import BUCKET_LABELS
+    from present.format import money
 
     out = [f"Allocation of the bill from {result['from']} to {result['to']} (UTC, by charge period)"]
     if not result["currencies"]:
@@ -139,6 +145,8 @@ def table(result: dict) -> str:
 
 def _rows(title: str, rows: list[tuple[str, Decimal]], billed: Decimal, currency: str) -> list[str]:
     """One amount per row, rounded half-up to cents with the currency; its share of the bill in %."""
+    from present.format import money, rounded
+
     lines = ["", f"  {title:<50}{'Amount':>16}{'Share':>8}"]
     for name, amount in rows:
         share = f"{rounded(amount / billed * 100, 1)}%" if billed else ""
