@@ -12,7 +12,7 @@ from decimal import Decimal
 
 import pandas as pd
 
-from present.format import md_inline, text_table
+from present.format import html_code, md_code, md_inline, text_table
 from metrics.retrospective import Figure, Retrospective, Section, is_missing
 
 TITLE = "Efficiency retrospective"
@@ -128,7 +128,7 @@ def markdown(retro: Retrospective) -> str:
     """The whole retrospective as Markdown: figures, tables, recommendations and decisions."""
     out = [f"# {TITLE} {_month(retro, 'month')}", "", headline(retro), "", "## Recommendations", ""]
     if retro.recommendations:
-        out += [f"{i}. {_md_cell(r.text)} (evidence: **{_md_cell(r.evidence)}**)" for i, r in enumerate(retro.recommendations, 1)]
+        out += [f"{i}. {md_code(r.text, md_inline)} (evidence: **{_md_cell(r.evidence)}**)" for i, r in enumerate(retro.recommendations, 1)]
     else:
         out.append("No rule found anything to change this month.")
     out.append("")
@@ -139,7 +139,7 @@ def markdown(retro: Retrospective) -> str:
                              figure_rows(retro, section))
         if section.table is not None and not section.table.empty:
             out += _md_table(*table_rows(section))
-        out += [f"{_md_cell(note)}\n" for note in section.notes]
+        out += [f"{md_code(note, md_inline)}\n" for note in section.notes]
     out += ["## Decisions and notes", ""]
     rows = decision_rows(retro)
     out += _md_table(DECISION_HEADER, rows) if rows else ["None written yet.", ""]
@@ -168,7 +168,7 @@ def html_report(retro: Retrospective) -> str:
              f'<p class="{"partial" if retro.data_through else "note"}">{html.escape(headline(retro))}</p>',
              "<h2>Recommendations</h2>"]
     if retro.recommendations:
-        items = "".join(f'<li>{html.escape(r.text)} <span class="evidence">(evidence: {html.escape(r.evidence)})</span></li>'
+        items = "".join(f'<li>{html_code(r.text)} <span class="evidence">(evidence: {html.escape(r.evidence)})</span></li>'
                         for r in retro.recommendations)
         parts.append(f'<ol class="recs">{items}</ol>')
     else:
@@ -185,7 +185,7 @@ def html_report(retro: Retrospective) -> str:
             plotly_included = True
         if section.table is not None and not section.table.empty:
             parts.append(_html_table(*table_rows(section)))
-        parts += [f'<p class="note">{html.escape(note)}</p>' for note in section.notes]
+        parts += [f'<p class="note">{html_code(note)}</p>' for note in section.notes]
     parts.append("<h2>Decisions and notes</h2>")
     rows = decision_rows(retro)
     parts.append(_html_table(DECISION_HEADER, rows, wrap=True) if rows

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 from datetime import date, datetime
-from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
+from decimal import ROUND_HALF_UP, Decimal, InvalidOperation, localcontext
 
 import pandas as pd
 
@@ -51,7 +51,9 @@ def rounded(amount: object, places: int = 2) -> Decimal | None:
         return None
     if not value.is_finite():
         return None
-    return value.quantize(Decimal(1).scaleb(-places), rounding=ROUND_HALF_UP)
+    with localcontext() as context:  # a huge sum (DECIMAL(38,12) totals) has more digits than the default 28
+        context.prec = max(context.prec, value.adjusted() + places + 2)
+        return value.quantize(Decimal(1).scaleb(-places), rounding=ROUND_HALF_UP)
 
 
 BILL_PLACES = 12  # the decimals a bill's amounts are stored with (DECIMAL(38,12) in the warehouse)
@@ -64,7 +66,9 @@ def exact(amount: object, places: int = BILL_PLACES) -> str | None:
     value = rounded(amount, places)
     if value is None:
         return None
-    text = f"{value.normalize():f}"
+    with localcontext() as context:  # normalize() rounds to the context's precision: not a digit lost
+        context.prec = max(context.prec, len(value.as_tuple().digits) + 2)
+        text = f"{value.normalize():f}"
     return "0" if text in ("-0", "") else text
 
 
@@ -112,6 +116,32 @@ def md(text: object) -> str:
     return re.sub(r"^([-+=#])", r"\\\1", escaped)
 
 
+_CODE = re.compile(r"`([^`\n]+)`")
+
+
+def md_code(text: object, escape=None) -> str:
+    """A sentence the program wrote, which may name a setting or command in `backticks`, as Markdown:
+    each `span` stays code (shown as code, never markup), the rest escaped by `escape` (md, or
+    md_inline for a report): no literal backtick on screen."""
+    escape = escape or md
+
+    def keep_spaces(part: str) -> str:  # escape() also folds whitespace: keep the spaces around code
+        inner = part.strip()
+        return part[: len(part) - len(part.lstrip())] + escape(inner) + part[len(part.rstrip()):] if inner else part
+
+    parts = _CODE.split(str(text))  # text, code, text, code, ...
+    return "".join(keep_spaces(part) if i % 2 == 0 else f"`{part}`" for i, part in enumerate(parts))
+
+
+def html_code(text: object) -> str:
+    """The same sentence as HTML: escaped, each `span` as <code>span</code>."""
+    import html
+
+    parts = _CODE.split(str(text))
+    return "".join(html.escape(part) if i % 2 == 0 else f"<code>{html.escape(part)}</code>"
+                   for i, part in enumerate(parts))
+
+
 def csv_safe(frame: pd.DataFrame) -> pd.DataFrame:
     """A copy of `frame` for a CSV download: text cells starting with = + - @, tab or CR get a
     leading ' so a spreadsheet shows them as text, never runs them as a formula."""
@@ -156,7 +186,7 @@ def _c(label_: str, kind: str = "text", places: int = 2, currency: str | None = 
 # not listed here is labelled from its name (label_of) and its kind inferred from its suffix.
 COLUMNS: dict[str, Column] = {
     # runs
-    "run_id": _c("Run ID"), "run_name": _c("Run name"), "run_ids": _c("Runs"), "project": _c("Project"),
+    "run_id": _c("Run ID"), "run_name": _c("Run name"), "run_ids": _c("Run IDs"), "project": _c("Project"),
     "team": _c("Team"), "owner": _c("Owner"), "model": _c("Model"), "status": _c("Status"),
     "started_at": _c("Started (UTC)", "datetime"), "ended_at": _c("Ended (UTC)", "datetime"),
     "duration_h": _c("Duration (h)", "number", 2), "instance_type": _c("Instance type"),

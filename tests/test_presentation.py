@@ -69,6 +69,12 @@ def table_problems(at: AppTest, page: str) -> list[str]:
     for i, frame in enumerate(at.dataframe):
         config = json.loads(frame.proto.columns or "{}")
         data = frame.value
+        if list(frame.proto.column_order):  # the columns shown, when the page picks them
+            data = data[[c for c in frame.proto.column_order if c in data.columns]]
+        headers = [(config.get(str(name), {}).get("label") or str(name)) for name in data.columns]
+        twice = sorted({h for h in headers if headers.count(h) > 1})
+        if twice:
+            problems.append(f"{page} table {i}: two columns headed {twice}")
         for name in data.columns:
             spec = config.get(str(name), {})
             header = spec.get("label") or str(name)
@@ -250,6 +256,9 @@ def test_exact_trims_to_the_bills_precision():
     assert exact(Decimal("1.2345678901234567")) == "1.234567890123"
     assert exact(Decimal("0.1") + Decimal("0.2")) == "0.3"
     assert exact(Decimal("1000.000")) == "1000" and exact(Decimal("-0.0000000000001")) == "0"
+    huge = Decimal("12345678901234567890123456.1234567890124")  # 38 digits: a DECIMAL(38,12) sum
+    assert exact(huge) == "12345678901234567890123456.123456789012"
+    assert money(huge, "USD") == "$12,345,678,901,234,567,890,123,456.12"
     value = Decimal("12.5") / Decimal(3)  # 28 significant digits, as a share computed by division has
     assert Decimal(exact(value)) == value.quantize(Decimal("1e-12"), rounding=ROUND_HALF_UP)
 
@@ -284,3 +293,12 @@ def test_ingest_summary_has_thousands_separators(warehouse, tmp_path):
     ((_, summary),) = list(loader.ingest_paths([str(path)]))
     text = "\n".join(summary_lines(summary))
     assert f"requests {requests:,}" in text and f"{windows:,} rows loaded" in text, text
+
+
+def test_code_spans_show_as_code_and_the_rest_stays_text():
+    from present.format import html_code, md_code
+
+    shown = md_code("set `[energy]` in mlcost.toml; see [a link](http://evil) <b>x</b> for $5")
+    assert "`[energy]`" in shown and "\\`" not in shown  # code, no literal backtick
+    assert "\\[a link\\]" in shown and "\\<b\\>" in shown and "\\$5" in shown  # never markup
+    assert html_code("`a<b>` & <i>") == "<code>a&lt;b&gt;</code> &amp; &lt;i&gt;"

@@ -6,7 +6,7 @@ from app import access, cache, settings as settings_page
 from metrics import queries, retrospective
 from outputs import report
 from app.tables import show
-from present.format import md
+from present.format import md, md_code
 from ingest import warehouse
 
 st.title("Monthly retrospective")
@@ -31,7 +31,7 @@ st.header("Recommendations")
 if not retro.recommendations:
     st.success("No rule found anything to change this month.")
 for item in retro.recommendations:
-    st.markdown(f"- {md(item.text)} — evidence: **{md(item.evidence)}**")
+    st.markdown(f"- {md_code(item.text)} — evidence: **{md(item.evidence)}**")
 
 previous = f"{retro.previous:%Y-%m}"
 for section in retro.sections:
@@ -48,7 +48,7 @@ for section in retro.sections:
     if section.table is not None and not section.table.empty:
         show(section.table, currency="")
     for note in section.notes:
-        st.caption(md(note))
+        st.caption(md_code(note))
 
 st.header("Decisions and notes")
 if access.read_only():
