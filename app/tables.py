@@ -92,8 +92,9 @@ def shown(frame: pd.DataFrame) -> pd.DataFrame:
 
 def show(frame: pd.DataFrame, where=None, **options) -> None:
     """st.dataframe of `frame` (in `where`, a column or container; default the page) through table():
-    words, units, formats; no index; as wide as the page. `options` go to table()."""
-    (where or st).dataframe(shown(frame), hide_index=True, width="stretch", **table(frame, **options))
+    words, units, formats; no index; as wide as the page; a missing value an empty cell (not 'None').
+    `options` go to table()."""
+    (where or st).dataframe(shown(frame), hide_index=True, width="stretch", placeholder="", **table(frame, **options))
 
 
 def _numbers(values: pd.Series) -> bool:

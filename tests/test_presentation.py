@@ -71,6 +71,10 @@ def table_problems(at: AppTest, page: str) -> list[str]:
         data = frame.value
         if list(frame.proto.column_order):  # the columns shown, when the page picks them
             data = data[[c for c in frame.proto.column_order if c in data.columns]]
+        empty_shows_none = not (frame.proto.HasField("placeholder") and frame.proto.placeholder == "")
+        if empty_shows_none and data.isna().any().any():  # the grid draws a missing value as 'None'
+            problems.append(f"{page} table {i}: missing values shown as 'None' "
+                            f"({[c for c in data.columns if data[c].isna().any()][:5]})")
         headers = [(config.get(str(name), {}).get("label") or str(name)) for name in data.columns]
         twice = sorted({h for h in headers if headers.count(h) > 1})
         if twice:
@@ -160,6 +164,7 @@ def test_the_guards_catch_a_raw_table_and_a_shared_colour(sample_pages):
     assert any("'billing_currency'" in p and "words" in p for p in tables), tables
     assert any("'billed_cost'" in p and "money" in p for p in tables), tables
     assert any("'note'" in p and "None" in p for p in tables), tables
+    assert any("missing values shown as 'None'" in p for p in tables), tables
     assert any("share" in p for p in colours) and any("not a colour-blind-safe" in p for p in colours), colours
 
 
