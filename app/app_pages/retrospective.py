@@ -36,9 +36,10 @@ for item in retro.recommendations:
 previous = f"{retro.previous:%Y-%m}"
 for section in retro.sections:
     st.header(md(section.title))
-    columns = st.columns(4)
+    per_row = 3 if any(len(f.label) > 34 for f in section.figures) else 4  # long labels fit, not cut off
+    columns = st.columns(per_row)
     for i, figure in enumerate(section.figures):
-        columns[i % 4].metric(md(figure.label), report.number(figure.current, figure.unit),
+        columns[i % per_row].metric(md(figure.label), report.number(figure.current, figure.unit),
                               delta=None if figure.change is None else report.change(figure), delta_color="off",
                               help=f"{report.column_label(retro, 'previous')}: "
                                    f"{report.number(figure.previous, figure.unit)}. "
