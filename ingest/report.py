@@ -1,6 +1,7 @@
 """The human-readable validation report of one ingested file, shared by the CLI and the Data page."""
 from __future__ import annotations
 
+from datetime import datetime, timezone
 from decimal import ROUND_HALF_UP, Decimal
 
 from typing import TYPE_CHECKING
@@ -44,8 +45,8 @@ def summary_lines(summary: FileSummary) -> list[str]:
                else "PARTLY LOADED")
     replaced = (f"; replaces load {', '.join(map(str, summary.replaced))} of the same file read with "
                 "another kind or other options" if summary.replaced else "")
-    lines = [f"{verdict} {summary.path} [{summary.kind}]: {summary.rows_loaded} rows loaded, "
-             f"{summary.rows_rejected} rejected{replaced}"]
+    lines = [f"{verdict} {summary.path} [{summary.kind}]: {summary.rows_loaded:,} rows loaded, "
+             f"{summary.rows_rejected:,} rejected{replaced}"]
     lines += [f"  warning: {warning}" for warning in summary.warnings]
     figures = [f"{label} {_figure(summary.totals[key], key in MONEY)}" for key, label in TOTAL_LABELS.items()
                if summary.totals.get(key) is not None]
@@ -54,16 +55,37 @@ def summary_lines(summary: FileSummary) -> list[str]:
     lines += [f"  {summary.path}:{r['line']}: {r['reason']}" for r in summary.rejects]
     hidden = summary.rows_rejected - len(summary.rejects)
     if hidden > 0:
-        lines.append(f"  ... and {hidden} more rejected lines (see the Data page or the rejects table)")
+        lines.append(f"  ... and {hidden:,} more rejected lines (see the Data page or the rejects table)")
     return lines
 
 
 def _figure(value: object, money: bool = False) -> str:
-    """A total as text; amounts per currency (bills) as 'USD 1,012.50, EUR 3.00' (never added up)."""
-    text = _money if money else str
+    """A total as text: counts with thousands separators ('618,171,801'), measured quantities to 2
+    decimals ('6,574.31', '4.5'), amounts per currency (bills) as 'USD 1,012.50, EUR 3.00' (never added up)."""
+    text = _money if money else _number
     if isinstance(value, dict):
         return ", ".join(f"{currency} {text(amount)}" for currency, amount in value.items()) or "nothing"
     return text(value)
+
+
+def _number(value: object) -> str:
+    """An integer with separators, any other number to at most 2 decimals with separators, an instant as
+    '2026-11-01 00:00 UTC', other text as it is."""
+    if isinstance(value, str):
+        try:  # an instant: '2026-11-01 00:00 UTC', not ISO 8601 with its offset
+            instant = datetime.fromisoformat(value)
+        except ValueError:
+            return value
+        if instant.tzinfo is not None:
+            instant = instant.astimezone(timezone.utc)
+        return f"{instant:%Y-%m-%d %H:%M}" + (" UTC" if instant.tzinfo is not None else "")
+    if isinstance(value, datetime):
+        return _number(value.isoformat())
+    if isinstance(value, bool) or not isinstance(value, (int, float, Decimal)):
+        return str(value)
+    if isinstance(value, int) or (isinstance(value, Decimal) and value == value.to_integral_value()):
+        return f"{int(value):,}"
+    return f"{float(value):,.2f}".rstrip("0").rstrip(".")  # '4.5', '6,574.31'
 
 
 def _money(amount: object) -> str:

@@ -698,7 +698,7 @@ def _untagged(ctx: Context) -> list[Recommendation]:
     evidence = f"{count}"
     return [Recommendation(
         "untagged_runs",
-        f"{evidence} run{'' if count == 1 else 's'} {'was' if count == 1 else 'were'} billed without the `{run_tag}` tag ({', '.join(sorted(untagged['run_id'].unique()))}): "
+        f"{evidence} run{'' if count == 1 else 's'} {'was' if count == 1 else 'were'} billed without the {run_tag!r} tag ({', '.join(sorted(untagged['run_id'].unique()))}): "
         "only their resource id ties the bill to them; tag their instances.", evidence, float(evidence))]
 
 

@@ -21,13 +21,14 @@ from __future__ import annotations
 import fcntl
 from dataclasses import dataclass, field
 from datetime import date, timedelta
-from decimal import ROUND_HALF_UP, Decimal
+from decimal import Decimal
 
 import pandas as pd
 
 from metrics import allocation, budgets, idle, queries
 from outputs import alert_store, slack
 from metrics.filters import Filters
+from present.format import money
 from ingest import warehouse as wh
 from ingest.config import Config
 
@@ -155,7 +156,7 @@ def regression_alerts(settings: Config, as_of: date) -> list[Alert]:
         if not since <= started < as_of:
             continue
         is_cost = "cost" in row.metric
-        before, after = (f"${row.before:,.4f}", f"${row.after:,.4f}") if is_cost else (
+        before, after = (money(row.before, "USD", 4), money(row.after, "USD", 4)) if is_cost else (
             f"{row.before:,.2f} Wh", f"{row.after:,.2f} Wh")
         what = "costs" if is_cost else "uses"
         text = (f"Service {row.service} {row.to_version} {what} {row.change_pct:.0f} % more per 1k successful "
@@ -413,8 +414,8 @@ def _sentence(text: str) -> str:
 
 
 def _money(amount, currency: str) -> str:
-    value = Decimal(str(amount)).quantize(CENT, rounding=ROUND_HALF_UP)
-    return f"${value:,.2f}" if currency == "USD" else f"{value:,.2f} {currency}"
+    """'$1,234.56', '-$12.00', '1,234.56 EUR': the one money format of every surface (present.format)."""
+    return money(amount, currency)
 
 
 def _escape(text: str) -> str:

@@ -11,7 +11,7 @@ from decimal import Decimal
 
 import pandas as pd
 
-from present.format import md_inline
+from present.format import html_code, md_code, md_inline, text_table
 from metrics.retrospective import Figure, Retrospective, Section, is_missing
 
 TITLE = "Efficiency retrospective"
@@ -89,11 +89,12 @@ def figure_rows(retro: Retrospective, section: Section) -> list[list[str]]:
 
 
 def table_rows(section: Section) -> tuple[list[str], list[list[str]]]:
-    """The section's table as header and rows of text (units from section.units)."""
-    frame = section.table
-    rows = [[number(value, section.units.get(column, "")) for column, value in zip(frame.columns, row)]
-            for row in frame.itertuples(index=False)]
-    return [str(c) for c in frame.columns], rows
+    """The section's table as header and rows of text, each column labelled and formatted as the
+    column catalogue says (present.format: the same labels and money as the dashboard's tables)."""
+    return text_table(section.table)
+
+
+DECISION_HEADER = ["Written (UTC)", "Kind", "Author", "Text"]
 
 
 def decision_rows(retro: Retrospective) -> list[list[str]]:
@@ -122,21 +123,21 @@ def markdown(retro: Retrospective) -> str:
     """The whole retrospective as Markdown: figures, tables, recommendations and decisions."""
     out = [f"# {TITLE} {_month(retro, 'month')}", "", headline(retro), "", "## Recommendations", ""]
     if retro.recommendations:
-        out += [f"{i}. {_md_cell(r.text)} (evidence: **{_md_cell(r.evidence)}**)" for i, r in enumerate(retro.recommendations, 1)]
+        out += [f"{i}. {md_code(r.text, md_inline)} (evidence: **{_md_cell(r.evidence)}**)" for i, r in enumerate(retro.recommendations, 1)]
     else:
         out.append("No rule found anything to change this month.")
     out.append("")
     for section in retro.sections:
         out += [f"## {_md_cell(section.title)}", ""]
         if section.figures:
-            out += _md_table(["figure", column_label(retro, "previous"), column_label(retro, "month"), "change"],
+            out += _md_table(["Figure", column_label(retro, "previous"), column_label(retro, "month"), "Change"],
                              figure_rows(retro, section))
         if section.table is not None and not section.table.empty:
             out += _md_table(*table_rows(section))
-        out += [f"{_md_cell(note)}\n" for note in section.notes]
+        out += [f"{md_code(note, md_inline)}\n" for note in section.notes]
     out += ["## Decisions and notes", ""]
     rows = decision_rows(retro)
-    out += _md_table(["written (UTC)", "kind", "author", "text"], rows) if rows else ["None written yet.", ""]
+    out += _md_table(DECISION_HEADER, rows) if rows else ["None written yet.", ""]
     return "\n".join(out).rstrip() + "\n"
 
 
@@ -162,7 +163,7 @@ def html_report(retro: Retrospective) -> str:
              f'<p class="{"partial" if retro.data_through else "note"}">{html.escape(headline(retro))}</p>',
              "<h2>Recommendations</h2>"]
     if retro.recommendations:
-        items = "".join(f'<li>{html.escape(r.text)} <span class="evidence">(evidence: {html.escape(r.evidence)})</span></li>'
+        items = "".join(f'<li>{html_code(r.text)} <span class="evidence">(evidence: {html.escape(r.evidence)})</span></li>'
                         for r in retro.recommendations)
         parts.append(f'<ol class="recs">{items}</ol>')
     else:
@@ -171,7 +172,7 @@ def html_report(retro: Retrospective) -> str:
     for section in retro.sections:
         parts.append(f"<h2>{html.escape(section.title)}</h2>")
         if section.figures:
-            parts.append(_html_table(["figure", column_label(retro, "previous"), column_label(retro, "month"), "change"],
+            parts.append(_html_table(["Figure", column_label(retro, "previous"), column_label(retro, "month"), "Change"],
                                      figure_rows(retro, section)))
         if section.chart is not None:
             parts.append(section.chart.to_html(full_html=False, include_plotlyjs=not plotly_included,
@@ -179,10 +180,10 @@ def html_report(retro: Retrospective) -> str:
             plotly_included = True
         if section.table is not None and not section.table.empty:
             parts.append(_html_table(*table_rows(section)))
-        parts += [f'<p class="note">{html.escape(note)}</p>' for note in section.notes]
+        parts += [f'<p class="note">{html_code(note)}</p>' for note in section.notes]
     parts.append("<h2>Decisions and notes</h2>")
     rows = decision_rows(retro)
-    parts.append(_html_table(["written (UTC)", "kind", "author", "text"], rows, wrap=True) if rows
+    parts.append(_html_table(DECISION_HEADER, rows, wrap=True) if rows
                  else "<p>None written yet.</p>")
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<title>{TITLE} {month}</title><style>{CSS}</style></head><body>\n"

@@ -10,42 +10,78 @@ from plotly.subplots import make_subplots
 
 MAX_POINTS = 5000
 DAY_MS = 86_400_000  # one day on a plotly date axis (ms)
-# Entity colours come from the name alone (colour_of), so a project, service or version keeps its
-# colour whatever else is loaded; 48 colours keep two names sharing one rare.
-PALETTE = tuple(px.colors.qualitative.Dark24 + px.colors.qualitative.Light24)
+
+# Colour-blind-safe qualitative colours: Okabe & Ito's set (without black and its pale yellow
+# first), then Paul Tol's "muted" colours that differ from them. Every series of every chart takes
+# its colour from here (or GREY/LIGHT_GREY for "the rest" and reference lines), so no neon next to
+# neon and no two pale tints that read alike.
+OKABE_ITO = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442")
+TOL_MUTED = ("#332288", "#999933", "#882255", "#44AA99", "#CC6677")
+PALETTE = OKABE_ITO[:6] + TOL_MUTED  # not Okabe-Ito's yellow: a line in it is hard to see on white
+GREY, LIGHT_GREY = "#7F7F7F", "#BBBBBB"  # unallocated / not idle / reference lines: never a named series
+SAFE_COLOURS = frozenset(PALETTE) | {GREY, LIGHT_GREY}
+# The allocation's buckets: one colour each on every page (Costs, Idle GPUs, the retrospective).
+BUCKET_COLOURS = {"training": OKABE_ITO[0], "serving": OKABE_ITO[2], "idle_gpu": OKABE_ITO[5], "shared": OKABE_ITO[3],
+                  "unallocated": GREY}
 
 
 def colour_of(name: object) -> str:
-    """The colour of a project, service or model version: a stable hash of its name into PALETTE."""
+    """The preferred colour of a project, team, service or model version: a stable hash of its
+    name into PALETTE. colour_map gives another when two names of one chart prefer the same."""
     digest = zlib.crc32(str(name).encode("utf-8"))
     return PALETTE[digest % len(PALETTE)]
 
 
-def colour_map(names) -> dict[str, str]:
-    """{name: colour_of(name)} for every distinct name given (missing ones left out)."""
-    return {name: colour_of(name) for name in pd.Series(list(names)).dropna().unique()}
+def colour_map(names, known=()) -> dict[str, str]:
+    """{name: colour} for every distinct name given (missing ones left out), no two alike while there
+    are colours enough: names in sorted order take their preferred colour (colour_of), else the next
+    free one in PALETTE. With `known` (every name of that kind, e.g. all projects loaded), colours are
+    assigned over all of them, so a name keeps its colour on every chart whatever else it shows."""
+    shown = [name for name in dict.fromkeys(pd.Series(list(names), dtype=object).dropna())]
+    everyone = sorted({str(name) for name in [*known, *shown]})
+    taken: dict[str, str] = {}
+    used: set[str] = set()
+    for name in everyone:
+        start = PALETTE.index(colour_of(name))
+        free = [PALETTE[(start + step) % len(PALETTE)] for step in range(len(PALETTE))]
+        colour = next((c for c in free if c not in used), free[0])  # more names than colours: share
+        taken[name] = colour
+        used.add(colour)
+        if len(used) == len(PALETTE):
+            used = set()  # a second round: reuse, in the same order
+    return {name: taken[str(name)] for name in shown}
 
 
-def spend_by_month(frame: pd.DataFrame) -> go.Figure:
-    """Stacked monthly estimated cost (USD) by project."""
+def _thousands(figure: go.Figure, *axes: str) -> go.Figure:
+    """Amount axes with thousands separators ('5,000', not '5000' or '5k')."""
+    for axis in axes:
+        (figure.update_xaxes if axis == "x" else figure.update_yaxes)(tickformat=",")
+    return figure
+
+
+def spend_by_month(frame: pd.DataFrame, known=()) -> go.Figure:
+    """Stacked monthly estimated cost (USD) by project (`known`: every project, for colour_map)."""
     data = frame.assign(cost_usd=frame["cost_usd"].astype(float),
                         month=pd.to_datetime(frame["month"]).dt.strftime("%Y-%m"))
-    figure = px.bar(data, x="month", y="cost_usd", color="project", color_discrete_map=colour_map(data["project"]),
+    figure = px.bar(data, x="month", y="cost_usd", color="project",
+                    color_discrete_map=colour_map(data["project"], known),
                     labels={"cost_usd": "Estimated cost (USD)", "month": "Month (UTC)"})
     figure.update_xaxes(type="category")
     figure.update_layout(legend_title_text="Project", margin=dict(t=30, b=10))
+    _thousands(figure, "y")
     return figure
 
 
 def cost_vs_metric(runs: pd.DataFrame, metric: str, goal: str,
-                   x: str = "cost_usd", x_label: str = "Cost (USD)") -> go.Figure:
+                   x: str = "cost_usd", x_label: str = "Cost (USD)", known=()) -> go.Figure:
     """Cost (USD), or another column `x` such as measured energy, against the metric, one point
-    per run; on the cost axis the (cost) frontier runs are joined by a line per project."""
+    per run; on the cost axis the (cost) frontier runs are joined by a line per project
+    (`known`: every project, for colour_map)."""
     data = cost_vs_metric_rows(runs, x).copy()
     data["cost_usd"] = data["cost_usd"].astype(float)
     data[x] = data[x].astype(float)
     data["standing"] = data["on_frontier"].map({True: "Pareto frontier", False: "dominated"})
-    colours = colour_map(data["project"])
+    colours = colour_map(data["project"], known)
     figure = px.scatter(
         data, x=x, y="val_metric", color="project", symbol="standing",
         color_discrete_map=colours,
@@ -57,7 +93,7 @@ def cost_vs_metric(runs: pd.DataFrame, metric: str, goal: str,
     )
     for project, points in data[data["on_frontier"]].groupby("project") if x == "cost_usd" else ():
         line = points.sort_values("cost_usd")
-        figure.add_trace(go.Scatter(x=line["cost_usd"], y=line["val_metric"], mode="lines",
+        figure.add_trace(go.Scatter(x=line["cost_usd"], y=line["val_metric"], mode="lines", legendgroup=project,
                                     line=dict(width=1, dash="dot", color=colours.get(project)),
                                     name=f"{project} frontier",
                                     hoverinfo="skip", showlegend=False))
@@ -81,7 +117,7 @@ def cost_vs_metric_rows(runs: pd.DataFrame, x: str = "cost_usd") -> pd.DataFrame
 # --- Serving ------------------------------------------------------------------------------
 
 def service_colours(services: list[str]) -> dict[str, str]:
-    """A fixed colour per service (colour_of its name), so every serving chart agrees."""
+    """A colour per service (colour_map over the services given: every serving chart gets them all)."""
     return colour_map(services)
 
 
@@ -133,7 +169,7 @@ def serving_trend(over_time: pd.DataFrame, column: str, label: str,
         ))
         for change in starts[starts["service"] == service].itertuples():
             shapes.append(dict(type="line", x0=change.first_window, x1=change.first_window, y0=0, y1=1,
-                               xref=f"x{axis}", yref=f"y{axis} domain", line=dict(dash="dash", width=1, color="grey")))
+                               xref=f"x{axis}", yref=f"y{axis} domain", line=dict(dash="dash", width=1, color=GREY)))
             notes.append(dict(x=change.first_window, y=1, xref=f"x{axis}", yref=f"y{axis} domain",
                               text=change.model_version, showarrow=False, xanchor="left", yanchor="top",
                               font=dict(size=11)))
@@ -182,7 +218,7 @@ def latency_vs_cost(versions: pd.DataFrame, column: str, label: str) -> go.Figur
     figure.update_traces(textposition="top center")
     for row in data.itertuples():
         figure.add_trace(go.Scatter(x=[getattr(row, column)] * 2, y=[row.latency_ms_p50, row.latency_ms_p95],
-                                    mode="lines", line=dict(width=1, color="lightgrey"),
+                                    mode="lines", line=dict(width=1, color=LIGHT_GREY),
                                     hoverinfo="skip", showlegend=False))
     figure.update_layout(margin=dict(t=30, b=10))
     return figure
@@ -248,8 +284,8 @@ def idle_split(gpus: pd.DataFrame) -> go.Figure:
         gpus = gpus.loc[gpus["idle_h"].nlargest(IDLE_SPLIT_MAX_GPUS).index].sort_index()
     labels = gpus["host"] + " GPU " + gpus["gpu_index"].astype(str)
     figure = go.Figure([
-        go.Bar(x=labels, y=gpus["allocated_idle_h"], name="allocated but idle", marker_color="#d62728"),
-        go.Bar(x=labels, y=gpus["unallocated_idle_h"], name="unallocated", marker_color="#aaaaaa"),
+        go.Bar(x=labels, y=gpus["allocated_idle_h"], name="allocated but idle", marker_color=BUCKET_COLOURS["idle_gpu"]),
+        go.Bar(x=labels, y=gpus["unallocated_idle_h"], name="unallocated", marker_color=GREY),
     ])
     figure.update_layout(barmode="stack", margin=dict(t=30, b=10), yaxis_title="Idle GPU-hours",
                          legend=dict(orientation="h", y=1.1))
@@ -259,7 +295,7 @@ def idle_split(gpus: pd.DataFrame) -> go.Figure:
 def utilization_histogram(histogram: pd.DataFrame, bin_pct: int, idle_pct: float) -> go.Figure:
     """GPU-hours per utilization bin; the bins at or under the idle threshold in grey."""
     data = histogram.assign(label=histogram["util_from_pct"].map(lambda v: f"{v:g}-{v + bin_pct:g} %"))
-    colours = ["#aaaaaa" if v + bin_pct <= max(idle_pct, bin_pct) else "#1f77b4" for v in data["util_from_pct"]]
+    colours = [LIGHT_GREY if v + bin_pct <= max(idle_pct, bin_pct) else OKABE_ITO[0] for v in data["util_from_pct"]]
     figure = go.Figure(go.Bar(x=data["label"], y=data["gpu_hours"], marker_color=colours,
                               hovertemplate="%{x}: %{y:,.1f} GPU-hours<extra></extra>"))
     figure.update_xaxes(type="category", title="Mean utilization of the minute")
@@ -274,14 +310,16 @@ def billing_over_time(frame: pd.DataFrame, currency: str, split_by: str) -> go.F
     """Stacked billed cost per period and group (credits below zero), in `currency`."""
     data = _floats(frame, "billed_cost").head(MAX_POINTS)
     figure = px.bar(data, x="period", y="billed_cost", color="group",
+                    color_discrete_map=colour_map(data["group"]),
                     labels={"billed_cost": f"Billed ({currency})", "period": f"{data['bucket'].iloc[0].title()} (UTC)",
                             "group": split_by})
     figure.update_layout(barmode="relative", margin=dict(t=30, b=10), legend_title_text=split_by)
+    _thousands(figure, "y")
     return figure
 
 
-CATEGORY_COLOURS = {"usage": "#636EFA", "purchase": "#AB63FA", "tax": "#FFA15A", "credit": "#00CC96",
-                    "adjustment": "#EF553B"}
+CATEGORY_COLOURS = {"usage": OKABE_ITO[0], "purchase": OKABE_ITO[3], "tax": OKABE_ITO[1], "credit": OKABE_ITO[2],
+                    "adjustment": OKABE_ITO[5]}
 
 
 def billing_by_category(frame: pd.DataFrame, currency: str) -> go.Figure:
@@ -294,6 +332,7 @@ def billing_by_category(frame: pd.DataFrame, currency: str) -> go.Figure:
                             "charge_category": "Charge category"})
     figure.update_xaxes(type="category")
     figure.update_layout(barmode="relative", margin=dict(t=30, b=10))
+    _thousands(figure, "y")
     return figure
 
 
@@ -301,31 +340,34 @@ def billing_gpu_spend(frame: pd.DataFrame, currency: str) -> go.Figure:
     """GPU instance spend per month, stacked by instance type."""
     data = _floats(frame, "billed_cost").assign(month=pd.to_datetime(frame["month"]).dt.strftime("%Y-%m"))
     figure = px.bar(data, x="month", y="billed_cost", color="instance_type",
+                    color_discrete_map=colour_map(data["instance_type"]),
                     hover_data={"pricing_category": True, "lines": True},
                     labels={"billed_cost": f"Billed ({currency})", "month": "Month (UTC)",
                             "instance_type": "Instance type"})
     figure.update_xaxes(type="category")
     figure.update_layout(margin=dict(t=30, b=10))
+    _thousands(figure, "y")
     return figure
 
 
 ESTIMATED_VS_BILLED_MAX_RUNS = MAX_POINTS - 2  # and the 2 points of the line where they agree
 
 
-def estimated_vs_billed(runs: pd.DataFrame) -> go.Figure:
+def estimated_vs_billed(runs: pd.DataFrame, known=()) -> go.Figure:
     """Billed against estimated cost (USD), one point per run (the first ESTIMATED_VS_BILLED_MAX_RUNS
-    in the order given), with the line where they agree."""
+    in the order given), with the line where they agree (`known`: every project, for colour_map)."""
     data = _floats(runs, "estimated_cost_usd", "billed_cost").dropna(subset=["estimated_cost_usd", "billed_cost"])
     data = data.assign(standing=data["large_gap"].map({True: "large gap", False: "close"}).fillna("close"))
     figure = px.scatter(data.head(ESTIMATED_VS_BILLED_MAX_RUNS), x="estimated_cost_usd", y="billed_cost", color="project",
-                        color_discrete_map=colour_map(data["project"]),
+                        color_discrete_map=colour_map(data["project"], known),
                         symbol="standing", symbol_map={"close": "circle", "large gap": "x"}, hover_name="run_id",
                         hover_data={"gap_pct": ":.1f", "instance_type": True, "untagged": True},
                         labels={"estimated_cost_usd": "Estimated cost (USD)", "billed_cost": "Billed cost (USD)"})
     top = float(max(data["estimated_cost_usd"].max(), data["billed_cost"].max(), 1)) if len(data) else 1.0
     figure.add_trace(go.Scatter(x=[0, top], y=[0, top], mode="lines", name="billed = estimated",
-                                line=dict(dash="dot", color="grey", width=1), hoverinfo="skip"))
+                                line=dict(dash="dot", color=GREY, width=1), hoverinfo="skip"))
     figure.update_layout(margin=dict(t=30, b=10), legend_title_text="")
+    _thousands(figure, "x", "y")
     return figure
 
 
@@ -336,25 +378,33 @@ def budget_burn(daily: pd.DataFrame, projection: pd.DataFrame, pace: pd.DataFram
     """Cumulative spend to date against the budget line and an even pace, with the forecast to
     period end and its band (one point per day: a quarter is at most 92)."""
     figure = go.Figure()
-    figure.add_trace(go.Scatter(x=projection["day"], y=projection["high"], mode="lines", line=dict(width=0),
+    band = "rgba(213, 94, 0, 0.15)"  # the forecast's colour (OKABE_ITO[5]), faint: one series with its band
+    figure.add_trace(go.Scatter(x=projection["day"], y=projection["high"], mode="lines",
+                                line=dict(width=0, color=band), legendgroup="forecast",
                                 showlegend=False, hoverinfo="skip"))
-    figure.add_trace(go.Scatter(x=projection["day"], y=projection["low"], mode="lines", line=dict(width=0),
-                                fill="tonexty", fillcolor="rgba(239, 85, 59, 0.15)",
-                                name="Forecast band (P10-P90 day)"))
-    figure.add_trace(go.Scatter(x=projection["day"], y=projection["forecast"], mode="lines",
-                                line=dict(dash="dash", color="#EF553B"), name="Forecast (last 7 days' rate)"))
+    figure.add_trace(go.Scatter(x=projection["day"], y=projection["low"], mode="lines",
+                                line=dict(width=0, color=band), legendgroup="forecast",
+                                fill="tonexty", fillcolor=band, name="Forecast band (P10-P90 day)"))
+    figure.add_trace(go.Scatter(x=projection["day"], y=projection["forecast"], mode="lines", legendgroup="forecast",
+                                line=dict(dash="dash", color=OKABE_ITO[5]), name="Forecast (last 7 days' rate)"))
     figure.add_trace(go.Scatter(x=pace["day"], y=pace["allowed"], mode="lines",
-                                line=dict(dash="dot", color="#888888"), name="Even pace"))
+                                line=dict(dash="dot", color=GREY), name="Even pace"))
     figure.add_trace(go.Scatter(x=daily["day"], y=daily["cumulative"].astype(float), mode="lines+markers",
-                                line=dict(color="#636EFA"), marker=dict(size=4), name="Spent"))
-    figure.add_hline(y=amount, line=dict(color="#00CC96", width=2),
+                                line=dict(color=OKABE_ITO[0]), marker=dict(size=4), name="Spent"))
+    figure.add_hline(y=amount, line=dict(color=OKABE_ITO[2], width=2),
                      annotation_text=f"Budget {amount:,.0f} {currency}", annotation_position="top left")
     figure.update_layout(margin=dict(t=30, b=10), yaxis_title=f"Cumulative spend ({currency})",
                          xaxis_title="Day (UTC)", legend=dict(orientation="h", y=-0.2))
+    _thousands(figure, "y")
     return figure
 
 
 # --- The monthly retrospective ------------------------------------------------------------
+
+def month_colours(previous: str, current: str) -> dict[str, str]:
+    """The previous month light (sky blue), this month dark (blue): one pair on every comparison."""
+    return {previous: OKABE_ITO[4], current: OKABE_ITO[0]}
+
 
 def month_comparison(figures: list, current: str, previous: str, unit: str) -> go.Figure:
     """Grouped bars: each figure (retrospective.Figure, all in `unit`) in the previous and this month."""
@@ -363,9 +413,10 @@ def month_comparison(figures: list, current: str, previous: str, unit: str) -> g
             if value is not None and not pd.isna(value)]
     data = pd.DataFrame(rows, columns=["figure", "month", "value"])
     figure = px.bar(data, x="figure", y="value", color="month", barmode="group",
-                    category_orders={"month": [previous, current]},
+                    category_orders={"month": [previous, current]}, color_discrete_map=month_colours(previous, current),
                     labels={"value": unit, "figure": "", "month": "Month (UTC)"})
     figure.update_layout(margin=dict(t=30, b=10))
+    _thousands(figure, "y")
     return figure
 
 
@@ -379,7 +430,7 @@ def service_cost_month(services: pd.DataFrame, current: str, previous: str) -> g
                       "value": services["cost_per_1k_success_usd"].astype(float)}),
     ]).dropna(subset=["value"])
     figure = px.bar(data, x="month", y="value", color="month", facet_col="service",
-                    category_orders={"month": [previous, current]},
+                    category_orders={"month": [previous, current]}, color_discrete_map=month_colours(previous, current),
                     labels={"value": "USD per 1k successful requests", "month": "Month (UTC)"})
     figure.update_yaxes(matches=None, showticklabels=True)
     figure.update_xaxes(type="category", title_text="")
@@ -397,9 +448,10 @@ def project_spend_month(projects: pd.DataFrame, current: str, previous: str) -> 
                       "value": projects["cost_usd"].astype(float)}),
     ]).dropna(subset=["value"])
     figure = px.bar(data, x="project", y="value", color="month", barmode="group",
-                    category_orders={"month": [previous, current]},
+                    category_orders={"month": [previous, current]}, color_discrete_map=month_colours(previous, current),
                     labels={"value": "Estimated training cost (USD)", "project": "Project", "month": "Month (UTC)"})
     figure.update_layout(margin=dict(t=30, b=10))
+    _thousands(figure, "y")
     return figure
 
 
@@ -407,14 +459,12 @@ def idle_by_gpu_month(gpus: pd.DataFrame) -> go.Figure:
     """Bars: idle and busy-or-other observed GPU-hours per GPU in the month."""
     data = gpus.assign(idle_h=gpus["idle_h"].astype(float),
                        other_h=(gpus["observed_h"] - gpus["idle_h"]).astype(float))
-    figure = go.Figure([go.Bar(x=data["gpu"], y=data["idle_h"], name="idle"),
-                        go.Bar(x=data["gpu"], y=data["other_h"], name="not idle")])
+    figure = go.Figure([go.Bar(x=data["gpu"], y=data["idle_h"], name="idle", marker_color=BUCKET_COLOURS["idle_gpu"]),
+                        go.Bar(x=data["gpu"], y=data["other_h"], name="not idle", marker_color=LIGHT_GREY)])
     figure.update_layout(barmode="stack", yaxis_title="GPU-hours", margin=dict(t=30, b=10))
     return figure
 
 
-BUCKET_COLOURS = {"training": "#636EFA", "serving": "#00CC96", "idle_gpu": "#EF553B", "shared": "#AB63FA",
-                  "unallocated": "#7F7F7F"}
 
 
 def allocation_by_key(frame: pd.DataFrame, currency: str, key: str, labels: dict[str, str]) -> go.Figure:
@@ -428,6 +478,7 @@ def allocation_by_key(frame: pd.DataFrame, currency: str, key: str, labels: dict
                     color_discrete_map={labels[b]: c for b, c in BUCKET_COLOURS.items()},
                     labels={"effective_cost": f"Effective cost ({currency})", "key_value": key})
     figure.update_layout(legend_title_text="Bucket", margin=dict(t=30, b=10))
+    _thousands(figure, "x")
     return figure
 
 

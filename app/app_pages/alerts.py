@@ -4,6 +4,7 @@ from datetime import datetime, timedelta, timezone
 import streamlit as st
 
 from app import access, cache, settings as settings_page
+from app.tables import show
 from metrics import budgets
 from outputs import alert_store, alerts, slack
 from present.format import md
@@ -43,22 +44,24 @@ history = alert_store.history()
 if history.empty:
     st.info("No alert has fired yet. Run `mlcost alerts check` (or `--dry-run` to see what it would send).")
 else:
-    st.dataframe(history, hide_index=True, width="stretch",
-                 column_order=["fired_at", "title", "status", "delivery", "channel", "attempts", "delivered_at",
-                               "resolved_at", "last_error", "rule", "subject", "threshold", "period_start"])
+    show(history[["fired_at", "title", "status", "delivery", "channel", "attempts", "delivered_at", "resolved_at",
+                  "last_error", "rule", "subject", "threshold", "period_start"]])
 
 st.subheader("Slack posts")
 posts = alert_store.deliveries()
 if posts.empty:
     st.caption("Nothing posted yet.")
 else:
-    st.dataframe(posts, hide_index=True, width="stretch")
+    # an alert by its title, never by its internal key (rule|subject|threshold|period)
+    titles = dict(zip(history["alert_key"], history["title"])) if not history.empty else {}
+    show(posts.assign(alert=posts["alert"].map(lambda key: titles.get(key, key))),
+         labels={"attempted_at": "Attempted (UTC)"}, kinds={"attempted_at": "datetime"})
 
 if access.read_only():
     st.info(access.READ_ONLY_NOTE + " Snooze with `mlcost alerts snooze`, test with `mlcost alerts test`.")
     active = alert_store.snoozes(alert_store.now())
     if not active.empty:
-        st.dataframe(active, hide_index=True)
+        show(active)
 else:
     snooze_col, test_col = st.columns(2)
     with snooze_col.form("snooze"):
@@ -77,7 +80,7 @@ else:
                 st.success(f"Alerts of {md(subject)} are no longer snoozed.")
     active = alert_store.snoozes(alert_store.now())
     if not active.empty:
-        snooze_col.dataframe(active, hide_index=True)
+        show(active, snooze_col)
 
     with test_col.form("test_message"):
         st.markdown("**Send a test message** to a channel's webhook.")

@@ -5,7 +5,7 @@ import streamlit as st
 from app import cache, settings as settings_page
 from metrics import queries
 from present import charts
-from app.tables import table
+from app.tables import show
 from present.format import md, money
 
 st.title("Billing")
@@ -56,8 +56,8 @@ st.plotly_chart(cache.chart("billing_by_category", (picked, currency),
 by_category = categories.pivot_table(index="month", columns="charge_category", values="billed_cost",
                                      aggfunc="sum", fill_value=0)
 by_category.index = by_category.index.map(lambda month: str(month)[:7])  # 2026-08, not a midnight timestamp
-st.dataframe(by_category.astype(float), width="stretch",
-             column_config={c: st.column_config.NumberColumn(c, format="%.2f") for c in by_category.columns})
+show(by_category.rename_axis("month").rename_axis(None, axis=1).reset_index(), currency=currency,
+     labels={"month": "Invoice month"}, kinds={c: "money" for c in by_category.columns} | {"month": "text"})
 
 st.subheader("GPU instance spend")
 gpu = cache.fetch(queries.billing_gpu_spend, picked, currency, gpu_rule.gpu_instance_families,
@@ -77,10 +77,8 @@ else:
 
 st.subheader("Top resources")
 resources = cache.fetch(queries.billing_top_resources, picked, currency)
-st.dataframe(resources, hide_index=True, width="stretch",
-             **table(resources, first=("resource_id", "billed_cost", "effective_cost"),
-                     money=("billed_cost", "effective_cost"), currency=currency))
+show(resources, first=("resource_id", "billed_cost", "effective_cost"), currency=currency)
 
 if len(currencies) > 1:
     st.subheader("Every currency")
-    st.dataframe(totals, hide_index=True, width="stretch")
+    show(totals, currency="")  # one row per currency: each row's amounts are in its own

@@ -6,6 +6,7 @@ import streamlit as st
 
 from app import cache, settings as settings_page, settings_forms
 from metrics import allocation, budget_drivers, budgets, queries
+from app.tables import show
 from present import charts
 from present.format import md, money
 
@@ -52,18 +53,19 @@ def breach_text(burn: budgets.Burn) -> str:
     return "not this period"
 
 
-st.dataframe(pd.DataFrame([{
-    "Budget": b.budget.name, "Scope": b.budget.scope_label, "Period": period_text(b),
-    "Amount": money(b.budget.amount, b.budget.currency), "Spent": money(b.spent, b.budget.currency),
-    "Counts": b.basis + (" + estimated" if b.estimated else ""),
-    "Billed part": money(b.billed, b.budget.currency),
-    "Of which tagged": money(b.tagged, b.budget.currency) if b.tagged is not None else "",
-    "Estimated part": money(b.estimated, b.budget.currency),
-    "Used %": round(b.used_pct, 1), "Forecast": money(b.forecast, b.budget.currency),
-    "Forecast %": round(b.forecast_pct, 1), "Breach": breach_text(b),
-} for b in burns]), hide_index=True, width="stretch",
-    column_config={"Used %": st.column_config.ProgressColumn("Used %", min_value=0, max_value=100, format="%.1f %%"),
-                   "Forecast %": st.column_config.NumberColumn("Forecast %", format="%.1f %%")})
+show(pd.DataFrame([{  # amounts as text: each budget has its own currency
+    "budget": b.budget.name, "scope": b.budget.scope_label, "period": period_text(b),
+    "amount": money(b.budget.amount, b.budget.currency), "spent": money(b.spent, b.budget.currency),
+    "counts": b.basis + (" + estimated" if b.estimated else ""),
+    "billed_part": money(b.billed, b.budget.currency),
+    "of_which_tagged": money(b.tagged, b.budget.currency) if b.tagged is not None else "",
+    "estimated_part": money(b.estimated, b.budget.currency),
+    "used_pct": round(b.used_pct, 1), "forecast": money(b.forecast, b.budget.currency),
+    "forecast_pct": round(b.forecast_pct, 1), "breach": breach_text(b),
+} for b in burns]), currency="",
+     labels={"counts": "Counts", "billed_part": "Billed part", "of_which_tagged": "Of which tagged",
+             "estimated_part": "Estimated part"},
+     config={"used_pct": st.column_config.ProgressColumn("Used (%)", min_value=0, max_value=100, format="%.1f %%")})
 
 names = [b.budget.name for b in burns]
 burn = burns[names.index(st.selectbox("Budget", names, key="budget_name"))]
@@ -94,8 +96,6 @@ st.plotly_chart(cache.chart("budget_burn", (check_day, repr(settings), budget.na
 st.caption(f"Forecast: spent + the mean spend per day with data of the last 7 days × the {burn.days_left} days "
            "left. Band: the same with the 10th and 90th percentile day with data of the last 28 days.")
 
-cost = {"cost": st.column_config.NumberColumn(f"Cost ({currency})", format="%.2f"),
-        "cost_usd": st.column_config.NumberColumn("Estimated cost (USD)", format="%.2f")}
 if burn.rate_window is not None:
     st.subheader("Top 3 most expensive runs, last 7 days")
     st.caption(f"{burn.rate_window.text()}: the budget spent "
@@ -103,8 +103,7 @@ if burn.rate_window is not None:
                "Allocated: the run's pieces of the bill; estimated: the run's own estimate after the bill's last day.")
     top = cache.derived("budget_top_runs", (check_day, repr(settings), budget.name),
                         lambda: budgets.top_runs([burn], settings, 3)[id(burn)])
-    st.dataframe(top.astype({"cost": float}), hide_index=True, width="stretch",
-                 column_config={**cost, "run_id": "Run", "source": "Counted as"})
+    show(top, currency=currency, labels={"run_id": "Run", "source": "Counted as", "cost": f"Cost ({currency})"})
 
 st.subheader("What drives it")
 billed_days = (burn.bill_through is not None and burn.through is not None
@@ -124,34 +123,30 @@ if billed_days:
                       "upfront fees and unused shares, discounts); each table adds up to the effective cost."))
     buckets_col, projects_col = st.columns(2)
     buckets_col.caption("By bucket")
-    buckets_col.dataframe(drivers.buckets[["label", "cost"]].astype({"cost": float}), hide_index=True,
-                          column_config={**cost, "label": "Bucket"}, width="stretch")
+    show(drivers.buckets[["label", "cost"]], buckets_col, currency=currency)
     projects_col.caption(md(f"By project (the run's, else the bill line's {settings.reconciliation.project_tag} "
                             "tag; (no project) when neither names one)"))
-    projects_col.dataframe(drivers.projects.astype({"cost": float}), hide_index=True,
-                           column_config={**cost, "project": "Project"}, width="stretch")
+    show(drivers.projects, projects_col, currency=currency)
     st.caption("What it went to: runs, model versions, idle GPU nodes, shared services and charges, "
                "unallocated compute; costliest first")
-    st.dataframe(drivers.items.astype({"cost": float}), hide_index=True, width="stretch",
-                 column_config={**cost, "bucket": "Bucket", "item": "Item", "rule": "Rule"})
+    show(drivers.items, currency=currency)
 est_start = (burn.period_start if not billed_days else burn.bill_through + timedelta(days=1))
 if burn.through is not None and est_start <= burn.through:
     start, end = est_start, burn.through + timedelta(days=1)
     st.caption(f"Estimated days: {start:%Y-%m-%d} to {burn.through:%Y-%m-%d}. Costliest runs started then "
                "(estimated cost)")
-    st.dataframe(cache.fetch(queries.budget_top_runs, budget, start, end).astype({"cost_usd": float}),
-                 hide_index=True, column_order=["run_id", "project", "team", "instance_type", "started_at", "cost_usd"],
-                 column_config={**cost, "run_id": "Run", "project": "Project", "team": "Team",
-                                "instance_type": "Instance type", "started_at": "Started (UTC)"}, width="stretch")
+    show(cache.fetch(queries.budget_top_runs, budget, start, end)[
+        ["run_id", "project", "team", "instance_type", "started_at", "cost_usd"]],
+        labels={"cost_usd": "Estimated cost (USD)"})
     services_col, projects_col = st.columns(2)
     services_col.caption("Services (estimated)")
-    services_col.dataframe(cache.fetch(queries.budget_top_services, budget, (settings.reconciliation.project_tag,
-                           settings.reconciliation.team_tag), False, start, end).astype({"cost": float}),
-                           hide_index=True, column_config={**cost, "service": "Service"})
+    show(cache.fetch(queries.budget_top_services, budget, (settings.reconciliation.project_tag,
+         settings.reconciliation.team_tag), False, start, end), services_col, currency="USD",
+         labels={"cost": "Estimated cost (USD)"})
     projects_col.caption("Projects (estimated)")
-    projects_col.dataframe(cache.fetch(queries.budget_top_projects, budget, (settings.reconciliation.project_tag,
-                           settings.reconciliation.team_tag), False, start, end).astype({"cost": float}),
-                           hide_index=True, column_config={**cost, "project": "Project"})
+    show(cache.fetch(queries.budget_top_projects, budget, (settings.reconciliation.project_tag,
+         settings.reconciliation.team_tag), False, start, end), projects_col, currency="USD",
+         labels={"cost": "Estimated cost (USD)"})
 
 st.subheader("Alert thresholds")
 st.write(f"Alerts at {', '.join(f'{p:g} %' for p in budget.actual_thresholds_pct) or 'no'} of the budget spent "

@@ -5,6 +5,7 @@ import streamlit as st
 
 from app import cache, settings as settings_page
 from metrics import allocation, idle
+from app.tables import show
 from present import charts
 from present.format import money
 
@@ -65,8 +66,8 @@ pivot = keyed.pivot_table(index="key_value", columns="bucket", values="effective
                           fill_value=0).reindex(columns=list(allocation.BUCKETS), fill_value=0).astype(float)
 pivot.insert(0, "total", pivot.sum(axis=1))
 pivot = pivot.sort_values("total", ascending=False).rename_axis(key).rename_axis(None, axis=1).reset_index()
-st.dataframe(pivot, hide_index=True, width="stretch",
-             column_config={c: st.column_config.NumberColumn(c, format="%.2f") for c in pivot.columns[1:]})
+show(pivot, currency=currency, labels={key: key[:1].upper() + key[1:]},
+     kinds={c: "money" for c in pivot.columns[1:]})
 
 st.subheader("GPU nodes")
 nodes = allocation.nodes(table)
@@ -102,8 +103,10 @@ if not unbilled.empty:
 if node_table.empty:
     st.caption("No traced GPU node in this month.")
 else:
-    st.dataframe(node_table, hide_index=True, width="stretch",
-                 column_config={c: st.column_config.NumberColumn(c, format="%.2f") for c in node_table.columns[2:]})
+    show(node_table, currency=currency, labels={"node": "Node", "price source": "Price source"},
+         kinds={"billed": "money", "per GPU-hour": "money", "idle cost": "money", "training": "money",
+                "unallocated": "money", "GPU-hours": "number", "idle GPU-hours": "number"},
+         places={"GPU-hours": 1, "idle GPU-hours": 1})
 
 st.subheader("Drill down")
 view = st.segmented_control("Show", ["Rules", "Runs", "Model versions", "Bill lines"], default="Rules",
@@ -114,42 +117,25 @@ if view == "Runs":
     st.caption("Each run's share of the bill (its tagged lines, its instance by resource id and time, its "
                "GPU-hours on a node) next to its own estimate; `cost source` says where the estimate comes from "
                "(given, derived = duration x logged price, catalog = estimated from the price catalog).")
-    st.dataframe(pd.DataFrame({
-        "run": runs["run_id"], "project": runs["project"], "team": runs["team"],
-        f"billed ({currency})": runs["allocated_cost"].astype(float),
-        "estimated (USD)": pd.to_numeric(runs["estimated_cost_usd"], errors="coerce"),
-        "cost source": runs["cost_source"], "rule": runs["rules"],
-        "node GPU-hours": runs["node_gpu_hours"]}), hide_index=True, width="stretch",
-        column_config={c: st.column_config.NumberColumn(c, format="%.2f")
-                       for c in (f"billed ({currency})", "estimated (USD)", "node GPU-hours")})
+    show(runs[["run_id", "project", "team", "allocated_cost", "estimated_cost_usd", "cost_source", "rules",
+               "node_gpu_hours"]], currency=currency, labels={"estimated_cost_usd": "Own estimate (USD)"})
 elif view == "Model versions":
     versions = cache.allocated(allocation.versions, start, end, rules)
     versions = versions[versions["billing_currency"] == currency]
     st.caption(f"Lines tagged `{rules.service_tag}` split between the service's model versions by the cost of "
                "their serving windows in the line's charge period.")
-    st.dataframe(pd.DataFrame({
-        "service": versions["service"], "model version": versions["model_version"],
-        f"billed ({currency})": versions["allocated_cost"].astype(float), "bill lines": versions["lines"],
-        "rule": versions["rules"]}), hide_index=True, width="stretch",
-        column_config={f"billed ({currency})": st.column_config.NumberColumn(format="%.2f")})
+    show(versions[["service", "model_version", "allocated_cost", "lines", "rules"]], currency=currency)
 elif view == "Bill lines":
     bucket = st.selectbox("Bucket", allocation.BUCKETS, format_func=allocation.BUCKET_LABELS.get,
                           index=allocation.BUCKETS.index("unallocated"), key="costs_bucket")
     pieces = cache.allocated(allocation.lines, start, end, rules, bucket)
     pieces = pieces[pieces["billing_currency"] == currency]
     st.caption("The largest 500 pieces: a bill line split between runs, idle and the rest shows once per part.")
-    st.dataframe(pd.DataFrame({
-        "charge start": pieces["charge_period_start"], f"amount ({currency})": pieces["effective_cost"].astype(float),
-        "rule": pieces["rule"], "allocated to": pieces["allocated_to"], "service": pieces["service_name"],
-        "resource": pieces["resource_id"], "instance type": pieces["instance_type"],
-        f"whole line ({currency})": pieces["line_effective_cost"].astype(float),
-        "category": pieces["charge_category"], "GPU by": pieces["gpu_rule"]}), hide_index=True, width="stretch",
-        column_config={c: st.column_config.NumberColumn(c, format="%.2f")
-                       for c in (f"amount ({currency})", f"whole line ({currency})")})
+    show(pieces[["charge_period_start", "effective_cost", "rule", "allocated_to", "service_name", "resource_id",
+                 "instance_type", "line_effective_cost", "charge_category", "gpu_rule"]], currency=currency,
+         labels={"effective_cost": f"Amount ({currency})"})
 else:
     by_rule = table[(table["split"] == "bucket") & (table["billing_currency"] == currency)]
-    st.dataframe(pd.DataFrame({
-        "bucket": by_rule["bucket"].map(allocation.BUCKET_LABELS), "rule": by_rule["rule"],
-        f"amount ({currency})": by_rule["effective_cost"].astype(float), "bill lines": by_rule["lines"]}),
-        hide_index=True, width="stretch",
-        column_config={f"amount ({currency})": st.column_config.NumberColumn(format="%.2f")})
+    show(pd.DataFrame({"bucket": by_rule["bucket"].map(allocation.BUCKET_LABELS), "rule": by_rule["rule"],
+                       "effective_cost": by_rule["effective_cost"], "lines": by_rule["lines"]}),
+         currency=currency, labels={"effective_cost": f"Amount ({currency})"})

@@ -10,7 +10,7 @@ from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from app import access, cache
 from metrics import queries
-from app.tables import table
+from app.tables import show
 from present.format import md
 from ingest import config, loader, values, warehouse
 from ingest.contract import BadValue
@@ -137,11 +137,14 @@ if sources.empty:
                "`mlcost import wandb PATH` or `mlcost import slurm --since 2d` (docs/imports.md: Import from "
                "where your data lives).")
 else:
-    st.dataframe(sources, hide_index=True, width="stretch", column_config={
-        "last_import": st.column_config.DatetimeColumn("last import (UTC)"),
-        "last_rows_loaded": "rows in the last import", "last_rows_rejected": "rejected in the last import",
-        "rows_loaded_total": "rows imported in all", "read_up_to": st.column_config.DatetimeColumn(
-            "read up to (UTC)", help="MLflow: the latest run start or end seen; the next import reads what changed after")})
+    show(sources, labels={"last_rows_loaded": "Rows in the last import",
+                          "last_rows_rejected": "Rejected in the last import",
+                          "rows_loaded_total": "Rows imported in all"},
+         kinds={"last_rows_loaded": "count", "last_rows_rejected": "count", "rows_loaded_total": "count"},
+         config={"last_import": st.column_config.DatetimeColumn("Last import (UTC)", format="YYYY-MM-DD HH:mm"),
+                 "read_up_to": st.column_config.DatetimeColumn(
+                     "Read up to (UTC)", format="YYYY-MM-DD HH:mm",
+                     help="MLflow: the latest run start or end seen; the next import reads what changed after")})
     st.caption("An import that found nothing new is not listed as a new import: the ledger already holds it.")
 
 st.subheader("Load history")
@@ -151,9 +154,7 @@ if history.empty:
 else:
     st.caption("Loading a file again with another kind, time zone, host or scrape time replaces its earlier load. "
                "*Rows in use*: the load's rows no later load has replaced.")
-    st.dataframe(history, hide_index=True, width="stretch", **table(
-        history, first=("load_id", "path", "kind", "options", "rows_loaded", "rows_rejected", "rows_current"),
-        labels={"load_id": "Load", "path": "File", "rows_current": "Rows in use", "loaded_at": "Loaded at (UTC)"}))
+    show(history, first=("load_id", "path", "kind", "options", "rows_loaded", "rows_rejected", "rows_current"))
     if not access.read_only():  # removing data is a write
         with st.form("unload"):
             choices = {f"{row.load_id}: {row.path} ({row.kind}, {row.loaded_at:%Y-%m-%d %H:%M} UTC)": int(row.load_id)
@@ -183,5 +184,4 @@ rejected = cache.fetch(queries.rejects)
 if rejected.empty:
     st.caption("No rejected lines.")
 else:
-    st.dataframe(rejected, hide_index=True, width="stretch",
-                 **table(rejected, first=("path", "line", "reason"), labels={"path": "File", "raw": "Line as read"}))
+    show(rejected, first=("path", "line", "reason"), labels={"raw": "Line as read"})

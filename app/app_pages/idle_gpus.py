@@ -7,7 +7,7 @@ from datetime import timedelta
 from app import cache, settings as settings_page, settings_forms
 from metrics import allocation, idle, queries
 from present import charts
-from app.tables import table
+from app.tables import show
 from present.format import md, money
 
 st.title("Idle GPUs")
@@ -104,8 +104,7 @@ st.caption(f"GPUs whose runs of a project average under {threshold:g} % utilizat
 if candidates.empty:
     st.success("None in this date range.")
 else:
-    st.dataframe(candidates, hide_index=True, width="stretch",
-                 **table(candidates, formats={"mean_util_pct": "%.1f", "run_gpu_h": "%.1f"}))
+    show(candidates)
 
 st.subheader("Coverage holes")
 holes = cache.fetch(queries.coverage_holes, picked)
@@ -113,13 +112,7 @@ if holes.empty:
     st.success("No holes: every GPU was sampled throughout.")
 else:
     st.caption("No samples for longer than the maximum gap: these times count as neither idle nor busy.")
-    st.dataframe(holes, hide_index=True, width="stretch", **table(holes))
+    show(holes)
 
 st.subheader("Every GPU")
-formats = {"%,.1f": ("observed_h", "idle_h", "allocated_idle_h", "unallocated_idle_h", "busy_h"),
-           "%,.2f": ("energy_kwh", "idle_kwh", "allocated_idle_kwh", "unallocated_idle_kwh"),
-           "$%,.2f": ("usd_per_gpu_hour", "idle_usd", "allocated_idle_usd", "unallocated_idle_usd"),
-           "%.1f %%": ("busy_util_pct",)}
-st.dataframe(gpus, hide_index=True, width="stretch",
-             **table(gpus, first=("host", "gpu_index", "idle_usd"), money=formats["$%,.2f"],
-                     formats={c: f for f, cs in formats.items() for c in cs}))
+show(gpus, first=("host", "gpu_index", "idle_usd"))

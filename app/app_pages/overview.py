@@ -6,7 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from app import cache, settings as settings_page
-from app.tables import table
+from app.tables import show
 from metrics import month as month_figures, queries
 from present import charts
 from present.format import count_of, kg_co2e, md, money, money_format, usd
@@ -86,14 +86,14 @@ def month_section() -> None:
         "last month": [None if c.previous is None else float(c.previous) for c in changes],
         "change": [None if c.change is None else float(c.change) for c in changes],
         "change %": [c.change_pct for c in changes]}), hide_index=True, width="stretch",
-        column_config={"figure": st.column_config.TextColumn("bucket", width="large"),
+        column_config={"figure": st.column_config.TextColumn("Bucket", width="large"),
                        "this month": st.column_config.NumberColumn(f"{days} ({currency})",
                                                                    format=money_format(currency)),
-                       "share": st.column_config.TextColumn("share of the bill"),
+                       "share": st.column_config.TextColumn("Share of the bill"),
                        "last month": st.column_config.NumberColumn(f"{before} ({currency})",
                                                                    format=money_format(currency)),
-                       "change": st.column_config.NumberColumn(f"change ({currency})", format="%+,.2f"),
-                       "change %": st.column_config.NumberColumn("change %", format="%+.1f %%")})
+                       "change": st.column_config.NumberColumn(f"Change ({currency})", format="%+,.2f"),
+                       "change %": st.column_config.NumberColumn("Change (%)", format="%+.1f %%")})
     st.caption("Every dollar of the bill lands in one bucket, by the first rule that applies; the buckets add "
                "up to the bill.")
     left, right = st.columns(2)
@@ -111,9 +111,10 @@ def month_section() -> None:
                                    "allocated": [float(amount) for _, amount in figures.top],
                                    "share": [pct(amount, figures.billed) for _, amount in figures.top]}),
                      hide_index=True, width="stretch",
-                     column_config={"allocated": st.column_config.NumberColumn(
-                         f"allocated ({currency})", format=money_format(currency)),
-                         "share": st.column_config.TextColumn("share of the bill")})
+                     column_config={key: st.column_config.TextColumn(key[:1].upper() + key[1:]),
+                                    "allocated": st.column_config.NumberColumn(
+                         f"Allocated ({currency})", format=money_format(currency)),
+                         "share": st.column_config.TextColumn("Share of the bill")})
         st.caption(f"Showback: each {key}'s runs, model versions and tagged lines. "
                    f"{money(figures.without_key, currency)} is on no {key} (shared, idle and untagged costs).")
         st.page_link("app_pages/costs.py", label=f"Every {key}: Costs", icon=":material/pie_chart:")
@@ -135,8 +136,9 @@ def at_risk(now: month_figures.Month) -> None:
             "used %": round(b.used_pct, 1), "forecast %": round(b.forecast_pct, 1),
             "breach": f"reached {b.breach_day:%b %d}" if b.days_to_breach == 0 else f"{b.breach_day:%b %d} at this rate",
             "owner": b.budget.owner or ""} for b in now.at_risk]), hide_index=True, width="stretch",
-            column_config={"used %": st.column_config.NumberColumn(format="%.1f %%"),
-                           "forecast %": st.column_config.NumberColumn(format="%.1f %%")})
+            column_config={"budget": "Budget", "spent": "Spent", "breach": "Breach", "owner": "Owner",
+                           "used %": st.column_config.NumberColumn("Used (%)", format="%.1f %%"),
+                           "forecast %": st.column_config.NumberColumn("Forecast (%)", format="%.1f %%")})
     st.page_link("app_pages/budgets.py", label="Every budget, its drivers and its forecast: Budgets",
                  icon=":material/account_balance_wallet:")
 
@@ -176,10 +178,11 @@ last.caption(count_of(totals["runs_with_emissions"], runs, "measured")
 st.markdown("**Estimated cost by month**")
 by_month = cache.fetch(queries.spend_by_month, picked)
 if by_month["cost_usd"].notna().any():
-    st.plotly_chart(cache.chart("spend_by_month", (picked,), lambda: charts.spend_by_month(by_month)), width="stretch")
+    st.plotly_chart(cache.chart("spend_by_month", (picked,), lambda: charts.spend_by_month(
+        by_month, known=cache.fetch(queries.filter_choices)["projects"])), width="stretch")
 else:
     st.caption("None of these runs has a price or a cost yet, so there is no spend to chart.")
 
 st.markdown("**Most expensive runs**")
 top = cache.fetch(queries.top_runs, picked)
-st.dataframe(top, hide_index=True, width="stretch", **table(top, first=("run_id", "project", "cost_usd")))
+show(top, first=("run_id", "project", "cost_usd"))

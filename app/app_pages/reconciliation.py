@@ -5,7 +5,7 @@ import streamlit as st
 from app import cache, settings as settings_page
 from metrics import queries
 from present import charts
-from app.tables import table
+from app.tables import show
 from present.format import md, money, plural
 
 TABLE_ROWS = 1000  # runs listed in the table, largest gap first
@@ -39,7 +39,7 @@ def summary() -> dict:
             "billed_usd": usd["billed_cost"].sum(), "flagged": int(runs["large_gap"].fillna(False).sum()),
             "plotted": int((usd["estimated_cost_usd"].notna() & usd["billed_cost"].notna()).sum()),
             "untagged": len(untagged), "untagged_ids": untagged["run_id"].head(NAMED_RUNS).tolist(),
-            "figure": charts.estimated_vs_billed(usd)}
+            "figure": charts.estimated_vs_billed(usd, known=cache.fetch(queries.filter_choices)["projects"])}
 
 
 if runs.empty:
@@ -69,14 +69,12 @@ else:
     if len(runs) > TABLE_ROWS:  # a browser table of 100k rows costs seconds to send and to draw
         st.caption(f"The table lists the {TABLE_ROWS:,} runs with the largest gaps of {len(runs):,}; narrow the "
                    "sidebar's filters to see others.")
-    st.dataframe(runs.head(TABLE_ROWS), hide_index=True, width="stretch",
-                 column_order=["run_id", "project", "team", "status", "instance_type", "started_at",
-                               "estimated_cost_usd", "billing_currency", "billed_cost", "gap_usd", "gap_pct",
-                               "large_gap", "untagged", "lines", "lines_by_resource"],
-                 column_config={"estimated_cost_usd": st.column_config.NumberColumn("Estimated (USD)", format="%.2f"),
-                                "billed_cost": st.column_config.NumberColumn("Billed", format="%.2f"),
-                                "gap_usd": st.column_config.NumberColumn("Gap (USD)", format="%.2f"),
-                                "gap_pct": st.column_config.NumberColumn("Gap (%)", format="%.1f")})
+    listed = runs.head(TABLE_ROWS)
+    one_currency = listed["billing_currency"].nunique() <= 1  # else each row's currency column says it
+    show(listed[["run_id", "project", "team", "status", "instance_type", "started_at", "estimated_cost_usd",
+                 "billing_currency", "billed_cost", "gap_usd", "gap_pct", "large_gap", "untagged", "lines",
+                 "lines_by_resource"]],
+         currency=str(listed["billing_currency"].iloc[0]) if one_currency and len(listed) else "")
 
 st.subheader("Spend that belongs to no run")
 for item in totals.itertuples():
@@ -90,8 +88,6 @@ else:
     unknown = int(unmatched["lines_naming_unknown_runs"].sum())
     if unknown:
         st.warning(f"{plural(unknown, 'line')} name a run (`{rule.run_id_tag}`) that is not loaded.")
-    st.dataframe(unmatched, hide_index=True, width="stretch",
-                 **table(unmatched, first=("project", "billed_cost"), money=("billed_cost",),
-                         currency=str(unmatched["billing_currency"].iloc[0]) if "billing_currency" in unmatched
-                         and unmatched["billing_currency"].nunique() == 1 else "",
-                         labels={"project": f"{rule.project_tag} tag", "billed_cost": "Billed"}))
+    show(unmatched, first=("project", "billed_cost"),
+         currency=str(unmatched["billing_currency"].iloc[0]) if unmatched["billing_currency"].nunique() == 1 else "",
+         labels={"project": "Project" if rule.project_tag == "project" else f"Project (tag {rule.project_tag})"})

@@ -5,12 +5,9 @@ import streamlit as st
 from app import access, cache, settings as settings_page
 from metrics import queries, retrospective
 from outputs import report
-from present.format import label, md
+from app.tables import show
+from present.format import md, md_code
 from ingest import warehouse
-
-# How a table column of each unit (retrospective.Section.units) is shown.
-FORMATS = {"USD": "$%.2f", "USD/1k": "$%.4f", "GPU-h": "%.1f", "%": "%.1f%%", "decimal": "%.4f", "Wh": "%.2f",
-           "count": "localized"}
 
 st.title("Monthly retrospective")
 months = retrospective.months_with_data(cache.fetch(queries.filter_choices))
@@ -34,14 +31,15 @@ st.header("Recommendations")
 if not retro.recommendations:
     st.success("No rule found anything to change this month.")
 for item in retro.recommendations:
-    st.markdown(f"- {md(item.text)} — evidence: **{md(item.evidence)}**")
+    st.markdown(f"- {md_code(item.text)} — evidence: **{md(item.evidence)}**")
 
 previous = f"{retro.previous:%Y-%m}"
 for section in retro.sections:
     st.header(md(section.title))
-    columns = st.columns(4)
+    per_row = 3 if any(len(f.label) > 34 for f in section.figures) else 4  # long labels fit, not cut off
+    columns = st.columns(per_row)
     for i, figure in enumerate(section.figures):
-        columns[i % 4].metric(md(figure.label), report.number(figure.current, figure.unit),
+        columns[i % per_row].metric(md(figure.label), report.number(figure.current, figure.unit),
                               delta=None if figure.change is None else report.change(figure), delta_color="off",
                               help=f"{report.column_label(retro, 'previous')}: "
                                    f"{report.number(figure.previous, figure.unit)}. "
@@ -49,13 +47,9 @@ for section in retro.sections:
     if section.chart is not None:
         st.plotly_chart(section.chart, width="stretch")
     if section.table is not None and not section.table.empty:
-        st.dataframe(section.table, hide_index=True, width="stretch", column_config={
-            column: st.column_config.DateColumn(label(column)) if section.units.get(column) == "date"
-            else st.column_config.NumberColumn(label(column), format=FORMATS[section.units[column]])
-            if section.units.get(column) in FORMATS else st.column_config.Column(label(str(column)))
-            for column in section.table.columns})
+        show(section.table, currency="")
     for note in section.notes:
-        st.caption(md(note))
+        st.caption(md_code(note))
 
 st.header("Decisions and notes")
 if access.read_only():
@@ -75,7 +69,7 @@ else:
 if retro.decisions.empty:
     st.caption("Nothing written for this month yet.")
 else:  # a table shows the text as text, never as markup
-    st.dataframe(retro.decisions[["written_at", "kind", "author", "text"]], hide_index=True, width="stretch")
+    show(retro.decisions[["written_at", "kind", "author", "text"]])
 
 st.header("Report")
 name = f"mlcost-report-{month:%Y-%m}"

@@ -5,7 +5,7 @@ import streamlit as st
 from app import cache, settings as settings_page
 from metrics import queries
 from present import charts
-from app.tables import table
+from app.tables import show
 from present.format import md, usd
 
 st.title("Serving")
@@ -80,12 +80,10 @@ regressions = cache.fetch(queries.serving_regressions, picked, rule.regression_p
 if regressions.empty:
     st.success("No regressions in this selection.")
 else:
-    st.dataframe(regressions, hide_index=True, width="stretch",
-                 column_order=["service", "metric", "from_version", "to_version", "start_date",
-                               "change_pct", "before", "after", "to_requests_success"],
-                 column_config={"change_pct": st.column_config.NumberColumn("Worse by (%)", format="%.1f"),
-                                "start_date": st.column_config.DateColumn("Started (UTC)")})
+    show(regressions[["service", "metric", "from_version", "to_version", "start_date", "change_pct", "before",
+                      "after", "to_requests_success"]],
+         labels={"change_pct": "Worse by (%)", "before": "Before (per 1k successful)",
+                 "after": "After (per 1k successful)"})
 
 st.subheader("Every model version")
-st.dataframe(versions, hide_index=True, width="stretch",
-             **table(versions, first=("service", "model_version", "cost_usd"), formats={"error_rate": "%.4f"}))
+show(versions, first=("service", "model_version", "cost_usd"))

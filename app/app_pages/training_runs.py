@@ -6,7 +6,7 @@ from app import cache, settings as settings_page
 from ingest import config
 from metrics import comparison, queries
 from present import charts
-from app.tables import table
+from app.tables import show
 from present.format import md, plural, usd
 
 # x axis of the scatter: label -> (column, axis title)
@@ -66,7 +66,8 @@ def scatter(x: str, x_label: str) -> dict:
             "ranked": len(ranked), "traced": int(ranked[x].notna().sum()),
             "plotted": len(ranked.dropna(subset=["cost_usd", "val_metric", x])),
             "drawn": len(charts.cost_vs_metric_rows(ranked, x)),
-            "figure": charts.cost_vs_metric(ranked, metric, goal, x, x_label)}
+            "figure": charts.cost_vs_metric(ranked, metric, goal, x, x_label,
+                                            known=cache.fetch(queries.filter_choices)["projects"])}
 
 
 def cheapest_to_target() -> tuple[int, object]:
@@ -116,7 +117,7 @@ else:
     right.plotly_chart(charts.by_hardware(hardware, "cost_efficiency_examples_per_usd",
                                           "Cost efficiency (examples per USD)", hardware_by), width="stretch")
     with st.expander("Table (with tokens/s where runs log it)"):
-        st.dataframe(hardware, hide_index=True, width="stretch", **table(hardware, money=(), labels=LABELS))
+        show(hardware, money=(), labels=LABELS)
 
 if runs["batch_size"].notna().any():
     st.subheader("Batch size")
@@ -136,7 +137,7 @@ st.caption("All runs' cost of a group / its completed runs: the cost of failed a
            "previous completed run.")
 success_by = st.selectbox("Group by", list(queries.GROUPINGS), key="runs_success_by")
 success = cache.fetch(queries.cost_per_successful_run, picked, success_by)
-st.dataframe(success, hide_index=True, width="stretch", **table(success))
+show(success)
 
 st.subheader("Compare two runs or groups")
 rule = settings.comparison if settings else config.Comparison()
@@ -178,13 +179,12 @@ if len(runs) > TABLE_ROWS:  # a browser table of 100k rows costs seconds to send
     st.caption(f"The table shows the {TABLE_ROWS:,} newest of {len(runs):,} runs; narrow the sidebar's filters "
                "to see others, or download the CSV of them all.")
 shown = runs.head(TABLE_ROWS)
-st.dataframe(shown, hide_index=True, width="stretch", **table(
-    shown, first=("run_id", "run_name", "project", "cost_usd", "cost_source", "price_source", "run_energy_kwh",
-                  "energy_source", "val_metric", "val_metric_name", "status", "throughput_examples_per_s",
-                  "throughput_tokens_per_s", "cost_efficiency_examples_per_usd", "cost_per_1k_examples_usd",
-                  "energy_per_1k_examples_wh", "cost_to_target_usd", "energy_to_target_kwh", "to_target_basis",
-                  "run_emissions_kg", "cost_per_epoch_usd", "failed_before", "preempted_before", "started_at"),
-    labels=LABELS, money=MONEY))
+show(shown, first=("run_id", "run_name", "project", "cost_usd", "cost_source", "price_source", "run_energy_kwh",
+                   "energy_source", "val_metric", "val_metric_name", "status", "throughput_examples_per_s",
+                   "throughput_tokens_per_s", "cost_efficiency_examples_per_usd", "cost_per_1k_examples_usd",
+                   "energy_per_1k_examples_wh", "cost_to_target_usd", "energy_to_target_kwh", "to_target_basis",
+                   "run_emissions_kg", "cost_per_epoch_usd", "failed_before", "preempted_before", "started_at"),
+     labels=LABELS, money=MONEY)
 st.download_button(f"Download CSV ({len(runs):,} runs)",
                    cache.training_runs_csv(picked, metric, target, factors, settings and settings.prices),
                    file_name="training_runs.csv", mime="text/csv", icon=":material/download:")

@@ -8,7 +8,6 @@ from datetime import date, timedelta
 from decimal import Decimal
 
 from ingest import config
-from ingest.billing import plain
 from mlcost.common import EXIT_PROBLEMS, EXIT_USAGE, say
 
 
@@ -27,7 +26,8 @@ def register(commands) -> None:
     allocation.add_argument("--by", default="team", metavar="KEY",
                             help="split by team (default), project, namespace, pod or any tag key")
     allocation.add_argument("--json", action="store_true",
-                            help="print JSON with amounts as decimal strings instead of a table")
+                            help="print JSON with exact amounts as decimal strings (to the bill's precision) "
+                                 "instead of a table in cents")
     allocation.set_defaults(run=run_allocation)
 
 
@@ -50,7 +50,7 @@ def run_allocation(args: argparse.Namespace) -> int:
     result = with_idle(allocation.summary(start, end, key, allocation.Rules.of(settings := config.load())),
                        start, end, settings)
     if args.json:
-        print(json.dumps(result, default=_plain, indent=2, ensure_ascii=False))
+        print(json.dumps(trimmed(result), default=_plain, indent=2, ensure_ascii=False))
     else:
         print(table(result))
     if not result["currencies"]:
@@ -105,9 +105,34 @@ def _day(text: str, option: str) -> date:
         raise ValueError(f"{option} {text!r} is not a day (YYYY-MM-DD)") from None
 
 
+def trimmed(result: dict) -> dict:
+    """`result` with every amount at the bill's precision (BILL_PLACES decimals, the warehouse's
+    DECIMAL(38,12)): a share computed by division carries no more decimals than the bill, and
+    the allocation's pieces, rounded to that precision so that they add up to their line, still add up
+    exactly. Trailing zeros are dropped ('4939.2', '2.45', '3670.070517511333')."""
+    from present.format import BILL_PLACES
+
+    return {**result, "currencies": {currency: _trim(figures, BILL_PLACES)
+                                     for currency, figures in result["currencies"].items()}}
+
+
+def _trim(node: object, places: int) -> object:
+    from present.format import exact
+
+    if isinstance(node, dict):
+        return {key: _trim(value, places) for key, value in node.items()}
+    if isinstance(node, list):
+        return [_trim(value, places) for value in node]
+    if isinstance(node, Decimal):
+        return exact(node, places)
+    return node
+
+
 def _plain(value: object) -> object:
+    from present.format import exact
+
     if isinstance(value, Decimal):
-        return plain(value)
+        return exact(value)
     if isinstance(value, date):
         return value.isoformat()
     raise TypeError(f"cannot write {type(value).__name__} as JSON")
@@ -116,37 +141,38 @@ def _plain(value: object) -> object:
 def table(result: dict) -> str:
     """The allocation as aligned text: per currency the buckets, the split by key, the GPU nodes."""
     from metrics.allocation import BUCKET_LABELS
+    from present.format import money
 
     out = [f"Allocation of the bill from {result['from']} to {result['to']} (UTC, by charge period)"]
     if not result["currencies"]:
         out.append("No bill lines in this period.")
     for currency, figures in result["currencies"].items():
         billed = figures["billed"]
-        out += ["", f"{currency}: billed (effective cost) {_money(billed)} over {figures['lines']:,} bill lines"]
+        out += ["", f"{currency}: billed (effective cost) {money(billed, currency)} over {figures['lines']:,} bill lines"]
         if figures["lines_without_effective_cost"]:
             out.append(f"  ({figures['lines_without_effective_cost']:,} lines without an effective cost are left out)")
         rows = [(BUCKET_LABELS[bucket], amount) for bucket, amount in figures["buckets"].items()]
-        out += _rows("bucket", rows, billed)
+        out += _rows("bucket", rows, billed, currency)
         if "idle" in figures:  # the Idle GPUs bucket is the idle no run held; runs' idle is in Training runs
             out += ["", f"  {figures['idle']['text']}", f"  {figures['idle']['hours_text']}"]
-        out += _rows(f"by {result['by']}", sorted(figures["by_key"].items(), key=lambda kv: -kv[1]), billed)
+        out += _rows(f"by {result['by']}", sorted(figures["by_key"].items(), key=lambda kv: -kv[1]), billed, currency)
         if figures["nodes"]:
             # the node's idle no run held (its share of the Idle GPUs bucket); runs' idle is in the line above
-            out += ["", f"  {'GPU node':<24}{'billed':>14}{'per GPU-h':>12}{'idle GPU-h, no run':>20}"
-                        f"{'idle cost, no run':>20}"]
+            out += ["", f"  {'GPU node':<24}{'Billed':>14}{'Per GPU-hour':>14}{'Idle GPU-h, no run':>20}"
+                        f"{'Idle cost, no run':>20}"]
             for host, node in figures["nodes"].items():
-                out.append(f"  {host:<24}{_money(node['billed']):>14}{_money(node['rate_per_gpu_hour'] or 0):>12}"
-                           f"{node['idle_gpu_hours']:>20,.1f}{_money(node['idle_gpu']):>20}")
+                out.append(f"  {host:<24}{money(node['billed'], currency):>14}"
+                           f"{money(node['rate_per_gpu_hour'] or 0, currency):>14}"
+                           f"{node['idle_gpu_hours']:>20,.1f}{money(node['idle_gpu'], currency):>20}")
     return "\n".join(out)
 
 
-def _rows(title: str, rows: list[tuple[str, Decimal]], billed: Decimal) -> list[str]:
-    lines = ["", f"  {title:<50}{'amount':>14}{'share':>8}"]
+def _rows(title: str, rows: list[tuple[str, Decimal]], billed: Decimal, currency: str) -> list[str]:
+    """One amount per row, rounded half-up to cents with the currency; its share of the bill in %."""
+    from present.format import money, rounded
+
+    lines = ["", f"  {title:<50}{'Amount':>16}{'Share':>8}"]
     for name, amount in rows:
-        share = f"{amount / billed * 100:.1f}%" if billed else ""
-        lines.append(f"  {name[:50]:<50}{_money(amount):>14}{share:>8}")
+        share = f"{rounded(amount / billed * 100, 1)}%" if billed else ""
+        lines.append(f"  {name[:50]:<50}{money(amount, currency):>16}{share:>8}")
     return lines
-
-
-def _money(amount: Decimal) -> str:
-    return f"{amount:,.2f}"

@@ -13,9 +13,9 @@ from mlcost.common import EXIT_PROBLEMS, EXIT_USAGE, say
 if TYPE_CHECKING:  # annotations only: `mlcost ingest` starts without pandas (metrics.queries imports it)
     import pandas as pd
 
-COLUMNS = {"load_id": "load", "loaded_at": "loaded at (UTC)", "path": "file", "kind": "kind",
-           "options": "options", "rows_loaded": "loaded", "rows_rejected": "rejected",
-           "rows_current": "rows in use"}
+COLUMNS = {"load_id": "Load", "loaded_at": "Loaded (UTC)", "path": "File", "kind": "Kind",
+           "options": "Options", "rows_loaded": "Loaded", "rows_rejected": "Rejected",
+           "rows_current": "Rows in use"}
 
 
 def register(commands) -> None:
@@ -37,6 +37,7 @@ def register(commands) -> None:
 
 def run_loads(args: argparse.Namespace) -> int:
     from metrics import queries
+    from present.format import plain_table, text_table
 
     ledger = queries.loads()
     if args.json:
@@ -47,14 +48,14 @@ def run_loads(args: argparse.Namespace) -> int:
     if ledger.empty:
         print("mlcost: nothing loaded yet (mlcost ingest PATH, or mlcost demo for the sample data)")
         return 0
-    table = ledger[list(COLUMNS)].rename(columns=COLUMNS)
-    table["loaded at (UTC)"] = ledger["loaded_at"].dt.strftime("%Y-%m-%d %H:%M")
-    print(table.to_string(index=False))
+    header, rows = text_table(ledger[list(COLUMNS)], labels=COLUMNS)  # counts with separators, UTC times
+    print("\n".join(plain_table(header, rows)))
     return 0
 
 
 def run_unload(args: argparse.Namespace) -> int:
     from metrics import queries
+    from present.format import plain_table, text_table
 
     ledger = queries.loads()
     matches = find(ledger, args.target)
