@@ -377,14 +377,14 @@ def test_the_budget_page_shows_the_burn_figures(on_bills, monkeypatch):
     assert any("As of 2026-11-21" in c.value and "Billed through 2026-11-21" in c.value for c in at.caption)
     assert any("2026-11-15 to 2026-11-21, 7 days, 7 with data" in c.value for c in at.caption)
     # the table: team genai's spend is its allocation, with the part on lines tagged genai beside it
-    table = at.dataframe[0].value.set_index("Budget")
+    table = at.dataframe[0].value.set_index("budget")
     cents = lambda amount: f"${amount.quantize(Decimal('0.01')):,}"  # noqa: E731
     nov = lambda by_day: sum((v for d, v in by_day.items() if date(2026, 11, 1) <= d <= date(2026, 11, 21)),  # noqa: E731
                              Decimal(0))
-    assert table.loc["genai team", "Spent"] == cents(nov(allocated_by_day("team", "genai")))
-    assert table.loc["genai team", "Of which tagged"] == cents(nov(bill_spend_by_day(
+    assert table.loc["genai team", "spent"] == cents(nov(allocated_by_day("team", "genai")))
+    assert table.loc["genai team", "of_which_tagged"] == cents(nov(bill_spend_by_day(
         lambda row, tags: tags.get("team") == "genai", "EffectiveCost")))
-    assert table.loc["genai team", "Counts"] == "allocated" and table.loc["ML org", "Counts"] == "billed"
+    assert table.loc["genai team", "counts"] == "allocated" and table.loc["ML org", "counts"] == "billed"
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Spent this month"] == f"${want['spent'].quantize(Decimal('0.01')):,}"
     assert metrics["Forecast to period end"] == f"${want['forecast'].quantize(Decimal('0.01')):,}"

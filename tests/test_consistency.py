@@ -133,7 +133,7 @@ def allocation_table_shows(capsys, month: str) -> dict:
     section = None
     for line in text.splitlines():
         cells = re.split(r"\s{2,}", line.strip())
-        if len(cells) >= 2 and cells[1] == "amount":
+        if len(cells) >= 2 and cells[1].lower() == "amount":
             section = sections.setdefault(cells[0], {})
         elif section is not None and len(cells) >= 2 and line.startswith("  "):
             section[cells[0]] = cells[1]
@@ -210,7 +210,7 @@ def report_shows(capsys, month: str) -> dict:
             periods = [] if not line.strip() else periods
             continue
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if cells[0] == "figure":
+        if cells[0].lower() == "figure":
             periods = []
             for cell in cells[1:]:
                 found = PERIOD.match(cell)

@@ -79,23 +79,23 @@ def test_every_drill_down_is_the_oracles(sample_db, expected):
     labels = {"training": "Training", "serving": "Serving", "idle_gpu": "Idle", "shared": "Shared",
               "unallocated": "Unallocated"}
     bucket_of = {label: b for b, label in labels.items()}
-    bucket, rule, amount = column(rules, "bucket"), column(rules, "rule"), column(rules, "amount")
+    bucket, rule, amount = column(rules, "bucket"), column(rules, "rule"), column(rules, "cost")
     shown = {(next(b for label, b in bucket_of.items() if str(row[bucket]).startswith(label)), row[rule]):
              float(row[amount]) for row in rules.to_dict("records")}
     assert_amounts(shown, expected.by_rule["USD"], "rules")
 
     runs = drill_down(at, "Runs")  # each run's share of the bill
-    assert_amounts(dict(zip(runs[column(runs, "run")], runs[column(runs, "billed")].astype(float))),
+    assert_amounts(dict(zip(runs[column(runs, "run")], runs[column(runs, "allocated")].astype(float))),
                    expected.by_run["USD"], "runs")
     assert set(runs[column(runs, "source")].dropna()) <= {"given", "derived", "catalog"}
 
     versions = drill_down(at, "Model versions")  # serving lines by model version
     assert_amounts({(s, v): float(a) for s, v, a in zip(versions[column(versions, "service")],
                                                         versions[column(versions, "version")],
-                                                        versions[column(versions, "billed")])},
+                                                        versions[column(versions, "allocated")])},
                    expected.by_version["USD"], "model versions")
 
     pieces = drill_down(at, "Bill lines")  # the unallocated bucket's pieces (fewer than the 500 shown)
     unallocated = expected.buckets["USD"]["unallocated"]
-    assert pieces[column(pieces, "amount")].sum() == pytest.approx(float(unallocated), abs=CENT)
+    assert pieces["effective_cost"].sum() == pytest.approx(float(unallocated), abs=CENT)
     assert len(pieces) == sum(1 for key in expected.pieces if key[1] == "unallocated")

@@ -274,7 +274,7 @@ def test_the_reports_budget_outcomes_and_bill_change_compare_the_same_days(on_sa
     assert october_1_21 < whole_october
     change = f"{(november_1_21 / october_1_21 - 1) * 100:+.1f}%"
 
-    header = "| figure | 2026-10 (1-21) | 2026-11 (1-21) | change |"
+    header = "| Figure | 2026-10 (1-21) | 2026-11 (1-21) | Change |"
     assert header in report
     org = next(line for line in report.splitlines() if line.startswith("| Budget ML org: month to date (USD) |"))
     assert org == (f"| Budget ML org: month to date (USD) | ${october_1_21.quantize(CENT):,.2f} | "

@@ -103,10 +103,15 @@ if not unbilled.empty:
 if node_table.empty:
     st.caption("No traced GPU node in this month.")
 else:
-    show(node_table, currency=currency, labels={"node": "Node", "price source": "Price source"},
-         kinds={"billed": "money", "per GPU-hour": "money", "idle cost": "money", "training": "money",
-                "unallocated": "money", "GPU-hours": "number", "idle GPU-hours": "number"},
-         places={"GPU-hours": 1, "idle GPU-hours": 1})
+    hours = ("GPU-hours", "idle GPU-hours, no run", "idle GPU-hours, held by runs")
+    show(node_table, currency=currency,
+         labels={"node": "Node", "price source": "Price source", "idle GPU-hours, no run": "Idle GPU-hours, no run",
+                 "idle cost, no run": "Idle cost, no run", "idle GPU-hours, held by runs": "Idle GPU-hours, held by runs",
+                 "idle cost, held by runs": "Idle cost, held by runs"},
+         kinds={"billed": "money", "per GPU-hour": "money", "idle cost, no run": "money",
+                "idle cost, held by runs": "money", "training": "money", "unallocated": "money",
+                **{name: "number" for name in hours}},
+         places={name: 1 for name in hours})
 
 st.subheader("Drill down")
 view = st.segmented_control("Show", ["Rules", "Runs", "Model versions", "Bill lines"], default="Rules",

@@ -92,7 +92,7 @@ def month_section() -> None:
                        "share": st.column_config.TextColumn("Share of the bill"),
                        "last month": st.column_config.NumberColumn(f"{before} ({currency})",
                                                                    format=money_format(currency)),
-                       "change": st.column_config.NumberColumn(f"Change ({currency})", format="%+,.2f"),
+                       "change": st.column_config.NumberColumn(f"Change ({currency})", format=money_format(currency)),
                        "change %": st.column_config.NumberColumn("Change (%)", format="%+.1f %%")})
     st.caption("Every dollar of the bill lands in one bucket, by the first rule that applies; the buckets add "
                "up to the bill.")
@@ -132,11 +132,12 @@ def at_risk(now: month_figures.Month) -> None:
     else:
         st.dataframe(pd.DataFrame([{
             "budget": b.budget.name,
-            "spent": f"{money(b.spent, b.budget.currency)} of {money(b.budget.amount, b.budget.currency)}",
+            "spent": money(b.spent, b.budget.currency), "amount": money(b.budget.amount, b.budget.currency),
             "used %": round(b.used_pct, 1), "forecast %": round(b.forecast_pct, 1),
             "breach": f"reached {b.breach_day:%b %d}" if b.days_to_breach == 0 else f"{b.breach_day:%b %d} at this rate",
             "owner": b.budget.owner or ""} for b in now.at_risk]), hide_index=True, width="stretch",
-            column_config={"budget": "Budget", "spent": "Spent", "breach": "Breach", "owner": "Owner",
+            column_config={"budget": "Budget", "spent": "Spent", "amount": "Budget amount", "breach": "Breach",
+                           "owner": "Owner",
                            "used %": st.column_config.NumberColumn("Used (%)", format="%.1f %%"),
                            "forecast %": st.column_config.NumberColumn("Forecast (%)", format="%.1f %%")})
     st.page_link("app_pages/budgets.py", label="Every budget, its drivers and its forecast: Budgets",

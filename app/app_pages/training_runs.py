@@ -17,8 +17,8 @@ AXES = {"Cost": ("cost_usd", "Cost (USD)"),
 # headers whose unit the column name's suffix cannot say (present.format.label)
 LABELS = {"throughput_examples_per_s": "Throughput (examples/s)", "throughput_tokens_per_s": "Throughput (tokens/s)",
           "cost_efficiency_examples_per_usd": "Cost efficiency (examples per USD)",
-          "usd_per_hour": "Cost per hour (USD/h)", "run_energy_kwh": "Energy (kWh)",
-          "run_emissions_kg": "Emissions (kg CO₂e)", "energy_per_1k_examples_wh": "Energy per 1,000 examples (Wh)",
+          "usd_per_hour": "Cost per hour (USD/h)", "run_energy_kwh": "Energy, logged or traced (kWh)",
+          "run_emissions_kg": "Emissions, from that energy (kg CO₂e)", "energy_per_1k_examples_wh": "Energy per 1,000 examples (Wh)",
           "cost_per_1k_examples_usd": "Cost per 1,000 examples (USD)", "to_target_basis": "To target from",
           "failed_before": "Failed before (runs)", "preempted_before": "Preempted before (runs)",
           "batch_size": "Batch size (examples)", "epochs": "Epochs", "price_source": "Catalog price source"}
@@ -172,7 +172,9 @@ else:
         st.warning(md(result.reason), icon=":material/flag:")
     elif result.reason:
         st.caption(md(result.reason))
-    st.dataframe(comparison.table(result), hide_index=True, width="stretch")
+    st.dataframe(comparison.table(result), hide_index=True, width="stretch",
+                 column_config={"figure": "Figure", "baseline": "Baseline", "candidate": "Candidate",
+                                "candidate vs baseline": "Candidate vs baseline"})
 
 st.subheader("All runs")
 if len(runs) > TABLE_ROWS:  # a browser table of 100k rows costs seconds to send and to draw
