@@ -260,14 +260,15 @@ def test_import_prometheus_pulls_gpu_samples_and_serving_windows(prom, warehouse
     for service in ("llama-3-8b", "resnet"):
         spans = stored[stored.service == service][["t0", "t1"]].values.tolist()
         assert all(b[0] >= a[1] for a, b in zip(spans, spans[1:])), spans  # no two windows of a series overlap
-    coarse_times = [t for t in times if (t - times[0]) % (2 * STEP_S * 1000) == 0]
-    first, last = coarse_times[0], coarse_times[-1]
+    # the stored windows tile the range once: contiguous, each the counter's increase over its own span
     key = ("vllm:request_success_total", VLLM + (("finished_reason", "stop"),))
     llama = stored[stored.service == "llama-3-8b"]
-    assert int(llama.requests_success.sum()) == sum(
-        increase(at(log, a)[key], at(log, b)[key]) for a, b in zip(coarse_times, coarse_times[1:])
-    ) + sum(increase(at(log, a)[key], at(log, b)[key]) for a, b in zip(times, times[1:]) if a >= last)
-    assert llama.t0.min() == first
+    spans = sorted(zip(llama.t0, llama.t1, llama.requests_success))
+    assert all(later[0] == earlier[1] for earlier, later in zip(spans, spans[1:])), spans
+    assert spans[0][0] <= times[0] and spans[-1][1] >= times[-1]  # the coarse grid is aligned to its own step
+    for t0, t1, served in spans:
+        assert served == increase(at(log, t0)[key], at(log, t1)[key]), (t0, t1)
+    assert any(t1 - t0 == 2 * STEP_S * 1000 for t0, t1, _ in spans)  # the second import's windows are in
 
 
 def test_a_refused_query_shows_the_servers_reason(prom, warehouse, capsys, monkeypatch):
