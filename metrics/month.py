@@ -82,6 +82,11 @@ class Month:
     budgets: int                     # how many budgets are configured
 
     @property
+    def figures_day(self) -> date | None:
+        """The day the figures end on, as every page and alert says it (budgets.as_of_day)."""
+        return budgets.as_of_day(self.as_of)
+
+    @property
     def days(self) -> int:
         """The days counted this month (1 to through), 0 without a bill line in the month."""
         return 0 if self.through is None else (self.through - self.month).days + 1

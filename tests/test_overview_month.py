@@ -164,7 +164,7 @@ def test_the_overview_shows_the_month_with_links_to_each_page(sample):
     assert shown["Forecast for November"].value == usd(forecast(billed_by_day(), date(2026, 11, 1),
                                                                  date(2026, 12, 1))[1])
     idle_cost, idle_hours = idle_cost_and_hours("2026-11-01", "2026-11-21")
-    assert shown["Idle GPUs (largest waste)"].value == usd(idle_cost)
+    assert shown["Idle GPUs not held by any run (largest waste)"].value == usd(idle_cost)
     captions = [as_read(c.value) for c in at.caption]
     assert any(c.startswith(f"{idle_hours:,.1f} idle GPU-hours") for c in captions), captions
     assert shown["Budgets at risk"].value == str(len(month_figures.build(AS_OF, config.load()).at_risk))

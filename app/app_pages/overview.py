@@ -45,12 +45,14 @@ def month_section() -> None:
     figures = now.currencies[currency]
     days = f"{now.month:%b} 1–{now.through.day}" if now.days > 1 else f"{now.month:%b} 1"
     before = (f"{now.previous_start:%b} 1–{(now.previous_end - now.previous_start).days}")
+    shown_day = now.figures_day or now.through
     st.caption(f"Bill lines whose charge period starts {days} (the bill runs through {now.through:%b %d}; as of "
-               f"{now.as_of:%b %d}, as on the Budgets page), compared with the same days of last month "
+               f"{shown_day:%b %d}, as on the Budgets page), compared with the same days of last month "
                f"({before}). Effective cost: commitments amortized, credits and taxes as themselves. "
                "The sidebar filters do not apply to this part.")
 
-    billed, forecast, idle, risk = st.columns(4, border=True)
+    billed, forecast = st.columns(2, border=True)  # two by two: amounts with cents fit their cards
+    idle, risk = st.columns(2, border=True)
     billed.metric(f"Billed so far ({currency})", money(figures.billed, currency),
                   delta=change_text(figures.changes[0], currency), delta_color="inverse",
                   help=f"Change against {before}.")
@@ -65,9 +67,10 @@ def month_section() -> None:
                      f"{money(burn.forecast_low, currency)} to {money(burn.forecast_high, currency)}")
     forecast.page_link("app_pages/budgets.py", label="Budgets", icon=":material/account_balance_wallet:")
     idle_cost = figures.buckets["idle_gpu"]
-    idle.metric("Idle GPUs (largest waste)", money(idle_cost, currency),
-                help="The bill's idle GPU bucket: GPU-hours on billed nodes that no run held, at each node's "
-                     "own cost per GPU-hour (the Costs page's figure).")
+    idle.metric("Idle GPUs not held by any run (largest waste)", money(idle_cost, currency),
+                help="The bill's Idle GPUs bucket: GPU-hours on billed nodes that no run held, at each node's "
+                     "own cost per GPU-hour (the Costs page's figure). Idle time a run held is charged to that "
+                     "run; the Idle GPUs page shows both parts.")
     idle.caption(f"{figures.idle_gpu_hours:,.1f} idle GPU-hours, {pct(idle_cost, figures.billed)} of the bill"
                  + (f"; most on {md(figures.idle_nodes[0][0])} ({money(figures.idle_nodes[0][1], currency)})"
                     if figures.idle_nodes else ""))
