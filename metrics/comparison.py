@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from decimal import Decimal
+from decimal import Decimal, localcontext
 
 import pandas as pd
 
@@ -45,7 +45,11 @@ def _mean(values: pd.Series) -> float | None:
 def _mean_usd(values: pd.Series) -> Decimal | None:
     """Exact mean of a column of Decimal dollars (NULLs left out), 6 places."""
     money = [Decimal(str(v)) for v in values.dropna()]
-    return None if not money else (sum(money, Decimal(0)) / len(money)).quantize(Decimal("0.000001"))
+    if not money:
+        return None
+    with localcontext() as exact:  # run costs sum to 28 integer digits (DECIMAL(38, 10)); 6 places after
+        exact.prec = 50
+        return (sum(money, Decimal(0)) / len(money)).quantize(Decimal("0.000001"))
 
 
 def side(runs: pd.DataFrame) -> Side:

@@ -453,7 +453,7 @@ def test_idle_page_figures_match_plain_python(on_sample, plain):
     right = truth["right_size_candidate"]
     assert candidates[["host", "gpu_index", "project"]].values.tolist() == [
         [right["host"], right["gpu_index"], "search-ranking"]]
-    assert list(candidates["run_ids"][0]) == right["run_ids"]
+    assert candidates["run_ids"][0].split(", ") == right["run_ids"]  # a list of runs reads as one line of text
     assert candidates["mean_util_pct"][0] == pytest.approx(right["mean_gpu_util_pct"], abs=0.005)
     assert len(holes) == 4 and set(holes["gap_h"]) == {3.0}
     assert len(every_gpu) == 8

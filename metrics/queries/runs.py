@@ -289,7 +289,8 @@ def cost_per_successful_run(filters: Filters, by: str = "project") -> pd.DataFra
     return warehouse.query(FILTERED_RUNS + f"""
         , grouped AS (
             SELECT coalesce({column if column != "config" else "coalesce(tags['config'], instance_type)"},
-                            '(none)') AS group_name, status, cost_usd
+                            '(none)') AS group_name, status,
+                   CAST(cost_usd AS DECIMAL(38, 10)) AS cost_usd  -- sums of run costs: 28 integer digits
             FROM filtered_runs
         )
         SELECT group_name, count(*) AS runs,
@@ -325,7 +326,7 @@ def hardware_throughput(filters: Filters, by: str = "GPU type") -> pd.DataFrame:
                count(*) AS runs,
                avg(throughput_examples_per_s) AS throughput_examples_per_s,
                avg(TRY_CAST(tags['throughput_tokens_per_s'] AS DOUBLE)) AS throughput_tokens_per_s,
-               sum(throughput_examples_per_s * duration_s) / CAST(sum(cost_usd) AS DOUBLE)
+               sum(throughput_examples_per_s * duration_s) / sum(CAST(cost_usd AS DOUBLE))
                    AS cost_efficiency_examples_per_usd
         FROM filtered_runs
         WHERE throughput_examples_per_s IS NOT NULL AND cost_usd > 0 AND duration_s > 0
