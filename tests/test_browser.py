@@ -229,19 +229,20 @@ def test_every_page_renders_on_the_sample_data(chromium, sample_dashboard, tmp_p
         page.screenshot(path=tmp_path / f"{heading}.png", full_page=True)
 
 
-def test_costs_page_shows_the_allocation_command_figures(chromium, sample_dashboard):
-    """The Costs page in a real browser: the bill and every bucket as `mlcost allocation --json`
-    prints them for the same warehouse and settings, and each team's total."""
+def test_costs_page_shows_the_oracles_figures(chromium, sample_dashboard):
+    """The Costs page in a real browser: November's bill, every bucket and each team's total as the
+    independent oracle (tests/oracle.py: plain Python over the sample files) computes them."""
     from playwright.sync_api import expect
 
     from present.format import money
+    from tests import oracle
 
     base_url, db = sample_dashboard
-    printed = subprocess.run([sys.executable, "-m", "mlcost", "allocation", "--json", "--by", "team"],
-                             env={**os.environ, "MLCOST_DB": str(db), "MLCOST_CONFIG": str(SAMPLE_DIR / "mlcost.toml")},
-                             capture_output=True, text=True)
-    assert printed.returncode == 0, printed.stderr
-    usd = json.loads(printed.stdout)["currencies"]["USD"]
+    truth = oracle.sample().allocation(*oracle.month_bounds("2026-11"))
+
+    def cents(exact) -> Decimal:  # the oracle's exact Fraction, in Decimal for money()
+        return Decimal(exact.numerator) / Decimal(exact.denominator)
+
     labels = {"training": "Training runs", "serving": "Serving", "idle_gpu": "Idle GPUs", "shared": "Shared",
               "unallocated": "Unallocated"}
     with browser_page(chromium) as page:
@@ -250,18 +251,18 @@ def test_costs_page_shows_the_allocation_command_figures(chromium, sample_dashbo
         # The first allocation of a fresh server takes a while on a busy machine.
         expect(page.get_by_role("heading", name="By team")).to_be_visible(timeout=4 * WAIT_MS)
         billed = page.get_by_test_id("stMetric").filter(has_text="Billed in November 2026")
-        expect(billed.get_by_test_id("stMetricValue")).to_have_text(money(Decimal(usd["billed"]), "USD"),
+        expect(billed.get_by_test_id("stMetricValue")).to_have_text(money(cents(truth.billed["USD"]), "USD"),
                                                                     timeout=4 * WAIT_MS)
         for bucket, label in labels.items():
             metric = page.get_by_test_id("stMetric").filter(
                 has=page.get_by_test_id("stMetricLabel").get_by_text(label, exact=True))
-            expect(metric.get_by_test_id("stMetricValue")).to_have_text(money(Decimal(usd["buckets"][bucket]), "USD"))
+            expect(metric.get_by_test_id("stMetricValue")).to_have_text(money(cents(truth.buckets["USD"][bucket]), "USD"))
         # The grid paints on a canvas; its hidden accessibility table holds the cells' values
         # (team, then the total).
         rows = page.get_by_test_id("stDataFrame").first.locator("tr:has(td)")
-        expect(rows).to_have_count(len(usd["by_key"]), timeout=4 * WAIT_MS)
+        expect(rows).to_have_count(len(truth.by_team["USD"]), timeout=4 * WAIT_MS)
         shown = {cells[0]: float(cells[1]) for cells in (row.locator("td").all_inner_texts() for row in rows.all())}
-        assert shown == {team: pytest.approx(float(Decimal(amount)), abs=0.005) for team, amount in usd["by_key"].items()}
+        assert shown == {team: pytest.approx(float(amount), abs=0.005) for team, amount in truth.by_team["USD"].items()}
         expect(page.get_by_test_id("stException")).to_have_count(0)
 
 
