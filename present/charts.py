@@ -420,15 +420,19 @@ def month_comparison(figures: list, current: str, previous: str, unit: str) -> g
     return figure
 
 
+def _two_months(frame: pd.DataFrame, key: str, column: str, current: str, previous: str) -> pd.DataFrame:
+    """`frame`'s `column` (this month) and `column`_previous as rows of (key, month, value), for
+    bars of the two months side by side; missing values left out."""
+    return pd.concat([
+        pd.DataFrame({key: frame[key], "month": previous, "value": frame[f"{column}_previous"].astype(float)}),
+        pd.DataFrame({key: frame[key], "month": current, "value": frame[column].astype(float)}),
+    ]).dropna(subset=["value"])
+
+
 def service_cost_month(services: pd.DataFrame, current: str, previous: str) -> go.Figure:
     """Cost per 1k successful requests (USD) per service, previous and this month: one panel per
     service with its own scale (services differ by 100x)."""
-    data = pd.concat([
-        pd.DataFrame({"service": services["service"], "month": previous,
-                      "value": services["cost_per_1k_success_usd_previous"].astype(float)}),
-        pd.DataFrame({"service": services["service"], "month": current,
-                      "value": services["cost_per_1k_success_usd"].astype(float)}),
-    ]).dropna(subset=["value"])
+    data = _two_months(services, "service", "cost_per_1k_success_usd", current, previous)
     figure = px.bar(data, x="month", y="value", color="month", facet_col="service",
                     category_orders={"month": [previous, current]}, color_discrete_map=month_colours(previous, current),
                     labels={"value": "USD per 1k successful requests", "month": "Month (UTC)"})
@@ -441,12 +445,7 @@ def service_cost_month(services: pd.DataFrame, current: str, previous: str) -> g
 
 def project_spend_month(projects: pd.DataFrame, current: str, previous: str) -> go.Figure:
     """Grouped bars: estimated training cost (USD) per project, previous and this month."""
-    data = pd.concat([
-        pd.DataFrame({"project": projects["project"], "month": previous,
-                      "value": projects["cost_usd_previous"].astype(float)}),
-        pd.DataFrame({"project": projects["project"], "month": current,
-                      "value": projects["cost_usd"].astype(float)}),
-    ]).dropna(subset=["value"])
+    data = _two_months(projects, "project", "cost_usd", current, previous)
     figure = px.bar(data, x="project", y="value", color="month", barmode="group",
                     category_orders={"month": [previous, current]}, color_discrete_map=month_colours(previous, current),
                     labels={"value": "Estimated training cost (USD)", "project": "Project", "month": "Month (UTC)"})
