@@ -65,6 +65,22 @@ def demo_warehouse(demo_db: Path, warehouse: Path) -> Path:
     return warehouse
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _streamlit_config_of_the_repository():
+    """Streamlit reads .streamlit/config.toml from the working folder the first time an option is
+    asked for: read it from the repository's before any test moves elsewhere (tmp_path), so pages
+    under AppTest see the shipped settings (server.address 127.0.0.1) whichever test runs first."""
+    import streamlit as st
+
+    here = Path.cwd()
+    os.chdir(REPO_ROOT)
+    try:
+        st.get_option("server.address")
+    finally:
+        os.chdir(here)
+    yield
+
+
 @pytest.fixture(autouse=True)
 def _clear_streamlit_caches():
     """st.cache_data and st.cache_resource outlive an AppTest run inside one pytest process;
