@@ -411,6 +411,25 @@ def test_exported_report_opens_offline_and_shows_its_charts(chromium, sample_das
     assert refused == [], refused
 
 
+def choose_option(page, selectbox, label: str, attempts: int = 4) -> None:
+    """Open a selectbox and pick the option containing `label`. A rerun that lands while the list is
+    open (the page settles after a load) closes it, so the list is opened again until the option shows."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    option = page.get_by_role("option").filter(has_text=label)
+    for attempt in range(attempts):
+        selectbox.get_by_role("combobox").click()
+        try:
+            option.wait_for(state="visible", timeout=WAIT_MS // attempts)
+        except PlaywrightTimeout:
+            if attempt == attempts - 1:
+                raise
+            page.keyboard.press("Escape")
+            continue
+        option.click()
+        return
+
+
 def test_a_load_is_unloaded_from_the_data_page(chromium, dashboard, tmp_path):
     """Data page: the load history lists the upload; Unload removes it and its run."""
     from playwright.sync_api import expect
@@ -428,8 +447,7 @@ def test_a_load_is_unloaded_from_the_data_page(chromium, dashboard, tmp_path):
         picker = page.get_by_test_id("stSelectbox").filter(has_text="Load to remove")
         expect(picker.get_by_role("combobox")).to_have_value("")  # nothing preselected
         expect(picker.get_by_role("combobox")).to_have_attribute("placeholder", "Choose a load to remove")
-        picker.click()
-        page.get_by_role("option").filter(has_text=run_log.name).click()
+        choose_option(page, picker, run_log.name)
         page.get_by_role("button", name="Unload").click()
         expect(page.get_by_text(f"Unloaded 1: {run_log.name} (runs,")).to_be_visible()
         expect(page.get_by_text("Nothing loaded yet")).to_be_visible()
