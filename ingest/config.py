@@ -218,6 +218,14 @@ class Comparison:
 
 
 @dataclass(frozen=True)
+class Dashboard:
+    """The hour-of-day x weekday view (metrics/hour_of_week.py): its default zone and low-utilization mark."""
+
+    time_zone: str = "UTC"
+    low_util_pct: float = 30.0
+
+
+@dataclass(frozen=True)
 class Retrospective:
     """When a figure of the month becomes a recommendation (metrics/retrospective.py)."""
 
@@ -252,6 +260,7 @@ class Config:
     budgets: tuple[Budget, ...] = ()
     retrospective: Retrospective = field(default_factory=Retrospective)
     comparison: Comparison = field(default_factory=Comparison)
+    dashboard: Dashboard = field(default_factory=Dashboard)
     slurm: Slurm = field(default_factory=Slurm)
     ingest: Limits = field(default_factory=Limits)
 
@@ -328,6 +337,7 @@ def _build(user: dict, path: Path | None) -> Config:
         retrospective=_retrospective(merged["retrospective"], source),
         comparison=Comparison(**{key: _number(value, source, f"comparison.{key}")
                                  for key, value in merged["comparison"].items()}),
+        dashboard=_dashboard(merged["dashboard"], source),
         slurm=Slurm(MappingProxyType({
             name.strip().lower(): _price(value, source, f"slurm.partition_gpu_usd_per_hour.{name}")
             for name, value in merged["slurm"]["partition_gpu_usd_per_hour"].items()})),
@@ -603,6 +613,21 @@ def _optional_text(value: object, file: str, key: str) -> str | None:
     if not isinstance(value, str):
         raise ConfigError(file, key, f"must be text, got {value!r}")
     return value.strip() or None
+
+
+def _dashboard(section: dict, file: str) -> Dashboard:
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    zone = section["time_zone"]
+    try:
+        if not isinstance(zone, str) or not zone.strip():
+            raise ValueError
+        ZoneInfo(zone.strip())
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ConfigError(file, "dashboard.time_zone",
+                          f"must be an IANA time zone name such as \"UTC\" or \"America/New_York\", not {zone!r}") from None
+    return Dashboard(time_zone=zone.strip(),
+                     low_util_pct=_number(section["low_util_pct"], file, "dashboard.low_util_pct"))
 
 
 def _retrospective(section: dict, file: str) -> Retrospective:

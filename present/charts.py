@@ -502,3 +502,32 @@ def batch_size_scatter(runs: pd.DataFrame, column: str, label: str) -> go.Figure
                         labels={"value": label, "batch_size": "Batch size (examples)", "project": "Project"})
     figure.update_layout(legend_title_text="Project", margin=dict(t=30, b=10))
     return figure
+
+
+# --- Hour of day x weekday ------------------------------------------------------------------
+
+WEEKDAY_LABELS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")  # ISO weekdays 1-7
+
+
+def hour_of_week_grid(cells: pd.DataFrame, column: str) -> pd.DataFrame:
+    """`column` of the cells (ISO weekday 1-7, hour 0-23) as a 7 x 24 grid: weekdays Monday first
+    (rows), hours 0-23 (columns); a cell outside the data's span is NaN (a gap, not 0)."""
+    data = cells.assign(**{column: pd.to_numeric(cells[column], errors="coerce").astype(float)})
+    grid = data.pivot_table(index="weekday", columns="hour", values=column, aggfunc="sum", dropna=False)
+    return grid.reindex(index=range(1, 8), columns=range(24))
+
+
+def hour_of_week_heatmap(cells: pd.DataFrame, column: str, label: str, zone: str,
+                         colorscale: str = "Blues", number: str = ",.1f") -> go.Figure:
+    """A 7 x 24 heatmap of `column` (hours across, weekdays down, Monday on top) in `zone`; hover
+    shows the value with `number` format and the hours of the span behind it."""
+    grid = hour_of_week_grid(cells, column)
+    span = hour_of_week_grid(cells, "span_h")
+    figure = go.Figure(go.Heatmap(
+        z=grid.values, x=[f"{h:02d}" for h in range(24)], y=list(WEEKDAY_LABELS), customdata=span.values,
+        colorscale=colorscale, xgap=1, ygap=1, hoverongaps=False, colorbar=dict(title=label),
+        hovertemplate="%{y} %{x}:00: %{z:" + number + "}<br>over %{customdata:,.2f} h of the span<extra></extra>"))
+    figure.update_xaxes(type="category", title=f"Hour of the day ({zone})")
+    figure.update_yaxes(type="category", autorange="reversed", title="")
+    figure.update_layout(margin=dict(t=30, b=10), height=320, plot_bgcolor="#d9d9d9")
+    return figure

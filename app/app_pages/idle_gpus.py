@@ -5,7 +5,8 @@ import streamlit as st
 from datetime import timedelta
 
 from app import cache, settings as settings_page, settings_forms
-from metrics import allocation, idle, queries
+from app.hour_of_week import zone_picker
+from metrics import allocation, hour_of_week, idle, queries
 from present import charts
 from app.tables import show
 from present.format import md, money
@@ -95,6 +96,18 @@ st.plotly_chart(cache.chart("utilization_histogram", (picked, bin_pct, float(rul
                             lambda: charts.utilization_histogram(cache.fetch(queries.utilization_histogram, picked,
                                                                              bin_pct),
                                                                  bin_pct, rule["idle_util_max_pct"])), width="stretch")
+
+st.subheader("By hour of the day and weekday")
+zone = zone_picker(settings.dashboard.time_zone)
+cells = cache.fetch(queries.gpu_hour_of_week, picked, zone)
+st.markdown(md(hour_of_week.low_use_sentence(cells, settings.dashboard.low_util_pct, zone)))
+st.caption("Every traced GPU; a cell is the mean over the hours of the data's span that fall in it. Capacity: GPUs "
+           "present (traced). `[dashboard] low_util_pct` sets what counts as low utilization.")
+hour_left, hour_right = st.columns(2)
+hour_left.plotly_chart(cache.chart("gpu_hour_util", (picked, zone), lambda: charts.hour_of_week_heatmap(
+    cells, "util_pct", "Utilization (%)", zone, "Blues", ",.1f")), width="stretch")
+hour_right.plotly_chart(cache.chart("gpu_hour_present", (picked, zone), lambda: charts.hour_of_week_heatmap(
+    cells, "gpus_present", "GPUs present", zone, "Greens", ",.1f")), width="stretch")
 
 threshold = settings.gpu.right_size_util_pct
 st.subheader("Right-size candidates")

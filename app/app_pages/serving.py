@@ -3,6 +3,7 @@ import pandas as pd
 import streamlit as st
 
 from app import cache, settings as settings_page
+from app.hour_of_week import zone_picker
 from metrics import queries
 from present import charts
 from app.tables import show
@@ -59,6 +60,19 @@ if totals["windows_with_energy"] > 0:
     st.plotly_chart(cache.chart("serving_by_version", (picked, energy_column),
                                 lambda: charts.serving_by_version(versions, energy_column, energy_label)),
                     width="stretch")
+
+st.subheader("By hour of the day and weekday")
+settings = settings_page.load_or_stop()
+zone = zone_picker(settings.dashboard.time_zone)
+cells = cache.fetch(queries.serving_hour_of_week, picked, zone)
+st.caption(f"Every service, on the clock of {md(zone)}; a cell is the mean over the hours of the data's span that "
+           "fall in it. A window spanning more than one hour is split across its hours in proportion to the time "
+           "it spends in each.")
+hour_left, hour_right = st.columns(2)
+hour_left.plotly_chart(cache.chart("serving_hour_requests", (picked, zone), lambda: charts.hour_of_week_heatmap(
+    cells, "requests_per_h", "Requests per hour", zone, "Blues", ",.0f")), width="stretch")
+hour_right.plotly_chart(cache.chart("serving_hour_cost", (picked, zone, cost_column), lambda: charts.hour_of_week_heatmap(
+    cells, cost_column, cost_label, zone, "Oranges", "$,.4f")), width="stretch")
 
 st.subheader("Latency against cost")
 st.caption("One point per model version and percentile: the request-weighted mean of its windows' p50 and p95.")

@@ -83,3 +83,7 @@ from metrics.queries.budgets import (  # noqa: F401
     budget_top_services,
     budget_top_projects,
 )
+from metrics.queries.hours import (  # noqa: F401
+    gpu_hour_of_week,
+    serving_hour_of_week,
+)
