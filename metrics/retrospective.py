@@ -514,6 +514,114 @@ def _coverage(ctx: Context) -> Section:
     return section
 
 
+# The seed's two graphs (seed 000, "Monitoring, budgeting, and guardrails": a monthly retrospective
+# with "cost per run vs val_metric" and "cost per 1,000 requests per model version"), and the
+# month's guardrail breaches.
+
+FRONTIER_TABLE_MAX_ROWS = 50
+
+
+def run_points(ctx: Context) -> pd.DataFrame:
+    """One row per ranked run that started in the month (completed, with a cost and a validation
+    metric; the Training runs page's ranking, queries.pareto_standing): run_id, project,
+    val_metric_name, metric_goal, val_metric, cost_usd (USD), on_frontier, dominated_by."""
+    return ctx.fetch(queries.pareto_standing, ctx.current_range)
+
+
+def _runs_vs_metric(ctx: Context) -> Section | None:
+    points = run_points(ctx)
+    if points.empty:
+        return None
+    section = Section("runs_vs_metric", "Cost per run against the validation metric")
+    drawn = charts.month_runs_vs_metric_rows(points)
+    section.chart = charts.month_runs_vs_metric(points)
+    frontier = points[points["on_frontier"].astype(bool)]
+    section.table = frontier[["run_id", "project", "val_metric_name", "val_metric", "cost_usd"]].head(
+        FRONTIER_TABLE_MAX_ROWS)
+    section.units = {"val_metric": "decimal", "cost_usd": "USD"}
+    section.notes.append(f"One point per completed run of the month with a cost and a validation metric "
+                         f"({len(points):,} runs, {points['val_metric_name'].nunique()} metrics); the table lists "
+                         f"the runs on their project's Pareto frontier ({len(frontier):,}"
+                         + (f", the first {FRONTIER_TABLE_MAX_ROWS}" if len(frontier) > FRONTIER_TABLE_MAX_ROWS else "")
+                         + "). Failed, preempted and running runs are left out: their metric is a partial one.")
+    if len(drawn) < len(points):
+        section.notes.append(f"The chart draws {len(drawn):,} of the {len(points):,} runs (at most "
+                             f"{charts.MAX_POINTS:,} points, {charts.COST_VS_METRIC_MAX_PANELS} metrics).")
+    return section
+
+
+def version_costs(ctx: Context) -> pd.DataFrame:
+    """Per service and model version with windows in the month: the Serving page's figures
+    (queries.serving_by_version with the month as date range), cost per 1k successful requests in USD."""
+    return ctx.fetch(queries.serving_by_version, ctx.current_range)
+
+
+def _version_costs(ctx: Context) -> Section | None:
+    versions = version_costs(ctx)
+    if versions.empty:
+        return None
+    section = Section("version_costs", "Cost per 1k requests per model version")
+    section.table = versions[["service", "model_version", "requests_success", "cost_usd", "cost_per_1k_success_usd"]]
+    section.units = {"requests_success": "count", "cost_usd": "USD", "cost_per_1k_success_usd": "USD/1k"}
+    section.chart = charts.serving_by_version(versions, "cost_per_1k_success_usd", "USD per 1k successful requests")
+    section.notes.append("Per model version, over the month's windows: the windows' cost over their successful "
+                         "requests x 1,000 (windows without a cost left out of both), as the Serving page shows it.")
+    return section
+
+
+def guardrail_limits(settings: config.Config) -> tuple[float, float, float, tuple[tuple[str, float, float, float], ...]]:
+    """The run guardrails of [alerts] as queries.runs_over_limits takes them (the arguments the
+    run_guardrail alert passes): global cost (USD), wall-clock hours, GPU-hours, and per project."""
+    rules = settings.alerts
+    own = tuple((project, float(limits.max_cost_usd), limits.max_hours, limits.max_gpu_hours)
+                for project, limits in sorted(rules.project_run_limits.items()))
+    return float(rules.run_limits.max_cost_usd), rules.run_limits.max_hours, rules.run_limits.max_gpu_hours, own
+
+
+def guardrails_set(settings: config.Config) -> bool:
+    """Whether any run guardrail (global or per project) is set."""
+    rules = settings.alerts
+    return any(limits.max_cost_usd or limits.max_hours or limits.max_gpu_hours
+               for limits in (rules.run_limits, *rules.project_run_limits.values()))
+
+
+def guardrail_breaches(ctx: Context) -> pd.DataFrame:
+    """The runs that started in the month and are over a run guardrail: the query the run_guardrail
+    alert asks (queries.runs_over_limits) with the same limits, so list and alert agree. Costliest
+    first; `over` names the limits crossed ('cost', 'hours', 'GPU-hours')."""
+    found = ctx.fetch(queries.runs_over_limits, ctx.current_range, *guardrail_limits(ctx.settings))
+    if found.empty:
+        return found.assign(over=pd.Series(dtype=object))
+    over = [", ".join(name for name, crossed in (("cost", c), ("hours", h), ("GPU-hours", g)) if crossed is True)
+            for c, h, g in zip(found["over_cost"], found["over_hours"], found["over_gpu_hours"])]
+    limits = {column: found[column].where(found[column].astype(float) > 0)  # 0 is no limit: shown blank
+              for column in ("max_cost_usd", "max_hours", "max_gpu_hours")}
+    return found.assign(over=over, **limits)
+
+
+def _guardrails(ctx: Context) -> Section:
+    section = Section("guardrails", "Guardrail breaches")
+    if not guardrails_set(ctx.settings):
+        section.notes.append("No run guardrail is set: `[alerts] run_max_cost_usd`, `run_max_hours`, "
+                             "`run_max_gpu_hours` (and per project `[alerts.run_limits.PROJECT]`) in mlcost.toml.")
+        return section
+    breaches = guardrail_breaches(ctx)
+    count = len(breaches)
+    section.figures.append(Figure("Runs over a guardrail", "runs", count,
+                                  len(ctx.fetch(queries.runs_over_limits, ctx.previous_range,
+                                                *guardrail_limits(ctx.settings))), "Alerts (run_guardrail)"))
+    if count:
+        section.table = breaches[["run_id", "project", "owner", "started_at", "over", "cost_usd", "max_cost_usd",
+                                  "duration_h", "max_hours", "gpu_hours", "max_gpu_hours"]]
+        section.units = {"started_at": "datetime", "cost_usd": "USD", "max_cost_usd": "USD", "duration_h": "decimal",
+                         "max_hours": "decimal", "gpu_hours": "decimal", "max_gpu_hours": "decimal"}
+    section.notes.append(("No run that started this month was over a guardrail. " if not count else "")
+                         + "A run is over when its cost, wall-clock hours or GPU-hours exceed its project's limit "
+                         "(`[alerts.run_limits.PROJECT]`), else the global one (`[alerts]`; 0 is no limit): the "
+                         "runs the run_guardrail alert names; a blank limit is not set.")
+    return section
+
+
 def budget_burns(ctx: Context, last_day: date) -> list:
     """Each configured budget's burn (metrics/budgets.py) counted to `last_day` (included): what the
     Budgets page shows with the day after it as its as-of."""
@@ -575,7 +683,8 @@ def _label(month: date) -> str:
 
 # The report's sections, in order. A section is a function of the Context returning a Section or None.
 SECTIONS: tuple[Callable[[Context], Section | None], ...] = (
-    _spend, _energy, _idle, _serving, _versions, _projects, _top_runs, _budgets, _coverage,
+    _spend, _energy, _idle, _serving, _version_costs, _versions, _projects, _top_runs, _runs_vs_metric, _guardrails,
+    _budgets, _coverage,
 )
 
 

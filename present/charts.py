@@ -531,3 +531,36 @@ def hour_of_week_heatmap(cells: pd.DataFrame, column: str, label: str, zone: str
     figure.update_yaxes(type="category", autorange="reversed", title="")
     figure.update_layout(margin=dict(t=30, b=10), height=320, plot_bgcolor="#d9d9d9")
     return figure
+
+
+# --- Retrospective: the seed's two graphs ---------------------------------------------------
+
+COST_VS_METRIC_MAX_PANELS = 6  # one panel per metric; more would be too small to read
+
+
+def month_runs_vs_metric_rows(points: pd.DataFrame) -> pd.DataFrame:
+    """The runs month_runs_vs_metric draws: those of the COST_VS_METRIC_MAX_PANELS commonest
+    metrics (in the order given), at most MAX_POINTS of them."""
+    names = list(dict.fromkeys(points["val_metric_name"]))[:COST_VS_METRIC_MAX_PANELS]
+    return points[points["val_metric_name"].isin(names)].head(MAX_POINTS)
+
+
+def month_runs_vs_metric(points: pd.DataFrame, known=()) -> go.Figure:
+    """Cost per run (USD, x) against its validation metric (y), one point per run, one panel per
+    metric with its own scale; filled: on its project's Pareto frontier, open: dominated."""
+    data = _floats(month_runs_vs_metric_rows(points), "cost_usd", "val_metric")
+    data = data.assign(standing=data["on_frontier"].map({True: "Pareto frontier", False: "dominated"}),
+                       metric=data["val_metric_name"] + data["metric_goal"].map(
+                           {"max": " (higher is better)", "min": " (lower is better)"}).fillna(""))
+    figure = px.scatter(data, x="cost_usd", y="val_metric", color="project", symbol="standing",
+                        facet_row="metric", color_discrete_map=colour_map(data["project"], known),
+                        symbol_map={"Pareto frontier": "circle", "dominated": "circle-open"},
+                        hover_name="run_id", hover_data={"dominated_by": True, "cost_usd": ":,.2f", "metric": False},
+                        labels={"cost_usd": "Cost per run (USD)", "val_metric": "", "project": "Project",
+                                "standing": ""})
+    figure.update_yaxes(matches=None, showticklabels=True)
+    figure.for_each_annotation(lambda note: note.update(text=note.text.split("=", 1)[-1]))
+    figure.update_layout(margin=dict(t=30, b=10), height=160 + 260 * max(data["metric"].nunique(), 1),
+                         legend_title_text="")
+    _thousands(figure, "x")
+    return figure

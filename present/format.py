@@ -204,6 +204,8 @@ COLUMNS: dict[str, Column] = {
     "gpu_energy_wh_per_1k_examples": _c("GPU energy per 1k examples (Wh)", "number", 2),
     "gpu_emissions_kg": _c("GPU emissions (kg CO₂e)", "number", 2), "pareto_standing": _c("Pareto standing"),
     "runs": _c("Runs", "count"), "runs_previous": _c("Runs, previous month", "count"),
+    "max_cost_usd": _c("Cost ceiling per run", "money", 2, "USD"), "max_hours": _c("Max wall-clock (h)", "number", 1),
+    "max_gpu_hours": _c("Max GPU-hours per run", "number", 1), "over": _c("Over"),
     "cost_usd_previous": _c("Cost, previous month", "money", 2, "USD"),
     # serving
     "service": _c("Service"), "model_version": _c("Model version"), "versions": _c("Model versions"),

@@ -336,12 +336,14 @@ def hardware_throughput(filters: Filters, by: str = "GPU type") -> pd.DataFrame:
 
 def pareto_standing(filters: Filters) -> pd.DataFrame:
     """Every ranked run of the filter, whatever its metric: run_id, project, val_metric_name,
-    on_frontier, dominated_by and cost_usd, as training_runs() ranks them for that metric (one
-    query for every metric instead of one per metric); commonest metric first, newest run first."""
+    on_frontier, dominated_by, cost_usd (USD), val_metric, metric_goal and started_at, as
+    training_runs() ranks them for that metric (one query for every metric instead of one per
+    metric); commonest metric first, newest run first."""
     return warehouse.query(FILTERED_RUNS + STANDING + """
         , counts AS (SELECT val_metric_name, count(*) AS runs FROM filtered_runs
                      WHERE val_metric IS NOT NULL GROUP BY 1)
-        SELECT s.run_id, s.project, s.val_metric_name, s.on_frontier, d.dominated_by, s.cost_usd
+        SELECT s.run_id, s.project, s.val_metric_name, s.on_frontier, d.dominated_by, s.cost_usd,
+               r.val_metric, r.metric_goal, r.started_at
         FROM standing s LEFT JOIN dominance d USING (run_id) JOIN counts c USING (val_metric_name)
         JOIN filtered_runs r USING (run_id)
         ORDER BY c.runs DESC, s.val_metric_name, r.started_at DESC, s.run_id
