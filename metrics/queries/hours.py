@@ -78,9 +78,9 @@ def serving_hour_of_week(filters: Filters, zone: str = "UTC") -> pd.DataFrame:
 
     A window that spans more than one hour is split across the hours it covers in proportion to
     the time it spends in each (requests and cost alike: traffic is taken as even within a
-    window). The split is made on UTC quarter hours with a share rounded to 1e-9, so a window's
-    pieces add up to its cost within 1e-9 of it (exactly for windows on quarter-hour boundaries);
-    requests become fractional. A window without an end after its start is left out.
+    window). The split is made on UTC quarter hours; a cost share (the piece's fraction of the
+    window) is rounded to 1e-9, so the pieces add up to the window's cost within 1e-9 of it per
+    piece (exactly for windows on quarter-hour boundaries); requests become fractional. A window without an end after its start is left out.
     """
     return warehouse.query("""
         WITH windows AS (
@@ -92,8 +92,7 @@ def serving_hour_of_week(filters: Filters, zone: str = "UTC") -> pd.DataFrame:
             SELECT *, unnest(range(CAST(floor(start_s / 900) AS BIGINT), CAST(ceil(end_s / 900) AS BIGINT))) AS q
             FROM windows
         ), shared AS (
-            SELECT q, CAST((least(end_s, (q + 1) * 900.0) - greatest(start_s, q * 900.0)) / (end_s - start_s)
-                           AS DECIMAL(18, 9)) AS share,
+            SELECT q, (least(end_s, (q + 1) * 900.0) - greatest(start_s, q * 900.0)) / (end_s - start_s) AS share,
                    requests_total, requests_success, success_priced, requests_priced, cost_usd
             FROM pieces
         ), quarters AS (
@@ -102,7 +101,7 @@ def serving_hour_of_week(filters: Filters, zone: str = "UTC") -> pd.DataFrame:
                    sum(requests_success * share) AS requests_success,
                    sum(success_priced * share) AS success_priced,
                    sum(requests_priced * share) AS requests_priced,
-                   sum(CAST(cost_usd * share AS DECIMAL(38, 12))) AS cost_usd,
+                   sum(CAST(cost_usd * CAST(share AS DECIMAL(18, 9)) AS DECIMAL(38, 12))) AS cost_usd,
                    count(cost_usd) AS pieces_with_cost
             FROM shared GROUP BY q
         )""" + _SPAN_CELLS + """
