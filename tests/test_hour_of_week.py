@@ -215,3 +215,60 @@ def test_time_zone_setting_is_checked(tmp_path):
             config.check_text(f"[dashboard]\ntime_zone = {bad}\n", settings)
     with pytest.raises(ValueError):
         hour_of_week.check_zone("../etc/passwd")
+
+
+def heatmaps(at) -> dict[str, list]:
+    """{colour bar title: z grid} of every heatmap the page drew."""
+    out = {}
+    for chart in at.get("plotly_chart"):
+        for trace in json.loads(chart.proto.spec)["data"]:
+            if trace.get("type") == "heatmap":
+                out[trace["colorbar"]["title"]["text"]] = trace["z"]
+    return out
+
+
+def open_page(page: str):
+    from streamlit.testing.v1 import AppTest
+
+    from tests.conftest import REPO_ROOT
+
+    at = AppTest.from_file(str(REPO_ROOT / "app" / "main.py"), default_timeout=60).run()
+    at.switch_page(page).run()
+    assert not at.exception, [e.message for e in at.exception]
+    return at
+
+
+def grid_value(z, weekday: int, hour: int):
+    """A cell of a heatmap's z as the browser gets it (a list of rows, or plotly's typed array)."""
+    if isinstance(z, dict):  # {"dtype": "f8", "bdata": base64, "shape": "7, 24"}
+        import base64
+
+        import numpy as np
+
+        shape = tuple(int(n) for n in str(z["shape"]).split(","))
+        z = np.frombuffer(base64.b64decode(z["bdata"]), dtype=z["dtype"]).reshape(shape).tolist()
+    value = z[weekday - 1][hour]
+    return None if value is None or value != value else float(value)
+
+
+def test_pages_draw_the_heatmaps_in_the_zone_picked(hours_warehouse):
+    at = open_page("app_pages/serving.py")
+    at.selectbox(key="hour_of_week_zone_serving").set_value(NEW_YORK).run()
+    assert not at.exception, [e.message for e in at.exception]
+    drawn = heatmaps(at)
+    expected = expected_serving(NEW_YORK)
+    requests = drawn["Requests per hour"]
+    assert grid_value(requests, 7, 2) is None  # no such hour on 2026-03-08 in New York
+    assert grid_value(requests, 7, 3) == pytest.approx(expected[(7, 3)]["requests_total"] / 1.0)  # one Sunday 03:00
+    cost = next(z for title, z in drawn.items() if title.startswith("USD per 1k"))
+    sums = expected[(7, 1)]
+    assert grid_value(cost, 7, 1) == pytest.approx(sums["cost_usd"] / sums["success_priced"] * 1000)
+
+    at.switch_page("app_pages/idle_gpus.py").run()  # the zone picked stays picked
+    assert not at.exception, [e.message for e in at.exception]
+    drawn = heatmaps(at)
+    at_utc = datetime(2026, 3, 8, 7, tzinfo=UTC)
+    assert grid_value(drawn["Utilization (%)"], 7, 3) == pytest.approx((util_of(at_utc, 0) + util_of(at_utc, 1)) / 2)
+    assert grid_value(drawn["GPUs present"], 7, 3) == pytest.approx(2)
+    sentence = [m.value for m in at.markdown if "GPUs are present" in m.value or "No hour of the week" in m.value]
+    assert sentence and "America/New" in sentence[0]

@@ -98,7 +98,7 @@ st.plotly_chart(cache.chart("utilization_histogram", (picked, bin_pct, float(rul
                                                                  bin_pct, rule["idle_util_max_pct"])), width="stretch")
 
 st.subheader("By hour of the day and weekday")
-zone = zone_picker(settings.dashboard.time_zone)
+zone = zone_picker(settings.dashboard.time_zone, "idle_gpus")
 cells = cache.fetch(queries.gpu_hour_of_week, picked, zone)
 st.markdown(md(hour_of_week.low_use_sentence(cells, settings.dashboard.low_util_pct, zone)))
 st.caption("Every traced GPU; a cell is the mean over the hours of the data's span that fall in it. Capacity: GPUs "

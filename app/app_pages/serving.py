@@ -63,7 +63,7 @@ if totals["windows_with_energy"] > 0:
 
 st.subheader("By hour of the day and weekday")
 settings = settings_page.load_or_stop()
-zone = zone_picker(settings.dashboard.time_zone)
+zone = zone_picker(settings.dashboard.time_zone, "serving")
 cells = cache.fetch(queries.serving_hour_of_week, picked, zone)
 st.caption(f"Every service, on the clock of {md(zone)}; a cell is the mean over the hours of the data's span that "
            "fall in it. A window spanning more than one hour is split across its hours in proportion to the time "
