@@ -457,7 +457,7 @@ def test_idle_page_figures_match_plain_python(on_sample, plain):
     assert candidates["mean_util_pct"][0] == pytest.approx(right["mean_gpu_util_pct"], abs=0.005)
     assert len(holes) == 4 and set(holes["gap_h"]) == {3.0}
     assert len(every_gpu) == 8
-    assert len(at.get("plotly_chart")) == 3
+    assert len(at.get("plotly_chart")) == 5  # heatmap, idle split, histogram, two hour-of-day heatmaps
 
 
 def test_training_runs_page_shows_measured_energy(on_sample, run_kwh):
