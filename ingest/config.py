@@ -620,7 +620,7 @@ def _dashboard(section: dict, file: str) -> Dashboard:
 
     zone = section["time_zone"]
     try:
-        if not isinstance(zone, str) or not zone.strip():
+        if not isinstance(zone, str) or not zone.strip() or zone.strip() == "localtime":  # DuckDB lacks localtime
             raise ValueError
         ZoneInfo(zone.strip())
     except (ZoneInfoNotFoundError, ValueError):

@@ -13,8 +13,9 @@ WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", 
 
 @lru_cache(maxsize=1)
 def zones() -> tuple[str, ...]:
-    """Every IANA zone name this machine knows (zoneinfo), UTC first, then sorted."""
-    return ("UTC", *sorted(available_timezones() - {"UTC"}))
+    """Every IANA zone name this machine knows (zoneinfo), UTC first, then sorted; not 'localtime'
+    (the machine's own zone file, which DuckDB does not know by that name)."""
+    return ("UTC", *sorted(available_timezones() - {"UTC", "localtime"}))
 
 
 def check_zone(name: object) -> str:
@@ -22,6 +23,8 @@ def check_zone(name: object) -> str:
     if not isinstance(name, str) or not name.strip():
         raise ValueError("a time zone is an IANA name such as 'UTC' or 'America/New_York'")
     try:
+        if name.strip() == "localtime":
+            raise ValueError
         ZoneInfo(name.strip())
     except (ZoneInfoNotFoundError, ValueError):
         raise ValueError(f"{name!r} is not an IANA time zone name (e.g. 'UTC', 'America/New_York')") from None

@@ -210,7 +210,7 @@ def test_low_use_high_capacity_names_the_hours_by_hand(hours_warehouse):
 def test_time_zone_setting_is_checked(tmp_path):
     settings = tmp_path / "mlcost.toml"
     assert config.check_text('[dashboard]\ntime_zone = "Europe/Berlin"\n', settings).dashboard.time_zone == "Europe/Berlin"
-    for bad in ('"Mars/Olympus"', '"+05:00"', '""', "5"):
+    for bad in ('"Mars/Olympus"', '"+05:00"', '""', "5", '"localtime"'):
         with pytest.raises(config.ConfigError, match="dashboard.time_zone"):
             config.check_text(f"[dashboard]\ntime_zone = {bad}\n", settings)
     with pytest.raises(ValueError):

@@ -101,8 +101,9 @@ st.subheader("By hour of the day and weekday")
 zone = zone_picker(settings.dashboard.time_zone, "idle_gpus")
 cells = cache.fetch(queries.gpu_hour_of_week, picked, zone)
 st.markdown(md(hour_of_week.low_use_sentence(cells, settings.dashboard.low_util_pct, zone)))
-st.caption("Every traced GPU; a cell is the mean over the hours of the data's span that fall in it. Capacity: GPUs "
-           "present (traced). `[dashboard] low_util_pct` sets what counts as low utilization.")
+st.caption("Every traced GPU. Utilization: the mean of the observed time in the cell; capacity: GPUs present, "
+           "the GPU-hours traced in the cell over the hours of the data's span that fall in it. "
+           "`[dashboard] low_util_pct` sets what counts as low utilization.")
 hour_left, hour_right = st.columns(2)
 hour_left.plotly_chart(cache.chart("gpu_hour_util", (picked, zone), lambda: charts.hour_of_week_heatmap(
     cells, "util_pct", "Utilization (%)", zone, "Blues", ",.1f")), width="stretch")

@@ -65,9 +65,9 @@ st.subheader("By hour of the day and weekday")
 settings = settings_page.load_or_stop()
 zone = zone_picker(settings.dashboard.time_zone, "serving")
 cells = cache.fetch(queries.serving_hour_of_week, picked, zone)
-st.caption(f"Every service, on the clock of {md(zone)}; a cell is the mean over the hours of the data's span that "
-           "fall in it. A window spanning more than one hour is split across its hours in proportion to the time "
-           "it spends in each.")
+st.caption(f"Every service, on the clock of {md(zone)}. Requests per hour: a cell's requests over the hours of the "
+           "data's span that fall in it; cost per 1k: a cell's cost over its requests. A window spanning more than "
+           "one hour is split across its hours in proportion to the time it spends in each.")
 hour_left, hour_right = st.columns(2)
 hour_left.plotly_chart(cache.chart("serving_hour_requests", (picked, zone), lambda: charts.hour_of_week_heatmap(
     cells, "requests_per_h", "Requests per hour", zone, "Blues", ",.0f")), width="stretch")
