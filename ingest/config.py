@@ -624,8 +624,8 @@ def _dashboard(section: dict, file: str) -> Dashboard:
             raise ValueError
         ZoneInfo(zone.strip())
     except (ZoneInfoNotFoundError, ValueError):
-        raise ConfigError(file, "dashboard.time_zone",
-                          f"must be an IANA time zone name such as \"UTC\" or \"America/New_York\", not {zone!r}") from None
+        raise ConfigError(file, "dashboard.time_zone", "must be an IANA time zone name such as "
+                          f"\"UTC\" or \"America/New_York\", not {zone!r}") from None
     return Dashboard(time_zone=zone.strip(),
                      low_util_pct=_number(section["low_util_pct"], file, "dashboard.low_util_pct"))
 

@@ -569,7 +569,10 @@ def _version_costs(ctx: Context) -> Section | None:
     return section
 
 
-def guardrail_limits(settings: config.Config) -> tuple[float, float, float, tuple[tuple[str, float, float, float], ...]]:
+Limits = tuple[float, float, float, tuple[tuple[str, float, float, float], ...]]
+
+
+def guardrail_limits(settings: config.Config) -> Limits:
     """The run guardrails of [alerts] as queries.runs_over_limits takes them (the arguments the
     run_guardrail alert passes): global cost (USD), wall-clock hours, GPU-hours, and per project."""
     rules = settings.alerts

@@ -71,8 +71,9 @@ st.caption(f"Every service, on the clock of {md(zone)}. Requests per hour: a cel
 hour_left, hour_right = st.columns(2)
 hour_left.plotly_chart(cache.chart("serving_hour_requests", (picked, zone), lambda: charts.hour_of_week_heatmap(
     cells, "requests_per_h", "Requests per hour", zone, "Blues", ",.0f")), width="stretch")
-hour_right.plotly_chart(cache.chart("serving_hour_cost", (picked, zone, cost_column), lambda: charts.hour_of_week_heatmap(
-    cells, cost_column, cost_label, zone, "Oranges", "$,.4f")), width="stretch")
+hour_right.plotly_chart(cache.chart("serving_hour_cost", (picked, zone, cost_column),
+                                    lambda: charts.hour_of_week_heatmap(cells, cost_column, cost_label, zone,
+                                                                        "Oranges", "$,.4f")), width="stretch")
 
 st.subheader("Latency against cost")
 st.caption("One point per model version and percentile: the request-weighted mean of its windows' p50 and p95.")

@@ -80,7 +80,8 @@ def serving_hour_of_week(filters: Filters, zone: str = "UTC") -> pd.DataFrame:
     the time it spends in each (requests and cost alike: traffic is taken as even within a
     window). The split is made on UTC quarter hours; a cost share (the piece's fraction of the
     window) is rounded to 1e-9, so the pieces add up to the window's cost within 1e-9 of it per
-    piece (exactly for windows on quarter-hour boundaries); requests become fractional. A window without an end after its start is left out.
+    piece (exactly for windows on quarter-hour boundaries); requests become fractional. A window
+    without an end after its start is left out.
     """
     return warehouse.query("""
         WITH windows AS (
