@@ -5,6 +5,7 @@ each metric the seeds give in prose (quoted here, and the quote checked against 
 a row. A new metric in a seed, or a row removed, fails."""
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -76,7 +77,9 @@ def seed_table() -> list[tuple[str, list[str]]]:
 
 
 def seed_text() -> str:
-    if not SEEDS.is_dir():
+    if not SEEDS.is_dir():  # CI runs with ../shared beside the clone: there, missing seeds fail
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail(f"the seed documents are not at {SEEDS} (CI=true)")
         pytest.skip(f"the seed documents are not at {SEEDS}")
     return "\n".join(path.read_text() for path in sorted(SEEDS.glob("*.txt")))
 
