@@ -26,7 +26,8 @@ from streamlit.testing.v1 import AppTest
 
 from metrics import queries
 from metrics.filters import Filters
-from ingest import codecarbon, config, loader, runs_json, serving
+from ingest import codecarbon, config, loader, runs_json
+from ingest.formats import serving
 from ingest import warehouse as wh
 from ingest.contract import ParseContext, numbered
 from tests.conftest import IN_CI, REPO_ROOT, SAMPLE_DIR, as_read

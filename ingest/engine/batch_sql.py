@@ -129,7 +129,8 @@ def _stage_batch(definition: Definition, con, src: Source, ctx: ParseContext, pr
         source = "rest"
     suspects = con.execute("SELECT line, raw FROM rest ORDER BY line").fetchall()
     if suspects:  # the exact reason, or a quirk the SQL does not read: the generic reader
-        log.debug("%s: %d lines read by the generic reader", src.name, len(suspects))
+        log.debug("%s: %d lines read by the generic reader", src.name, len(suspects),
+                  extra={"reader_lines": [line for line, _ in suspects]})  # which lines took which path
         parsed = reader.read_lines(definition, suspects, ctx, prices, header)
         staging.insert_parsed(con, parsed, src.name)
         accepted += parsed.accepted
