@@ -16,6 +16,7 @@ exact reason; so a file loads as it would line by line, in bounded memory.
 from __future__ import annotations
 
 import logging
+import re
 from datetime import timezone
 from decimal import Decimal
 
@@ -25,7 +26,7 @@ from ingest import config, line_sql, staging, values
 from ingest.contract import ParseContext
 from ingest.engine import reader
 from ingest.engine.definition import (COUNT, MONEY, NUMBER, PERCENT, TEXT, TEXT_LIST, TIME, CatalogCost, CountOf,
-                                      Definition, Required, SumAtMost, csv_header, header_problem, is_csv_header)
+                                      Definition, Field, Required, Span, SumAtMost, csv_header, header_problem, is_csv_header)
 from ingest.staging import Source, Staged
 
 ISO_WITH_OFFSET = (r"\d{4}-\d{2}-\d{2}[T ]([01]\d|2[0-3]):[0-5]\d(:[0-5]\d(\.\d{1,6})?)?"
@@ -125,7 +126,10 @@ def _stage_batch(definition: Definition, con, src: Source, ctx: ParseContext, pr
         for cost in definition.rules(CatalogCost):
             _price_from_catalog(definition, cost, con, prices)
         accepted += con.execute(_insert_typed(definition)).fetchall()[0][0]
-        con.execute(f"CREATE OR REPLACE TEMP TABLE rest AS SELECT line, raw FROM typed JOIN {source} USING (line) WHERE NOT ok")
+        con.execute(f"INSERT INTO rejects (path, line, reason, raw) SELECT $path, line, reason, left(raw, 500) "
+                    f"FROM typed JOIN {source} USING (line) WHERE reason IS NOT NULL", {"path": src.name})
+        con.execute(f"CREATE OR REPLACE TEMP TABLE rest AS SELECT line, raw FROM typed JOIN {source} USING (line) "
+                    "WHERE NOT ok AND reason IS NULL")
         source = "rest"
     suspects = con.execute("SELECT line, raw FROM rest ORDER BY line").fetchall()
     if suspects:  # the exact reason, or a quirk the SQL does not read: the generic reader
@@ -190,7 +194,7 @@ def _json_fields(definition: Definition, source: str = "batch") -> str:
     return f"""
         parsed AS (  -- each line's JSON read twice: its keys, and the JSON text of each field's value
             SELECT line, raw, TRY(json_keys(raw)) AS keys, TRY(json_transform(raw, '{structure}')) AS j
-            FROM {source} WHERE trim(raw) <> ''
+            FROM {source} WHERE ltrim(raw) <> ''
         ), objects AS (  -- an object without a repeated key (Python keeps a repeat's last value, SQL its first)
             SELECT line, raw, j, coalesce(keys IS NOT NULL AND j IS NOT NULL AND regexp_matches(raw, '^[ \t\r\n]*[{{]')
                                           AND NOT regexp_matches(raw, '{TRAILING_COMMA}')
@@ -266,10 +270,10 @@ def _lenient_fields(definition: Definition, ctx: ParseContext) -> str:
     return f"""
         read AS (
             SELECT line, raw, TRY(json_transform(raw, '{structure}')) AS v, regexp_matches(raw, '{_quirk(definition)}') AS quirk
-            FROM batch WHERE trim(raw) <> ''
+            FROM batch WHERE ltrim(raw) <> ''
         ), fields AS (  -- as many keys (each `":`) as known fields with a value: no key repeated, none unknown
             SELECT line, raw, coalesce(NOT quirk AND v IS NOT NULL
-                                       AND (length(raw) - length(replace(raw, '":', ''))) // 2 = {filled}, false) AS object,
+                                       AND (strlen(raw) - strlen(replace(raw, '":', ''))) // 2 = {filled}, false) AS object,
                    {", ".join(columns)}
             FROM read
         ), typed AS (
@@ -331,29 +335,7 @@ def _typed_sql(definition: Definition, ctx: ParseContext, fields_sql: str, csv: 
     scalars, lists = _scalars(definition), _lists(definition)
     plain = [f"coalesce({f.column}_type IN {allowed[f.type]}, true)" for f in scalars]
     plain += [f"{f.column}_plain" for f in lists]
-    span = definition.span
-    start, end, length = span.start, span.end, span.length
-    rules = [f"{start} >= {EARLIEST} AND {start} < {LATEST}"]
-    for f in _scalars(definition, TIME):
-        rules.append(f"({f.column}_text IS NULL OR ({f.column} >= {EARLIEST} AND {f.column} < {LATEST}))")
-    rules += [f"({end} IS NULL OR {end} > {start})",
-              f"({length} IS NULL OR {length} > 0)",
-              f"({end} IS NOT NULL OR ({length} IS NOT NULL AND {length} * 1e6 = round({length} * 1e6) AND {length} < 1e9))",
-              f"({end} IS NULL OR {length} IS NULL OR abs({length} - epoch({end} - {start})) <= {span.tolerance_s})"]
-    rules += [f"{r.column} IS NOT NULL" for r in definition.rules(Required)]
-    for f in _scalars(definition, COUNT):
-        low = 0 if f.minimum is not None else -f.maximum
-        rules.append(f"({f.column}_text IS NULL OR {f.column} BETWEEN {low} AND {f.maximum})")
-    for f in _scalars(definition, NUMBER):
-        low = "" if f.minimum is None else f" AND {f.column} >= {f.minimum}"
-        rules.append(f"({f.column}_text IS NULL OR (isfinite({f.column}) AND abs({f.column}) <= {values.NUMBER_LIMIT}{low}))")
-    rules += [f"({f.column}_text IS NULL OR {f.column} BETWEEN 0 AND 100)" for f in _scalars(definition, PERCENT)]
-    for check in definition.rules(SumAtMost):
-        rules.append(f"{' + '.join(f'coalesce({p}, 0)' for p in check.parts)} <= {check.whole}")
-    for f in _scalars(definition, MONEY):
-        rules.append(f"({f.column} IS NOT NULL OR {f.column}_text IS NULL)")
-        if not (csv or lenient):  # from 1,000 USD a JSON double's last digit is past 12 decimals: the reader's
-            rules.append(f"({f.column} IS NULL OR {f.column} < 1000 OR NOT regexp_matches(raw, '{LONG_NUMBER}'))")
+    checks = _checks(definition, json_strict=not (csv or lenient))
     if not lenient:
         texts = [f"coalesce({f.column}, '')" for f in _scalars(definition, TEXT)]
         texts += [f"coalesce(array_to_string({f.column}_list, chr(1)), '')" for f in lists]
@@ -372,6 +354,8 @@ def _typed_sql(definition: Definition, ctx: ParseContext, fields_sql: str, csv: 
         )"""
     else:
         plain_check, typed_cte = "true", ""
+    span = definition.span
+    start, end, length = span.start, span.end, span.length
     # the row's values: the span's end and length, lists without empty items, counts of items
     out = {f.column: f.column for f in definition.fields}
     out[end] = f"coalesce({end}, CASE WHEN {length} < 1e9 THEN {start} + to_microseconds(CAST({length} * 1e6 AS BIGINT)) END)"
@@ -387,11 +371,63 @@ def _typed_sql(definition: Definition, ctx: ParseContext, fields_sql: str, csv: 
     return f"""
         CREATE OR REPLACE TEMP TABLE typed AS
         WITH {fields_sql}{typed_cte}, checked AS (
-            SELECT *, coalesce(object AND {plain_check} AND {" AND ".join(rules)}, false) AS ok
+            SELECT *, CASE WHEN NOT coalesce(object AND {plain_check}, false) THEN ''
+                           {" ".join(f"WHEN NOT coalesce({holds}, false) THEN {reason or chr(39) * 2}" for holds, reason in checks)}
+                      END AS verdict  -- NULL: loads; '': the reader's; else the reason it is refused
             FROM typed
         )
-        SELECT line, ok, {", ".join(f"{sql} AS {column}" for column, sql in out.items())}, {", ".join(derived)}
+        SELECT line, verdict IS NULL AS ok, nullif(verdict, '') AS reason, {", ".join(f"{sql} AS {column}" for column, sql in out.items())}, {", ".join(derived)}
         FROM checked"""
+
+
+def _quote(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _checks(definition: Definition, json_strict: bool) -> list[tuple[str, str | None]]:
+    """The definition's rules in step order as (SQL that holds on a line meeting the rule, SQL of
+    the reason when it does not, or None). The first rule a typed line fails decides: its reason
+    is given here where SQL spells it exactly as the reader does (a required field, a sum, a
+    negative count, a window without start or length), else the line goes to the reader, which
+    words the reason (a number's repr, a time's ISO form). A rule SQL checks more strictly than
+    the reader (a length SQL cannot add exactly) always sends the line to the reader."""
+    checks: list[tuple[str, str | None]] = []
+    for step in definition.steps:
+        if isinstance(step, Field) and step.type in SCALARS:
+            c, given = step.column, f"{step.column}_text IS NULL OR "
+            if step.type == TIME:
+                checks.append((f"({given}({c} >= {EARLIEST} AND {c} < {LATEST}))", None))
+            elif step.type == COUNT:
+                checks.append((f"({given}{c} BETWEEN -{step.maximum} AND {step.maximum})", None))
+                if step.minimum is not None:  # as the reader: "too large" first, then "negative"
+                    reason = f"'{step.spellings[0]} is negative (' || {c} || ')'" if len(step.spellings) == 1 else None
+                    checks.append((f"({given}{c} >= {step.minimum})", reason))
+            elif step.type == NUMBER:
+                low = "" if step.minimum is None else f" AND {c} >= {step.minimum}"
+                checks.append((f"({given}(isfinite({c}) AND abs({c}) <= {values.NUMBER_LIMIT}{low}))", None))
+            elif step.type == PERCENT:
+                checks.append((f"({given}{c} BETWEEN 0 AND 100)", None))
+            elif step.type == MONEY:
+                checks.append((f"({c} IS NOT NULL OR {c}_text IS NULL)", None))
+                if json_strict:  # from 1,000 USD a JSON double's last digit is past 12 decimals: the reader's
+                    checks.append((f"({c} IS NULL OR {c} < 1000 OR NOT regexp_matches(raw, '{LONG_NUMBER}'))", None))
+        elif isinstance(step, Span):
+            start, end, length = step.start, step.end, step.length
+            checks += [(f"{start} IS NOT NULL", _quote(f"no {start}")),
+                       (f"({length} IS NULL OR {length} > 0)", None),
+                       (f"({end} IS NULL OR {end} > {start})", None),
+                       (f"({end} IS NULL OR {length} IS NULL OR abs({length} - epoch({end} - {start})) <= {step.tolerance_s})",
+                        None),
+                       (f"({end} IS NOT NULL OR {length} IS NOT NULL)", _quote(step.missing)),
+                       (f"({end} IS NOT NULL OR ({length} * 1e6 = round({length} * 1e6) AND {length} < 1e9))", None)]
+        elif isinstance(step, Required):
+            checks.append((f"{step.column} IS NOT NULL", _quote(step.reason)))
+        elif isinstance(step, SumAtMost):
+            pieces = re.split(r"\{(\w+)\}", step.reason)  # text, column, text, column, ...
+            reason = " || ".join(_quote(piece) if i % 2 == 0 else f"CAST(coalesce({piece}, 0) AS VARCHAR)"
+                                 for i, piece in enumerate(pieces) if piece)
+            checks.append((f"{' + '.join(f'coalesce({p}, 0)' for p in step.parts)} <= {step.whole}", reason))
+    return checks
 
 
 def _json_type(text: str) -> str:
