@@ -1,4 +1,4 @@
-"""Serving windows: the parser (ingest/serving.py), the price catalog (ingest/config.py), the
+"""Serving windows: the parser (ingest/formats/serving.py), the price catalog (ingest/config.py), the
 warehouse view `serving_costs`, the regression rule (metrics/queries.py) and the Serving page.
 
 Figures on the sample data are recomputed here from the raw sample file with plain Python
