@@ -343,3 +343,62 @@ def test_too_long_lines_are_refused_once_and_the_next_line_decides(tmp_path, mon
             assert all("longer than the 400" in reason for _, reason in got), name
         finally:
             con.close()
+
+
+# --- the engine is the format's definition, nothing else ---------------------------------------
+def test_another_definition_reads_its_own_spellings_and_rules(tmp_path, caplog):
+    """A made-up format (other names, no catalog) loads through the same engine: the definition
+    alone decides the spellings, the required fields and the reasons, in SQL and in the reader."""
+    from ingest.engine import batch_sql
+    from ingest.engine.definition import (COUNT, NUMBER, TEXT, TIME, Definition, Detect, Field, Key, Required, Span,
+                                          SumAtMost, Total)
+
+    toy = Definition(
+        kind="serving", table="serving_windows", detect=Detect(("n",), ("svc",)),
+        header_requires=("window_start", "service", "model_version", "requests_total", "requests_success"),
+        header_reason="not a toy header",
+        steps=(Field("window_start", TIME, names=("begin",)), Field("window_end", TIME, names=("finish",)),
+               Field("window_s", NUMBER, names=("secs",), minimum=None),
+               Span("window_start", "window_end", "window_s", tolerance_s=0.5, missing="no finish or secs"),
+               Field("service", TEXT, names=("svc",)), Field("model_version", TEXT, names=("ver",)),
+               Required("service", "no svc"), Required("model_version", "no ver"),
+               Field("requests_total", COUNT, names=("n",)), Field("requests_success", COUNT, names=("ok",)),
+               Required("requests_total", "no n"), Required("requests_success", "no ok"),
+               SumAtMost(("requests_success",), "requests_total", "ok {requests_success} over n {requests_total}")),
+        key=Key("window_key", ("service", "model_version", "window_start")),
+        totals=(Total("windows", "rows"), Total("requests_total", "sum", "requests_total")))
+    lines = ["begin,secs,svc,ver,n,ok",
+             "2026-10-01T00:00:00Z,60,a,v1,10,9",       # loads in SQL
+             "2026-10-01T00:01:00Z,,a,v1,10,9",         # no finish or secs: refused in SQL
+             "2026-10-01T00:02:00Z,60,a,v1,10,11",      # ok over n: refused in SQL
+             "2026-10-01T00:03:00Z,60,,v1,10,9",        # no svc: refused in SQL
+             '2026-10-01T00:04:00Z,60,"a",v1,10,9',     # quoted: the reader loads it
+             "2026-10-01T00:05:00Z,60,a,v1,10,x9"]      # not a count: the reader says why
+    path = tmp_path / "toy.csv"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    con = staging.open_stage()
+    try:
+        with caplog.at_level(logging.DEBUG, logger=LOGGER):
+            result = batch_sql.stage(toy, staging.Source.of(path), con, ParseContext(str(path), UTC))
+        rows = con.execute("SELECT window_key, window_end, requests_total, source_line FROM serving_windows "
+                           "ORDER BY source_line").fetchall()
+        rejects = dict(con.execute("SELECT line, reason FROM rejects").fetchall())
+    finally:
+        con.close()
+    start = datetime(2026, 10, 1, tzinfo=UTC)
+    assert rows == [("a|v1|2026-10-01T00:00:00+00:00", start + timedelta(seconds=60), 10, 2),
+                    ("a|v1|2026-10-01T00:04:00+00:00", start + timedelta(seconds=300), 10, 6)]
+    assert rejects == {3: "no finish or secs", 4: "ok 11 over n 10", 5: "no svc",
+                       7: "ok must be a number, got 'x9'"}
+    reader = {line for r in caplog.records for line in getattr(r, "reader_lines", [])}
+    assert reader == {6, 7}
+    assert result.totals == {"windows": 2, "requests_total": 20}
+    bad = tmp_path / "bad.csv"
+    bad.write_text("begin,svc,n\n", encoding="utf-8")
+    con = staging.open_stage()
+    try:
+        batch_sql.stage(toy, staging.Source.of(bad), con, ParseContext(str(bad), UTC))
+        assert con.execute("SELECT line, reason FROM rejects").fetchall() == [
+            (1, "not a toy header: missing ver, ok")]
+    finally:
+        con.close()

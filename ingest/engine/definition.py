@@ -152,7 +152,7 @@ class Definition:
     kind: str
     table: str
     detect: Detect
-    header_requires: tuple[str, ...]  # the columns a CSV header must name (any spelling), in the reason's order
+    header_requires: tuple[str, ...]  # columns a CSV header must name (any spelling; the reason names the first)
     header_reason: str                # "not a serving-window header": the header's reject starts so
     steps: tuple[Step, ...]
     key: Key
@@ -200,7 +200,7 @@ def csv_header(text: str) -> list[str]:
 
 def header_problem(definition: Definition, header: list[str]) -> str | None:
     """Why a CSV header cannot be this format's, or None when it can."""
-    missing = [column for column in definition.header_requires
+    missing = [_spellings(definition, column)[0] for column in definition.header_requires
                if not any(name in header for name in _spellings(definition, column))]
     return f"{definition.header_reason}: missing {', '.join(missing)}" if missing else None
 
