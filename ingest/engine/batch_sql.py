@@ -47,6 +47,7 @@ BLANK = r"[\s\x0b\x1c-\x1f\x85\xa0\x{1680}\x{2000}-\x{200a}\x{2028}\x{2029}\x{20
 TRAILING_COMMA = r",\s*[}\]]"  # DuckDB's JSON reader takes `[1,]` and `{"a": 1,}`; Python's json refuses them
 EARLIEST, LATEST = "TIMESTAMPTZ '1990-01-01 00:00:00+00'", "TIMESTAMPTZ '2100-01-01 00:00:00+00'"
 VECTOR_ROWS = 2048  # DuckDB's vector size
+JOINED_BYTES = 64 << 20  # lines typed by one pass
 SCALARS = (TEXT, TIME, COUNT, NUMBER, PERCENT, MONEY)
 log = logging.getLogger(__name__)
 
@@ -55,7 +56,7 @@ def stage(definition: Definition, src: Source, con, ctx: ParseContext) -> Staged
     """Stage a file's rows and rejects in `con`, JSON lines or CSV, a batch at a time."""
     prices = config.load().prices
     accepted, header, header_line, passes = 0, None, 0, None
-    for batch in staging.line_batches(src):
+    for batch in _joined(staging.line_batches(src), JOINED_BYTES):
         # in DuckDB-sized chunks: one Arrow chunk would be scanned by one thread
         con.register("batch", pa.Table.from_batches(batch.to_batches(max_chunksize=VECTOR_ROWS)))
         try:
@@ -79,6 +80,21 @@ def stage(definition: Definition, src: Source, con, ctx: ParseContext) -> Staged
         finally:
             con.unregister("batch")
     return Staged(accepted, totals(definition, con))
+
+
+def _joined(batches, limit: int):
+    """The file's line batches joined up to about `limit` bytes: each batch runs a few long
+    statements whose planning costs as much as typing thousands of lines (500k serving windows:
+    5.7 CPU seconds in 8 MB batches, 3.9 in 64 MB; 609 MB peak)."""
+    held, size = [], 0
+    for batch in batches:
+        held.append(batch)
+        size += batch.nbytes
+        if size >= limit:
+            yield pa.concat_tables(held)
+            held, size = [], 0
+    if held:
+        yield pa.concat_tables(held)
 
 
 def totals(definition: Definition, con) -> dict:
