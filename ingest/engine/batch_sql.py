@@ -370,12 +370,12 @@ def _typed_sql(definition: Definition, ctx: ParseContext, fields_sql: str, csv: 
         )"""
     else:
         plain_check, typed_cte = "true", ""
-    span = definition.span
-    start, end, length = span.start, span.end, span.length
-    # the row's values: the span's end and length, lists without empty items, counts of items
+    # the row's values: a span's end and length, lists without empty items, counts of items
     out = {f.column: f.column for f in definition.fields}
-    out[end] = f"coalesce({end}, CASE WHEN {length} < 1e9 THEN {start} + to_microseconds(CAST({length} * 1e6 AS BIGINT)) END)"
-    out[length] = f"CASE WHEN {end} IS NOT NULL THEN epoch({end} - {start}) ELSE {length} END"
+    for span in definition.rules(Span):
+        start, end, length = span.start, span.end, span.length
+        out[end] = f"coalesce({end}, CASE WHEN {length} < 1e9 THEN {start} + to_microseconds(CAST({length} * 1e6 AS BIGINT)) END)"
+        out[length] = f"CASE WHEN {end} IS NOT NULL THEN epoch({end} - {start}) ELSE {length} END"
     for f in lists:
         out[f.column] = f"CASE WHEN len({f.column}) > 0 THEN {f.column} END"
     for count in definition.rules(CountOf):
