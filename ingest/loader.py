@@ -15,9 +15,10 @@ from typing import Callable, Iterator
 import duckdb
 import zstandard
 
-from ingest import codecarbon, config, dcgm, gpu_collector, limits, mixed_scrape, nvidia_smi, runs_json, serving, staging, warehouse
+from ingest import codecarbon, config, dcgm, gpu_collector, limits, mixed_scrape, nvidia_smi, runs_json, staging, warehouse
 from ingest import billing_aws, billing_azure, billing_focus, billing_gcp
 from ingest.contract import BadValue, ParseContext, Reject
+from ingest.formats import serving
 from ingest.importers import serving_metrics, slurm, wandb_runs
 from ingest.staging import NotText, Source, Staged
 

@@ -22,7 +22,7 @@ import pyarrow as pa
 
 from ingest import config, limits, run_record, staging, values
 from ingest.contract import BadValue, ParseContext, Reject
-from ingest.serving_columnar import EDGE_BLANK, ISO_NAIVE, ISO_WITH_OFFSET, LONG_NUMBER, MONEY_TEXT
+from ingest.engine.batch_sql import EDGE_BLANK, ISO_NAIVE, ISO_WITH_OFFSET, LONG_NUMBER, MONEY_TEXT
 from ingest.staging import Source, Staged
 
 KIND = "runs"

@@ -41,7 +41,8 @@ from datetime import timezone
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from ingest import config, serving, values
+from ingest import config, values
+from ingest.formats import serving
 from ingest.contract import BadValue, Lines, ParseContext, Parsed, Reject
 
 KIND = "serving-metrics"

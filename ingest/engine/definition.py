@@ -1,0 +1,210 @@
+"""A file format as data: how it is detected, its fields, the rules a record must meet (each with
+the reason it gives), and what is derived from it.
+
+A `Definition` is read by two engines that apply the same rules: ingest/engine/batch_sql.py types
+and checks a batch of lines in one SQL pass, and ingest/engine/reader.py reads one line at a time
+the lines SQL cannot read (quoted CSV, lines that are not JSON, spellings only Python reads) and
+names the exact reason a line is refused. A format module (ingest/formats/*.py) holds one
+Definition and binds the engine's functions to it; it has no parsing code of its own.
+
+The rules (`Definition.steps`) apply in order and the first that fails names the reason:
+
+- `Field`: read a value (first spelling present) as its type; a value that cannot be read, or is
+  outside the field's bounds, refuses the record ("requests_total is negative (-1)").
+- `Required`, `SumAtMost`: checks between read values.
+- `Span`: a time window from its start and its end or its length in seconds.
+- `CountOf`, `CatalogCost`: values derived when the record does not give them.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ingest import values
+
+# Field types. Each reads as ingest/values.py reads it and fails with that module's reasons.
+TEXT = "text"            # stripped text; a number is written out as text
+COUNT = "count"          # a whole number (1.0 is read, 1.5 is not), at most Field.maximum
+NUMBER = "number"        # a finite float of at most 10^15 in size
+PERCENT = "percent"      # a number from 0 to 100
+TIME = "time"            # ISO-8601 (naive text in the zone of --tz) or epoch seconds: a UTC instant
+MONEY = "money"          # an exact Decimal (12 places), under 10^15
+TEXT_LIST = "text_list"  # a JSON list of text, or text separated by commas or semicolons (CSV)
+TYPES = (TEXT, COUNT, NUMBER, PERCENT, TIME, MONEY, TEXT_LIST)
+INTEGER_MAX = 2**31 - 1
+
+
+@dataclass(frozen=True)
+class Field:
+    """One warehouse column read from a record: its accepted spellings (the column's own name
+    first unless `names` says otherwise), type, unit (documentation) and bounds. `minimum`: a
+    count, number or amount below it is refused as negative (None: no lower bound)."""
+
+    column: str
+    type: str
+    names: tuple[str, ...] = ()
+    unit: str = ""
+    minimum: float | None = 0
+    maximum: int = values.BIGINT_MAX  # counts only
+
+    @property
+    def spellings(self) -> tuple[str, ...]:
+        return self.names or (self.column,)
+
+
+@dataclass(frozen=True)
+class Required:
+    """The record must give `column` (read by a Field before this rule)."""
+
+    column: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class SumAtMost:
+    """The sum of `parts` (an absent part counts 0) is at most `whole`; `reason` is a template
+    over the columns' values ("{requests_success} + ...")."""
+
+    parts: tuple[str, ...]
+    whole: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Span:
+    """A window from `start` and either `end` or `length` (seconds, more than 0); with both, they
+    agree within `tolerance_s`. The row's `end` is the end given or start + length, its `length`
+    the seconds between them. Start is required ("no window_start")."""
+
+    start: str
+    end: str
+    length: str
+    tolerance_s: float
+    missing: str  # the reason when neither end nor length is given ("no window_end or window_seconds")
+
+
+@dataclass(frozen=True)
+class CountOf:
+    """Where `column` is absent, the number of items of the list `items` (when there are any)."""
+
+    column: str
+    items: str
+
+
+@dataclass(frozen=True)
+class CatalogCost:
+    """Where `column` (money) is absent: the price catalog's USD per hour of `per` ((catalog,
+    name column, multiplier column): the first whose price and multiplier are known) x the span's
+    hours. `price` keeps the hourly price used and `source` says 'given' or 'derived'."""
+
+    column: str
+    source: str
+    price: str
+    per: tuple[tuple[str, str, str], ...]  # catalog is "instance" or "gpu" (config.Prices)
+    too_large: str = "catalog price"  # names the amount in the reason when it is 10^15 USD or more
+
+
+@dataclass(frozen=True)
+class Given:
+    """`column` says 'given' when `of` has a value (NULL otherwise)."""
+
+    column: str
+    of: str
+
+
+@dataclass(frozen=True)
+class Key:
+    """The row's identity: its `parts` joined with '|' (an absent part as '', a time in ISO-8601
+    UTC); a record whose key repeats replaces the earlier one."""
+
+    column: str
+    parts: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Total:
+    """One figure of the load summary (--json) over the loaded rows: `how` is "rows" (how many),
+    "sum" (of a whole-number column), "money" (exact sum as text to the cent; None when no row has
+    one), "float" (sum rounded to 9 places; None when none), "present" / "absent" (rows with /
+    without `column`), or "equals" (rows whose `column` is `value`)."""
+
+    name: str
+    how: str
+    column: str = ""
+    value: str = ""
+
+
+@dataclass(frozen=True)
+class Detect:
+    """A file is of this format when its head names every key of `all_of` and one of `any_of`
+    (as JSON keys, or as CSV header columns)."""
+
+    all_of: tuple[str, ...]
+    any_of: tuple[str, ...]
+
+
+Step = Field | Required | SumAtMost | Span | CountOf | CatalogCost
+
+
+@dataclass(frozen=True)
+class Definition:
+    """One format: JSON lines (one object a line) or CSV with a header, into one table."""
+
+    kind: str
+    table: str
+    detect: Detect
+    header_requires: tuple[str, ...]  # columns a CSV header must name (any spelling; the reason names the first)
+    header_reason: str                # "not a serving-window header": the header's reject starts so
+    steps: tuple[Step, ...]
+    key: Key
+    given: tuple[Given, ...] = ()
+    totals: tuple[Total, ...] = ()
+    list_separators: tuple[str, ...] = (",", ";")  # a TEXT_LIST written as text (CSV)
+
+    @property
+    def fields(self) -> tuple[Field, ...]:
+        return tuple(step for step in self.steps if isinstance(step, Field))
+
+    def field(self, column: str) -> Field:
+        return next(f for f in self.fields if f.column == column)
+
+    def rules(self, kind: type) -> tuple:
+        return tuple(step for step in self.steps if isinstance(step, kind))
+
+    @property
+    def span(self) -> Span:
+        [span] = self.rules(Span)
+        return span
+
+
+def sniff(definition: Definition, head: str) -> bool:
+    """JSON lines naming the detection keys, or a CSV header naming them."""
+    text = head.lstrip("\ufeff").lstrip()
+    detect = definition.detect
+    if text.startswith("{"):
+        return all(f'"{k}"' in head for k in detect.all_of) and any(f'"{k}"' in head for k in detect.any_of)
+    columns = {c.strip().strip('"') for c in text.split("\n", 1)[0].split(",")}
+    return set(detect.all_of) <= columns and bool(columns & set(detect.any_of))
+
+
+def is_csv_header(text: str) -> bool:
+    """Whether a file's first non-blank line is a CSV header (a comma, and not a JSON object)."""
+    return "," in text and not text.lstrip("\ufeff").lstrip().startswith("{")
+
+
+def csv_header(text: str) -> list[str]:
+    """The header line's column names, stripped."""
+    import csv
+
+    return [c.strip() for c in next(csv.reader([text.lstrip("\ufeff")]))]
+
+
+def header_problem(definition: Definition, header: list[str]) -> str | None:
+    """Why a CSV header cannot be this format's, or None when it can."""
+    missing = [_spellings(definition, column)[0] for column in definition.header_requires
+               if not any(name in header for name in _spellings(definition, column))]
+    return f"{definition.header_reason}: missing {', '.join(missing)}" if missing else None
+
+
+def _spellings(definition: Definition, column: str) -> tuple[str, ...]:
+    found = [f for f in definition.fields if f.column == column]
+    return found[0].spellings if found else (column,)

@@ -1,0 +1,260 @@
+"""The generic per-line reader: one record at a time, a Definition's rules in order.
+
+It reads what SQL cannot (a quoted CSV line, a line that is not JSON, a number written as JSON
+text, a value only Python's readers take) and names the exact reason a record is refused: the
+first rule of the definition that fails. It is also the whole reader of records that come as
+Python values (the serving-metrics importer builds windows through `build_row`).
+"""
+from __future__ import annotations
+
+import csv
+import json
+from datetime import datetime, timedelta
+from decimal import Decimal, localcontext
+
+from ingest import config, values
+from ingest.contract import BadValue, Lines, ParseContext, Parsed, Reject
+from ingest.engine.definition import (COUNT, MONEY, NUMBER, PERCENT, TEXT, TEXT_LIST, TIME, CatalogCost, CountOf,
+                                      Definition, Field, Required, Span, SumAtMost, csv_header, header_problem,
+                                      is_csv_header)
+
+CENT = Decimal("0.01")
+SECONDS_PER_HOUR = Decimal(3600)
+
+
+def build_row(definition: Definition, record: object, line: int, ctx: ParseContext, prices: config.Prices) -> dict:
+    """The table row for one record (a dict of source names); raises BadValue with the reason."""
+    if not isinstance(record, dict):
+        raise BadValue(f"expected a JSON object, got {type(record).__name__}")
+    got: dict[str, object] = {}    # column -> value read
+    named: dict[str, str] = {}     # column -> the spelling the record used (for reasons)
+    row: dict[str, object] = {}
+    for step in definition.steps:
+        if isinstance(step, Field):
+            named[step.column] = _name(record, step)
+            got[step.column] = _read(step, record, named[step.column], ctx)
+        elif isinstance(step, Span):
+            got[step.end], got[step.length] = _span(step, got, named)
+        elif isinstance(step, Required):
+            if got[step.column] is None:
+                raise BadValue(step.reason)
+        elif isinstance(step, SumAtMost):
+            if sum(got[p] or 0 for p in step.parts) > got[step.whole]:
+                raise BadValue(step.reason.format(**{c: got[c] or 0 for c in (*step.parts, step.whole)}))
+        elif isinstance(step, CountOf):
+            if got[step.column] is None and got[step.items]:
+                got[step.column] = len(got[step.items])
+        elif isinstance(step, CatalogCost):
+            price = None
+            if got[step.column] is None:
+                price = _catalog_price(step, got, prices)
+                if price is not None:
+                    price = values.fit_money(price, step.too_large)
+                    with localcontext(prec=60):
+                        got[step.column] = values.fit_money(
+                            price * Decimal(repr(got[definition.span.length])) / SECONDS_PER_HOUR,
+                            f"{step.too_large} x hours")
+            row[step.price] = price
+            row[step.source] = None if got[step.column] is None else "derived" if price is not None else "given"
+    row.update(got)
+    for given in definition.given:
+        row[given.column] = None if got[given.of] is None else "given"
+    row[definition.key.column] = "|".join(_key_part(got[part]) for part in definition.key.parts)
+    row["source_kind"] = definition.kind
+    row["source_line"] = line
+    return row
+
+
+def _key_part(value: object) -> str:
+    if value is None:
+        return ""
+    return value.isoformat() if isinstance(value, datetime) else str(value)
+
+
+def _catalog_price(step: CatalogCost, got: dict, prices: config.Prices) -> Decimal | None:
+    """USD per hour of the whole record's deployment from the catalog, if it can be known."""
+    for catalog, name, multiplier in step.per:
+        per_one = prices.instance(got[name]) if catalog == "instance" else prices.gpu(got[name])
+        if per_one is not None and got[multiplier] is not None:
+            return per_one * got[multiplier]
+    return None
+
+
+def _name(record: dict, field: Field) -> str:
+    """The spelling the record used (the first present), for reasons a user recognises."""
+    return next((n for n in field.spellings if not values.is_absent(record.get(n))), field.column)
+
+
+def _read(field: Field, record: dict, name: str, ctx: ParseContext) -> object:
+    """One field's value as its type; BadValue when it cannot be read or is out of bounds."""
+    raw = record.get(name)
+    kind = field.type
+    if kind == TEXT:
+        return values.text(raw, name)
+    if kind == TIME:
+        return values.timestamp(raw, name, ctx.tz)
+    if kind == TEXT_LIST:
+        return _text_list(raw, name)
+    if kind == COUNT:
+        value = values.integer(raw, name, field.maximum)
+        if value is not None and field.minimum is not None and value < field.minimum:
+            raise BadValue(f"{name} is negative ({value})")
+        return value
+    if kind == MONEY:
+        value = values.money(raw, name)
+        if value is not None and field.minimum is not None and value < field.minimum:
+            raise BadValue(f"{name} is negative ({value.normalize()})")
+        return value
+    value = values.number(raw, name)
+    if value is None:
+        return None
+    if kind == PERCENT and not 0 <= value <= 100:
+        raise BadValue(f"{name} {value:g} is not a percentage from 0 to 100")
+    if kind == NUMBER and field.minimum is not None and value < field.minimum:
+        raise BadValue(f"{name} is negative ({value:g})")
+    return value
+
+
+def _span(span: Span, got: dict, named: dict) -> tuple[datetime, float]:
+    """The window's end (UTC) and length in seconds, from start + end or start + length."""
+    start, end, length = got[span.start], got[span.end], got[span.length]
+    length_name = named[span.length]
+    if start is None:
+        raise BadValue(f"no {span.start}")
+    if length is not None and length <= 0:
+        raise BadValue(f"{length_name} must be more than 0, got {length:g}")
+    if end is not None:
+        if end < start:
+            raise BadValue(f"{span.end} {end.isoformat()} is before {span.start} {start.isoformat()}")
+        if end == start:
+            raise BadValue(f"{span.end} equals {span.start} ({start.isoformat()}): the window has no length")
+        seconds = (end - start).total_seconds()
+        if length is not None and abs(length - seconds) > span.tolerance_s:
+            raise BadValue(f"{length_name} {length:g} disagrees with {span.end} - {span.start} ({seconds:g} s)")
+        return end, seconds
+    if length is None:
+        raise BadValue(span.missing)
+    try:
+        return start + timedelta(seconds=length), length
+    except OverflowError:
+        raise BadValue(f"{length_name} {length:g} is too long") from None
+
+
+def _text_list(value: object, name: str) -> list[str] | None:
+    """A list, or text separated by commas or semicolons (CSV)."""
+    if values.is_absent(value):
+        return None
+    items = value.replace(";", ",").split(",") if isinstance(value, str) else value
+    if not isinstance(items, list):
+        raise BadValue(f"{name} must be a list")
+    return [values.text(item, name) for item in items if not values.is_absent(item)] or None
+
+
+# --- lines to records --------------------------------------------------------------------------
+def parse(definition: Definition, lines: Lines, ctx: ParseContext, prices: config.Prices | None = None) -> Parsed:
+    """Rows in file order (a repeated key keeps its last record); prices default to the catalog."""
+    prices = prices if prices is not None else config.load().prices
+    parsed, latest = Parsed(), {}
+    key = definition.key.column
+    for line, record, raw in _records(definition, lines, parsed):
+        try:
+            row = build_row(definition, record, line, ctx, prices)
+        except BadValue as error:
+            parsed.rejects.append(Reject(line, str(error), raw))
+            continue
+        latest.pop(row[key], None)
+        latest[row[key]] = row
+        parsed.accepted += 1
+    parsed.tables[definition.table] = list(latest.values())
+    return parsed
+
+
+def _records(definition: Definition, lines: Lines, parsed: Parsed):
+    """(line, record, raw text) for JSONL or CSV; unreadable lines go straight to parsed.rejects.
+
+    The first non-blank line decides: text with a comma that is not a JSON object is a CSV
+    header; anything else means JSON lines (so a JSONL file with a broken first line loses
+    that line, not the file).
+    """
+    header: list[str] | None = None
+    first = True
+    for line, text in lines:
+        if not text.strip():
+            continue
+        opening, first = first, False
+        if opening and is_csv_header(text):
+            header = csv_header(text)
+            reason = header_problem(definition, header)
+            if reason:
+                parsed.rejects.append(Reject(line, reason, text))
+                return
+            continue
+        record = _csv_record(line, text, header, parsed) if header is not None else _json_record(line, text, parsed)
+        if record is not None:
+            yield line, record, text
+
+
+def _csv_record(line: int, text: str, header: list[str], parsed: Parsed) -> dict | None:
+    """One CSV line's fields by header name; None (and a reject) when it cannot be split to the header."""
+    try:
+        fields = next(csv.reader([text]))
+    except csv.Error as error:
+        parsed.rejects.append(Reject(line, f"unreadable CSV: {error}", text[:500]))
+        return None
+    if len(fields) != len(header):
+        parsed.rejects.append(Reject(line, f"has {len(fields)} fields, the header has {len(header)}", text))
+        return None
+    return dict(zip(header, fields))
+
+
+def _json_record(line: int, text: str, parsed: Parsed) -> object | None:
+    """One JSON line's value; None (and a reject) when it is not JSON."""
+    try:
+        return json.loads(text, parse_float=Decimal)
+    except json.JSONDecodeError as error:
+        parsed.rejects.append(Reject(line, f"not valid JSON: {error.msg} at column {error.colno}", text))
+    except RecursionError:
+        parsed.rejects.append(Reject(line, "JSON nested too deeply to read", text[:500]))
+    return None
+
+
+def read_lines(definition: Definition, lines: Lines, ctx: ParseContext, prices: config.Prices,
+               header: list[str] | None) -> Parsed:
+    """Rows from the given lines, JSON (no `header`) or CSV under `header`, each row kept (the
+    caller settles repeated keys): the lines the SQL pass leaves to this reader."""
+    parsed = Parsed()
+    for line, text in lines:
+        if not text.strip():
+            continue
+        record = _csv_record(line, text, header, parsed) if header is not None else _json_record(line, text, parsed)
+        if record is None:
+            continue
+        try:
+            parsed.rows(definition.table).append(build_row(definition, record, line, ctx, prices))
+            parsed.accepted += 1
+        except BadValue as error:
+            parsed.rejects.append(Reject(line, str(error), text))
+    return parsed
+
+
+def totals(definition: Definition, parsed: Parsed) -> dict:
+    """The definition's summary figures (Total) over the parsed rows."""
+    rows = parsed.tables.get(definition.table, [])
+    figures: dict[str, object] = {}
+    for total in definition.totals:
+        present = [r[total.column] for r in rows if total.column and r[total.column] is not None]
+        if total.how == "rows":
+            figures[total.name] = len(rows)
+        elif total.how == "sum":
+            figures[total.name] = sum(present)
+        elif total.how == "money":
+            figures[total.name] = str(sum(present, Decimal(0)).quantize(CENT)) if present else None
+        elif total.how == "float":
+            figures[total.name] = round(sum(present), 9) if present else None
+        elif total.how == "present":
+            figures[total.name] = len(present)
+        elif total.how == "absent":
+            figures[total.name] = len(rows) - len(present)
+        elif total.how == "equals":
+            figures[total.name] = sum(r[total.column] == total.value for r in rows)
+    return figures
