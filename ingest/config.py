@@ -68,6 +68,10 @@ class Serving:
 
     regression_pct: float
     min_requests: int
+    cost_per_1k_jump_ratio: float = 2.0  # the cost_per_1k_jump alert (outputs/alerts/serving.py)
+    cost_per_1k_min_requests: int = 10000
+    idle_qps: float = 0.05  # the idle_service alert
+    idle_window_hours: int = 48
 
 
 @dataclass(frozen=True)
@@ -319,6 +323,11 @@ def _build(user: dict, path: Path | None) -> Config:
         serving=Serving(
             regression_pct=_number(serving["regression_pct"], source, "serving.regression_pct"),
             min_requests=_whole(serving["min_requests"], source, "serving.min_requests"),
+            cost_per_1k_jump_ratio=_number(serving["cost_per_1k_jump_ratio"], source, "serving.cost_per_1k_jump_ratio"),
+            cost_per_1k_min_requests=_whole(serving["cost_per_1k_min_requests"], source,
+                                            "serving.cost_per_1k_min_requests"),
+            idle_qps=_number(serving["idle_qps"], source, "serving.idle_qps"),
+            idle_window_hours=_whole(serving["idle_window_hours"], source, "serving.idle_window_hours"),
         ),
         user_file=path,
         gpu=_gpu(merged["gpu"], source),

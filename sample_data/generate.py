@@ -553,6 +553,16 @@ SERVICES = (
                 capacity_rps_per_replica=9.5,
                 error_rate=0.004,
             ),
+            # JUMP_VERSION: a bigger model rolled out on the sample's last day, needing twice the
+            # replicas: its cost per 1,000 requests over the last 24 h is over 2x the 24 h before.
+            Version(
+                "v3.2",
+                "2026-11-21T02:00:00Z",
+                replicas=6,
+                latency_p50_ms=97.0,
+                capacity_rps_per_replica=4.8,
+                error_rate=0.004,
+            ),
         ),
     ),
     # v1.0 is a bigger model: it needs a third g5.12xlarge for the same traffic -> regression.
@@ -585,6 +595,35 @@ SERVICES = (
         ),
     ),
 )
+
+# The alert cases of issue 22 (the seed: "Service B cost per 1,000 requests increased 2x in the
+# last 24 hours; new model version: ..." and "if QPS stays near zero for a long window, scale down
+# or shut down instances"). Both draw from generators of their own (seeded by name), so every
+# other figure of the sample stays as it was: the jump version's extra replica slots, and the
+# near-idle service's fleet and windows.
+JUMP_VERSION = ("vision-tagger", "v3.2")
+IDLE_SERVICE = Service(
+    name="doc-embedder",  # an internal batch-embedding endpoint: a week's backfill, then left running
+    team="relevance",
+    host="serve-4",
+    instance_type="g6.xlarge",
+    peak_rps=9.0,
+    growth_per_30_days=0.0,
+    host_power_w=40.0,
+    reports_energy=True,
+    versions=(
+        Version(
+            "v2.0",
+            "2026-11-09T00:00:00Z",
+            replicas=2,
+            latency_p50_ms=45.0,
+            capacity_rps_per_replica=12.0,
+            error_rate=0.002,
+        ),
+    ),
+)
+IDLE_FROM_S = epoch_s("2026-11-16T12:00:00Z")  # the backfill ends; only health checks after it
+IDLE_REQUESTS_PER_HOUR = (0, 4)  # health checks: at most 4 requests an hour (0.0011 requests/s)
 
 # ----- billing --------------------------------------------------------------------------------
 
@@ -804,7 +843,7 @@ def build_world(rng: random.Random) -> World:
     )
     fleets = []
     for service in SERVICES:
-        slots = max(v.replicas for v in service.versions)
+        slots = max(v.replicas for v in service.versions if (service.name, v.name) != JUMP_VERSION)
         per = INSTANCE_TYPES[service.instance_type].gpu_count
         fleets.append(
             ServingFleet(
@@ -830,6 +869,16 @@ def build_world(rng: random.Random) -> World:
     sku_ids = {
         k: "".join(alphabet[rng.randrange(len(alphabet))] for _ in range(16)) for k in sku_keys
     }
+    own = random.Random(f"{SEED}:alert-cases")  # the issue-22 cases: nothing above draws from it
+    for fleet in fleets:
+        per = INSTANCE_TYPES[fleet.service.instance_type].gpu_count
+        while len(fleet.instance_ids) < max(v.replicas for v in fleet.service.versions):
+            fleet.instance_ids.append("i-0" + hex_id(own, 16))
+            fleet.gpu_uuids.append([gpu_uuid(own) for _ in range(per)])
+    per = INSTANCE_TYPES[IDLE_SERVICE.instance_type].gpu_count
+    slots = max(v.replicas for v in IDLE_SERVICE.versions)
+    fleets.append(ServingFleet(IDLE_SERVICE, ["i-0" + hex_id(own, 16) for _ in range(slots)],
+                               [[gpu_uuid(own) for _ in range(per)] for _ in range(slots)]))
     return World(node_gpus, node_resource_ids, commitment_id, fleets, sku_ids)
 
 
@@ -1467,6 +1516,8 @@ def build_serving(rng: random.Random, world: World) -> list[Window]:
     windows = []
     for fleet in world.fleets:
         service = fleet.service
+        if service is IDLE_SERVICE:
+            continue  # its windows come from its own generator (idle_service_windows)
         itype = INSTANCE_TYPES[service.instance_type]
         gpu_kind = GPU_TYPES[itype.gpu_type]
         for t in range(SPAN_START_S, SPAN_END_S, SERVING_WINDOW_S):
@@ -1527,7 +1578,52 @@ def build_serving(rng: random.Random, world: World) -> list[Window]:
     windows.sort(key=lambda w: (w.start_s, w.service.name))
     for i in sorted(rng.sample(range(len(windows)), SERVING_MISSING_COST_WINDOWS)):
         windows[i].omit_cost = True
+    windows += idle_service_windows(world)
+    windows.sort(key=lambda w: (w.start_s, w.service.name))
     return windows
+
+
+def idle_service_windows(world: World) -> list[Window]:
+    """IDLE_SERVICE's hourly windows: a backfill at business-hour traffic from its start until
+    IDLE_FROM_S, then health checks only while both replicas keep running (and costing)."""
+    own = random.Random(f"{SEED}:idle-service")
+    fleet = next(f for f in world.fleets if f.service is IDLE_SERVICE)
+    version = IDLE_SERVICE.versions[0]
+    itype = INSTANCE_TYPES[IDLE_SERVICE.instance_type]
+    gpu_kind = GPU_TYPES[itype.gpu_type]
+    out = []
+    for t in range(epoch_s(version.start), SPAN_END_S, SERVING_WINDOW_S):
+        if t < IDLE_FROM_S:
+            hour = (t % DAY_S) // HOUR_S
+            rps = IDLE_SERVICE.peak_rps * TRAFFIC_BY_UTC_HOUR[hour] * (1.0 + noise(own, 0.05))
+            total = int(rps * SERVING_WINDOW_S + 0.5)
+        else:
+            total = own.randint(*IDLE_REQUESTS_PER_HOUR)
+        errors = int(total * version.error_rate + 0.5)
+        load = total / SERVING_WINDOW_S / (version.replicas * version.capacity_rps_per_replica)
+        gpu_util = clamp(100.0 * load * (1.0 + noise(own, 0.03)), 0.0, 99.0)
+        p50 = version.latency_p50_ms * (1.0 + 0.5 * load * load)
+        gpus = version.replicas * itype.gpu_count
+        gpu_power_w = gpu_kind.idle_power_w[0] + (gpu_kind.max_power_w - gpu_kind.idle_power_w[0]) * gpu_util / 100.0
+        energy = (gpus * gpu_power_w + version.replicas * IDLE_SERVICE.host_power_w) / 1000.0
+        out.append(
+            Window(
+                IDLE_SERVICE,
+                version,
+                t,
+                total,
+                total - errors,
+                errors,
+                (round(p50, 1), round(p50 * 2.2, 1), round(p50 * 3.1, 1)),
+                round(gpu_util, 1),
+                round(clamp(3.0 + 45.0 * load, 1.0, 99.0), 1),
+                itype.price_per_hour_usd * version.replicas * SERVING_WINDOW_S / HOUR_S,
+                round6(energy),
+                version.replicas,
+                [u for slot in fleet.gpu_uuids[: version.replicas] for u in slot],
+            )
+        )
+    return out
 
 
 def window_record(w: Window) -> dict:
@@ -2059,7 +2155,7 @@ def build_truth(world, runs, reset_run, reset_s, series, windows, changes, billi
         monthly[month]["total_usd"] = float(sum(totals.values(), Decimal(0)).quantize(CENT))
         monthly[month]["lines"] = len(billing[month])
     cloud = [r for r in runs if r.node is None]
-    regression = [c for c in changes if c["is_regression"]]
+    regression = [c for c in changes if c["is_regression"] and (c["service"], c["to_version"]) != JUMP_VERSION]
     stalls = sorted(
         (
             {
@@ -2151,6 +2247,7 @@ def build_truth(world, runs, reset_run, reset_s, series, windows, changes, billi
         },
         "serving_version_changes": changes,
         "regression": regression[0] if regression else None,
+        "alert_cases": alert_cases(windows),
         "billed_cost_by_run_usd": {
             r.run_id: float(billed_by_resource[r.resource_id].quantize(Decimal("0.000001")))
             for r in sorted(cloud, key=lambda r: r.run_id)
@@ -2161,10 +2258,45 @@ def build_truth(world, runs, reset_run, reset_s, series, windows, changes, billi
     }
 
 
+def alert_cases(windows: list[Window]) -> dict:
+    """The issue-22 alert cases in figures: the jump version's service over the last 24 hours of
+    data against the 24 before (cost in USD per 1,000 requests), and the idle service's stretch."""
+    last_day = SPAN_END_S - DAY_S
+
+    def day(service: str, start: int) -> dict:
+        ws = [w for w in windows if w.service.name == service and start <= w.start_s < start + DAY_S]
+        cost = sum((w.cost_usd for w in ws), Decimal(0))  # a window sent without cost is priced alike
+        requests = sum(w.requests_total for w in ws)
+        return {"windows": len(ws), "requests_total": sum(w.requests_total for w in ws),
+                "cost_usd": float(cost.quantize(Decimal("0.000001"))),
+                "cost_per_1k_requests_usd": round6(float(cost * 1000 / requests))}
+
+    service, version = JUMP_VERSION
+    after, before = day(service, last_day), day(service, last_day - DAY_S)
+    idle = [w for w in windows if w.service is IDLE_SERVICE and w.start_s >= IDLE_FROM_S]
+    return {
+        "cost_per_1k_jump": {
+            "service": service, "new_version": version,
+            "version_start": next(v.start for s in SERVICES if s.name == service for v in s.versions if v.name == version),
+            "last_24h_start": iso_z(last_day), "last_24h": after, "previous_24h": before,
+            "ratio": round(after["cost_per_1k_requests_usd"] / before["cost_per_1k_requests_usd"], 4),
+        },
+        "idle_service": {
+            "service": IDLE_SERVICE.name, "idle_from": iso_z(IDLE_FROM_S), "idle_until": iso_z(SPAN_END_S),
+            "hours": len(idle), "requests_total": sum(w.requests_total for w in idle),
+            "max_window_rps": round6(max(w.requests_total for w in idle) / SERVING_WINDOW_S),
+            "cost_usd": float(sum((w.cost_usd for w in idle), Decimal(0))),
+        },
+    }
+
+
 def check_world(truth: dict) -> None:
     """Fail loudly if the story the README tells is not in the data."""
-    changes = truth["serving_version_changes"]
+    changes = [c for c in truth["serving_version_changes"] if (c["service"], c["to_version"]) != JUMP_VERSION]
     assert sum(c["is_regression"] for c in changes) == 1, changes
+    jump = truth["alert_cases"]["cost_per_1k_jump"]
+    assert jump["ratio"] >= 2.0 and jump["last_24h"]["requests_total"] >= 10_000, jump
+    assert truth["alert_cases"]["idle_service"]["hours"] >= 72, truth["alert_cases"]
     assert any(c["change_pct"] <= CLEAN_CHANGE_MAX_PCT for c in changes), changes
     assert all(c["is_regression"] or c["change_pct"] <= CLEAN_CHANGE_MAX_PCT for c in changes), (
         changes

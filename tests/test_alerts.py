@@ -21,6 +21,7 @@ from outputs import alert_store, alerts
 from ingest import config, loader, warehouse as wh
 from tests.conftest import REPO_ROOT, SAMPLE_DIR, sample_node_rates
 from tests.slack_server import refused_url, slack_stand_in
+from tests.test_serving_alerts import sample_new_rule_keys
 from tests.test_budgets import (SCOPES, allocated_by_day, allocated_by_run, bill_spend_by_day, expected_burn,
                                 run_line, sample_runs, spend_by_day)
 
@@ -56,17 +57,23 @@ def expected_sample_alerts() -> tuple[set[str], set[str]]:
             holding |= {f"{rule}|{budget.name}|{pct:g}%|{start}" for pct in crossed}
             posted |= {f"{rule}|{budget.name}|{max(crossed):g}%|{start}"} if crossed else set()
     truth = json.loads((SAMPLE_DIR / "truth.json").read_text())
-    regression = truth["regression"]
+    regression, jump = truth["regression"], truth["alert_cases"]["cost_per_1k_jump"]
     assert regression["service"] == "chat-assistant" and regression["change_pct"] > 10
-    for change in truth["serving_version_changes"]:  # only the regression is > 10 % on cost
-        assert (change["change_pct"] > 10) == (change is not None and change["service"] == regression["service"])
+    # only the regression and the last day's version (vision-tagger v3.2) are > 10 % on cost
+    worse = [c for c in truth["serving_version_changes"] if c["change_pct"] > 10]
+    assert [(c["service"], c["to_version"]) for c in worse] == [(jump["service"], jump["new_version"]),
+                                                                 (regression["service"], regression["to_version"])]
     energy = energy_wh_per_1k_success()
     assert energy[("chat-assistant", "v1.0")] > 1.10 * energy[("chat-assistant", "v0.9")]
     assert energy[("search-api", "v1.5")] < energy[("search-api", "v1.4")]
+    assert not any(service == "vision-tagger" for service, _ in energy)  # it sends no energy: cost only
     for metric in ("cost_per_1k_success_usd", "energy_wh_per_1k_success"):
         holding.add(f"serving_regression|chat-assistant {regression['to_version']}|{metric}|{regression['start_date']}")
+    holding.add(f"serving_regression|{jump['service']} {jump['new_version']}|cost_per_1k_success_usd|"
+                f"{jump['version_start'][:10]}")
     assert idle_usd_last_week(truth) > 200
     holding.add("idle_waste|GPUs|$200/week|2026-11-01")
+    holding |= sample_new_rule_keys()  # cost per 1k jump, idle service, run guardrails (tests/test_serving_alerts.py)
     return holding, posted | {key for key in holding if not key.startswith("budget_")}
 
 

@@ -556,7 +556,7 @@ def window_cost(w, prices) -> float:
     return prices[w["instance_type"]] * w["replicas"] * hours
 
 
-def test_exactly_one_version_change_is_a_cost_regression():
+def test_the_cost_regressions_are_chat_assistant_and_the_last_day_version():
     prices = serving_price_per_replica_hour()
     cost, success, first_seen = defaultdict(float), defaultdict(int), {}
     order = defaultdict(list)
@@ -582,8 +582,13 @@ def test_exactly_one_version_change_is_a_cost_regression():
                 )
             )
     regressions = [c for c in changes if c[5] >= 30]
-    assert len(regressions) == 1, changes
+    assert len(regressions) == 2, changes
     assert any(c[5] <= 5 for c in changes), changes
+    # the version that starts on the last day (the 24-hour cost-per-1k jump) is a regression too
+    jump = truth()["alert_cases"]["cost_per_1k_jump"]
+    (late,) = [c for c in regressions if c[3] >= "2026-11-21"]
+    assert (late[0], late[2], late[3]) == (jump["service"], jump["new_version"], jump["version_start"])
+    regressions.remove(late)
     service, before, after, start, per_1k, _ = regressions[0]
     reg = truth()["regression"]
     assert (service, before, after, start) == (
@@ -722,3 +727,30 @@ def test_monthly_spend_is_tens_of_thousands_and_growing():
     for name, total in totals.items():
         month = name[6:13]
         assert abs(float(total) - truth()["billing_by_month"][month]["total_usd"]) < 0.01
+
+
+def test_alert_cases_are_in_the_serving_windows():
+    """truth.json's issue-22 cases, recomputed from the windows: vision-tagger's cost per 1,000
+    requests on Nov 21 against Nov 20 (a window without cost priced as its instance type's other
+    windows), and doc-embedder's health-check-only stretch while it is billed."""
+    prices = serving_price_per_replica_hour()
+    cases = truth()["alert_cases"]
+    jump = cases["cost_per_1k_jump"]
+    per_day = {}
+    for day in ("2026-11-20", "2026-11-21"):
+        ws = [w for w in windows() if w["service"] == jump["service"] and w["window_start"].startswith(day)]
+        per_day[day] = (sum(window_cost(w, prices) for w in ws), sum(w["requests_total"] for w in ws), len(ws))
+    for key, day in (("previous_24h", "2026-11-20"), ("last_24h", "2026-11-21")):
+        cost, requests, count = per_day[day]
+        assert (count, requests) == (jump[key]["windows"], jump[key]["requests_total"]) == (24, requests)
+        assert abs(cost * 1000 / requests - jump[key]["cost_per_1k_requests_usd"]) < 1e-6
+    ratio = (per_day["2026-11-21"][0] / per_day["2026-11-21"][1]) / (per_day["2026-11-20"][0] / per_day["2026-11-20"][1])
+    assert ratio >= 2 and abs(ratio - jump["ratio"]) < 1e-3
+    first = min(w["window_start"] for w in windows() if (w["service"], w["model_version"]) == (jump["service"],
+                                                                                               jump["new_version"]))
+    assert first == jump["version_start"] and first.startswith("2026-11-21")
+    idle = cases["idle_service"]
+    stretch = [w for w in windows() if w["service"] == idle["service"] and w["window_start"] >= idle["idle_from"]]
+    assert len(stretch) == idle["hours"] >= 72 and all(w["requests_total"] <= 4 for w in stretch)
+    assert sum(w["requests_total"] for w in stretch) == idle["requests_total"]
+    assert abs(sum(window_cost(w, prices) for w in stretch) - idle["cost_usd"]) < 1e-6

@@ -489,7 +489,7 @@ def test_page_figures_per_version_equal_the_raw_windows(sample_warehouse):
                 assert float(shown) == pytest.approx(float(value), rel=1e-9), (key, column)
     # vision-tagger sends no energy_kwh: its energy per 1k is unknown
     assert {k for k, f in expected.items() if f["energy_wh_per_1k_success"] is None} == {
-        ("vision-tagger", "v3.0"), ("vision-tagger", "v3.1")}
+        ("vision-tagger", "v3.0"), ("vision-tagger", "v3.1"), ("vision-tagger", "v3.2")}
 
 
 def test_page_headline_equals_the_raw_windows_and_the_toggle_switches_to_all_requests(sample_warehouse):
@@ -527,17 +527,24 @@ def test_the_sample_regression_is_found_and_clean_changes_are_not(sample_warehou
     after = version_figures[(regression["service"], regression["to_version"])]["cost_per_1k_success_usd"]
     by_hand_pct = float((after / before - 1) * 100)
     assert round(by_hand_pct, 2) == regression["change_pct"] == 38.51
+    # the sample's other regression: vision-tagger v3.2, started on the last day (the cost-per-1k jump)
+    jump = truth["alert_cases"]["cost_per_1k_jump"]
+    late = [version_figures[(jump["service"], v)]["cost_per_1k_success_usd"] for v in ("v3.1", jump["new_version"])]
+    late_pct = float((late[1] / late[0] - 1) * 100)
 
     at = open_serving()
     table = table_with(at, "change_pct")
     cost_rows = table[table["metric"] == "cost_per_1k_success_usd"]
-    assert cost_rows[["service", "from_version", "to_version"]].values.tolist() == [
+    assert cost_rows[["service", "from_version", "to_version"]].values.tolist() == [  # worst first
+        [jump["service"], "v3.1", jump["new_version"]],
         [regression["service"], regression["from_version"], regression["to_version"]]]
-    row = cost_rows.iloc[0]
+    assert cost_rows.iloc[0]["change_pct"] == pytest.approx(late_pct, rel=1e-9)
+    row = cost_rows.iloc[1]
     assert row["change_pct"] == pytest.approx(by_hand_pct, rel=1e-9)
     assert str(row["start_date"])[:10] == regression["start_date"] == "2026-10-27"
     clean = [c for c in truth["serving_version_changes"] if not c["is_regression"]]
-    assert clean and not set(table["service"]) & {c["service"] for c in clean}
+    assert clean and not {(r.service, r.to_version) for r in table.itertuples()} & {(c["service"], c["to_version"])
+                                                                                   for c in clean}
     # the energy per 1k of the same change, by hand
     energy = [version_figures[(regression["service"], v)]["energy_wh_per_1k_success"]
               for v in (regression["from_version"], regression["to_version"])]
@@ -558,10 +565,13 @@ def test_every_version_change_is_compared_with_truth(sample_warehouse):
 
 
 @pytest.mark.parametrize("pct, min_requests, expected", [
-    (10, 10_000, {("cost_per_1k_success_usd", "v1.0"), ("energy_wh_per_1k_success", "v1.0")}),
-    (40, 10_000, {("energy_wh_per_1k_success", "v1.0")}),  # cost +38.5 %, energy +47.7 %
-    (50, 10_000, set()),
-    # chat-assistant v1.0 served 6,186,612 successful requests: below the bar it is left out
+    # vision-tagger v3.2 (the last day's version, truth.json alert_cases): cost +139.9 %, no energy
+    (10, 10_000, {("cost_per_1k_success_usd", "v1.0"), ("energy_wh_per_1k_success", "v1.0"),
+                  ("cost_per_1k_success_usd", "v3.2")}),
+    (40, 10_000, {("energy_wh_per_1k_success", "v1.0"), ("cost_per_1k_success_usd", "v3.2")}),  # cost +38.5 %, energy +47.7 %
+    (50, 10_000, {("cost_per_1k_success_usd", "v3.2")}),
+    (140, 10_000, set()),
+    # chat-assistant v1.0 served 6,186,612 successful requests, v3.2 982,046: below the bar they are left out
     (10, 6_186_613, set()),
 ])
 def test_regression_threshold_and_minimum_traffic(sample_warehouse, pct, min_requests, expected):
@@ -601,12 +611,14 @@ def test_daily_figures_are_utc_days_and_sum_to_the_whole(sample_warehouse):
 def test_date_range_selects_windows(sample_warehouse):
     raw = sample_windows()
     at = open_serving()
-    at.date_input(key="date_range").set_value((date(2026, 11, 1), date(2026, 11, 21)))
+    # November before its last day (vision-tagger v3.2, a regression, starts on Nov 21)
+    at.date_input(key="date_range").set_value((date(2026, 11, 1), date(2026, 11, 20)))
     rendered(at.run())
-    inside = [w for w in raw if "2026-11-01" <= w["window_start"][:10] <= "2026-11-21"]
+    inside = [w for w in raw if "2026-11-01" <= w["window_start"][:10] <= "2026-11-20"]
     assert metrics(at)["Requests"] == f"{sum(w['requests_total'] for w in inside):,}"
     versions = table_with(at, "model_version")
-    assert sorted(versions["model_version"]) == ["v1.0", "v1.5", "v3.1"]
+    assert sorted(versions["model_version"]) == sorted({w["model_version"] for w in inside}) == [
+        "v1.0", "v1.5", "v2.0", "v3.1"]
     assert [s.value for s in at.success] == ["No regressions in this selection."]
 
 

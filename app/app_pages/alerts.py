@@ -17,8 +17,13 @@ st.caption(
     f"`mlcost alerts check` (run it from cron) evaluates every rule and posts each new alert to Slack once: "
     f"budget thresholds ({len(settings.budgets)} budgets in mlcost.toml), a day's spend over "
     f"{rules.burn_spike_factor:g}× its {rules.burn_spike_baseline_days}-day mean, cost or energy per 1k requests "
-    f"regressions started in the last {rules.regression_lookback_days} days, and idle GPUs costing over "
-    f"${rules.idle_waste_usd_per_week:,.0f} a week. Each rule and threshold fires once per period; a failed "
+    f"regressions started in the last {rules.regression_lookback_days} days, idle GPUs costing over "
+    f"${rules.idle_waste_usd_per_week:,.0f} a week, training runs over a guardrail ([alerts] run_max_cost_usd, "
+    f"run_max_hours, run_max_gpu_hours), a service's cost per 1k requests over the last 24 hours at least "
+    f"{settings.serving.cost_per_1k_jump_ratio:g}× the 24 hours before (with "
+    f"{settings.serving.cost_per_1k_min_requests:,} requests or more in each), and services below "
+    f"{settings.serving.idle_qps:g} requests per second for {settings.serving.idle_window_hours} hours while "
+    "costing money. Each rule and threshold fires once per period; a failed "
     "post is retried on the next check; one interrupted (or unanswered) is re-sent once, marked as a possible "
     "repeat." + (" New alerts go out as one digest per channel." if rules.digest else ""))
 

@@ -38,6 +38,8 @@ from metrics.queries.serving import (  # noqa: F401
     serving_version_changes,
     serving_regressions,
     serving_by_service,
+    serving_span_change,
+    serving_quiet_services,
 )
 from metrics.queries.gpus import (  # noqa: F401
     gpu_rollup_rule,

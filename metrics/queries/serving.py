@@ -161,3 +161,56 @@ def serving_by_service(filters: Filters) -> pd.DataFrame:
                            + SERVING_FIGURES + """
         FROM windows GROUP BY service ORDER BY service
     """, _window_range(filters))
+
+
+# Two consecutive spans of one service's windows (by window_start): [start, middle) and
+# [middle, end). The cost per 1k requests of each is SERVING_FIGURES' (cost of the windows with
+# a cost x 1000 / their requests); new versions are those whose first window of all (not only
+# of the span) lies in [middle, end).
+SERVING_SPAN_CHANGE = SERVING_WINDOWS + """
+, spans AS (
+    SELECT service, window_start >= $middle AS is_last,""" + SERVING_FIGURES + """
+    FROM windows GROUP BY service, window_start >= $middle
+), firsts AS (
+    SELECT service, model_version, min(window_start) AS started_at
+    FROM serving_costs WHERE window_start < $end GROUP BY service, model_version
+), started AS (
+    SELECT service, list(model_version ORDER BY started_at, model_version) AS new_versions,
+           list(started_at ORDER BY started_at, model_version) AS new_versions_started_at
+    FROM firsts WHERE started_at >= $middle GROUP BY service
+)
+SELECT service,
+       b.requests_total AS requests_before, a.requests_total AS requests_after,
+       b.cost_usd AS cost_before_usd, a.cost_usd AS cost_after_usd,
+       b.cost_per_1k_requests_usd AS cost_per_1k_before_usd, a.cost_per_1k_requests_usd AS cost_per_1k_after_usd,
+       CAST(a.cost_per_1k_requests_usd AS DOUBLE) / nullif(CAST(b.cost_per_1k_requests_usd AS DOUBLE), 0) AS ratio,
+       coalesce(s.new_versions, []) AS new_versions,
+       coalesce(s.new_versions_started_at, []) AS new_versions_started_at
+FROM (SELECT * FROM spans WHERE is_last) a
+FULL JOIN (SELECT * FROM spans WHERE NOT is_last) b USING (service)
+LEFT JOIN started s USING (service)
+ORDER BY service
+"""
+
+
+def serving_span_change(start, middle, end) -> pd.DataFrame:
+    """Per service: requests, cost (USD, Decimal) and cost per 1k requests (USD, Decimal) of its windows
+    starting in [start, middle) (`_before`) and [middle, end) (`_after`), `ratio` after / before
+    (NaN without a before figure), and the model versions whose first window lies in [middle, end)
+    with those first windows' starts (UTC). Bounds are UTC instants."""
+    return warehouse.query_exact(SERVING_SPAN_CHANGE, {"start": start, "middle": middle, "end": end})
+
+
+def serving_quiet_services(start, end, max_qps: float) -> pd.DataFrame:
+    """Per service with windows starting in [start, end) (UTC instants): requests, mean requests per
+    second (SERVING_FIGURES' throughput_rps), the busiest window's requests per second, cost (USD,
+    Decimal), the first window's start, the last window's end and the seconds of window time;
+    only services whose every window served fewer than `max_qps` requests per second."""
+    return warehouse.query_exact(SERVING_WINDOWS + """
+        SELECT service, string_agg(DISTINCT model_version, ', ' ORDER BY model_version) AS versions,
+               min(window_start) AS first_window, max(window_end) AS last_window,
+               sum(window_s) AS window_s, max(requests_total / window_s) AS max_window_rps,""" + SERVING_FIGURES + """
+        FROM windows GROUP BY service
+        HAVING max(requests_total / window_s) < $max_qps
+        ORDER BY service
+    """, {"start": start, "end": end, "max_qps": max_qps})

@@ -8,7 +8,8 @@ from datetime import date, datetime, timedelta, timezone
 from ingest import config
 from mlcost.common import EXIT_PROBLEMS, EXIT_USAGE, say
 
-RULES = ["budget_actual", "budget_forecast", "burn_spike", "serving_regression", "idle_waste"]
+RULES = ["budget_actual", "budget_forecast", "burn_spike", "serving_regression", "idle_waste", "run_guardrail",
+         "cost_per_1k_jump", "idle_service"]  # outputs/alerts RULES (not imported: the CLI starts without it)
 
 
 def register(commands) -> None:
@@ -33,7 +34,7 @@ def register(commands) -> None:
         "snooze", help="hold the alerts of a budget (or other subject) for a while",
         description="Hold the alerts of a budget (or a regressed version, or GPUs) for some days: they are "
                     "recorded, never posted.")
-    snooze.add_argument("subject", help='the budget name, "SERVICE VERSION" of a regression, or GPUs')
+    snooze.add_argument("subject", help='the budget name, "SERVICE VERSION" of a regression, a service, a run id, or GPUs')
     snooze.add_argument("--rule", choices=RULES, help="only this rule (default: every rule)")
     snooze.add_argument("--days", type=float, default=7.0, help="how long (default 7 days; 0 lifts the snooze)")
     snooze.set_defaults(run=run_snooze)
