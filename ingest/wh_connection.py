@@ -55,6 +55,19 @@ class WarehouseBusy(RuntimeError):
     """Another process kept the warehouse file locked for longer than we were willing to wait."""
 
 
+class LakeReadOnly(WarehouseBusy):
+    """A write the warehouse refuses because it reads a lake (loads go through `mlcost load --lake`).
+    A WarehouseBusy, so that every place that says why the warehouse cannot take a write says this."""
+
+
+def refuse_in_lake(action: str) -> None:
+    """Raise LakeReadOnly when the warehouse is a lake: `action` ('load files') cannot be done here."""
+    url = lake_url()
+    if url:
+        raise LakeReadOnly(f"The warehouse is the lake {url}, which the dashboard and `mlcost ingest` only read: "
+                           f"to {action}, use `mlcost load --lake` (and `mlcost derive --lake`) instead.")
+
+
 def db_path() -> Path:
     """The warehouse file: $MLCOST_DB, else ./mlcost.duckdb (within private(), that one)."""
     if _private.path is not None:

@@ -40,7 +40,7 @@ def attach(con: duckdb.DuckDBPyConnection, url: str, with_estimates: bool = True
         records = [entry.record for entry in visible]
         con.execute("INSERT INTO lake_loads SELECT unnest($ids), unnest($seq), unnest($path), unnest($sha), "
                     "unnest($kind), unnest($loaded), unnest($rejected), unnest($at)::TIMESTAMPTZ, "
-                    "nullif(unnest($options), '')", {
+                    "unnest($options)", {
                         "ids": [entry.load_id for entry in visible], "seq": list(range(1, len(visible) + 1)),
                         "path": [r["path"] for r in records], "sha": [r["sha256"] for r in records],
                         "kind": [r["kind"] for r in records], "loaded": [r["rows_loaded"] for r in records],
