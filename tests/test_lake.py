@@ -210,7 +210,7 @@ def test_the_same_load_twice_changes_nothing_and_another_reading_supersedes_it(t
     (first,) = entries
     after = ledger(url, env)
     (new,) = set(after) - {first}
-    assert after[new]["supersedes"] == [first]
+    assert after[new]["supersedes"] == [str(first)]
     total = sum(trace_rows(trace).values())
     seen = read_through_mlcost(url, env, tmp_path, "SELECT host, count(*) FROM gpu_samples GROUP BY host")
     assert seen == [("renamed-node", total)]

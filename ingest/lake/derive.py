@@ -5,7 +5,7 @@ The visible rows of every loaded table (as readers see them, latest load winning
 copied into a private DuckDB file with the warehouse schema; there ingest/gpu_rollups.py rebuilds
 the per-minute GPU rollups and ingest/derived.py stores per-run GPU time and energy, trace-priced
 run costs, bill lines' runs and the bill's allocation by day, exactly as `mlcost rollup` does in
-the embedded file. Each derived table is written to derived/<table>/<generation>/0.parquet, and
+the embedded file. Each derived table is written to derived/<table>/generation=<id>/0.parquet, and
 derived/_current.json, naming the generation, its files and the loads it covers, last.
 """
 from __future__ import annotations
@@ -36,7 +36,7 @@ def derive(url: str) -> dict:
         with wh_connection.private(private), wh_connection.connect(private) as con:
             db = '"' + con.execute("SELECT current_database()").fetchone()[0].replace('"', '""') + '"'
             views.attach(con, url, with_estimates=False, with_derived=False)
-            record["loads"] = [load for (load,) in con.execute("SELECT load_id FROM lake_loads ORDER BY seq").fetchall()]
+            record["loads"] = [str(load) for (load,) in con.execute("SELECT load_id FROM lake_loads ORDER BY seq").fetchall()]
             for table in layout.LOADED:
                 con.execute(f"INSERT INTO {db}.main.{table} BY NAME SELECT * FROM temp.main.{table}")
             con.execute(f"INSERT INTO {db}.main.loads SELECT * FROM temp.main.loads")
@@ -56,9 +56,9 @@ def derive(url: str) -> dict:
                 local = Path(scratch) / f"{table}.parquet"
                 con.execute(f"COPY ({select}) TO '{local}' (FORMAT parquet, COMPRESSION zstd)")
                 record["rows"][table] = con.execute(f"SELECT count(*) FROM ({select})").fetchone()[0]
-                relative = f"{layout.DERIVED_DIR}/{table}/{generation}/0.parquet"
-                lake.put_file(local, relative)
-                record["tables"][table] = [relative]
-    record["derived_at"] = datetime.now(timezone.utc).isoformat(timespec="microseconds")
+                folder = f"{layout.DERIVED_DIR}/{table}/generation={generation}"
+                lake.put_file(local, f"{folder}/0.parquet")
+                record["tables"][table] = folder
+    record["written_at"] = datetime.now(timezone.utc).isoformat(timespec="microseconds")
     lake.put_json(layout.CURRENT, record)
     return record

@@ -41,6 +41,7 @@ class Entry:
 
     @property
     def supersedes(self) -> list[int]:
+        # ids are decimal strings in JSON (60-bit integers exceed the 2^53 a JSON number keeps exactly)
         return [int(x) for x in self.record.get("supersedes", [])]
 
 
@@ -65,7 +66,9 @@ class Lake:
             self.fs = LocalFileSystem()
             self.root = str(Path(self.url.removeprefix("file://")).expanduser().resolve())
         self._entries: dict[int, Entry] = {}
+        self._generations: dict[str, list[str]] = {}  # a derived folder's Parquet files (folders never change)
         self._listed_at = -1e9
+        self._current: tuple[float, dict] = (-1e9, {})
         self._lock = threading.Lock()
 
     # paths
@@ -137,6 +140,27 @@ class Lake:
             stamp = modified.timestamp() if hasattr(modified, "timestamp") else float(modified or 0)
             found.append((name[len(self.root) + 1:], stamp))
         return found
+
+    def current(self, fresh: bool = False) -> dict:
+        """derived/_current.json (the generation readers use; {} before the first derive), read
+        again at most every LISTING_TTL_S."""
+        with self._lock:
+            read_at, record = self._current
+            if fresh or time.monotonic() - read_at >= LISTING_TTL_S:
+                record = self.read_json(layout.CURRENT) or {}
+                self._current = (time.monotonic(), record)
+            return record
+
+    def derived_files(self, listed: str | list[str]) -> list[str]:
+        """The Parquet files of one derived table as _current.json names them: a folder (listed
+        once per process) or a list of files; relative to the lake."""
+        if isinstance(listed, list):
+            return listed
+        with self._lock:
+            if listed not in self._generations:
+                self._generations[listed] = sorted(name for name, _ in self.listing(listed)
+                                                   if name.endswith(".parquet"))
+            return self._generations[listed]
 
     # the ledger
     def entries(self, fresh: bool = False) -> dict[int, Entry]:

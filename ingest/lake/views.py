@@ -47,15 +47,16 @@ def attach(con: duckdb.DuckDBPyConnection, url: str, with_estimates: bool = True
                         "rejected": [r["rows_rejected"] for r in records],
                         "at": [r["loaded_at"] for r in records], "options": [r.get("options", "") for r in records]})
     con.execute(f"CREATE OR REPLACE TEMP VIEW loads AS SELECT {', '.join(_LOADS_COLUMNS)} FROM lake_loads")
-    current = (lake.read_json(layout.CURRENT) or {}) if with_derived or with_estimates else {}
+    current = lake.current() if with_derived or with_estimates else {}
     derived_files = current.get("tables", {})
     for table in layout.DERIVED if with_derived else ():
         if table == "run_cost_estimates":
             continue
-        files = [lake.duckdb_path(f) for f in derived_files.get(table, [])]
+        files = [lake.duckdb_path(f) for f in lake.derived_files(derived_files.get(table, []))]
         con.execute(f"CREATE OR REPLACE TEMP VIEW {table} AS "
                     + _select(columns[table], _source(files, db, table)))
-    estimates = [lake.duckdb_path(f) for f in derived_files.get("run_cost_estimates", [])] if with_estimates else []
+    estimates = ([lake.duckdb_path(f) for f in lake.derived_files(derived_files.get("run_cost_estimates", []))]
+                 if with_estimates else [])
     for table in layout.LOADED:
         files = [lake.duckdb_path(f) for entry in visible for f in entry.files.get(table, [])]
         con.execute(f"CREATE OR REPLACE TEMP VIEW {table} AS "

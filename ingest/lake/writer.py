@@ -85,11 +85,11 @@ def load_file(lake: Lake, path: Path, kind, tz, host, at, started_at, scrape_int
         after_commit(load)
     supersedes = sorted({entry.load_id for entry in earlier if entry.load_id != load})
     lake.put_json(layout.ledger_entry(load), {
-        "format": FORMAT, "load_id": load, "path": source, "sha256": sha256, "kind": kind_read,
+        "format": FORMAT, "load_id": str(load), "path": source, "sha256": sha256, "kind": kind_read,
         "options": options_read, "rows_loaded": loaded, "rows_rejected": rejected,
         "loaded_at": loaded_at.astimezone(timezone.utc).isoformat(),
         "committed_at": datetime.now(timezone.utc).isoformat(timespec="microseconds"),
-        "supersedes": supersedes, "files": files, "rows": rows,
+        "supersedes": [str(old) for old in supersedes], "files": files, "rows": rows,
         "writer": f"{socket.gethostname()}:{os.getpid()}",
     })
     summary.replaced = supersedes
@@ -139,8 +139,8 @@ def vacuum(lake: Lake, older_than_s: float = ORPHAN_AGE_S) -> list[str]:
             lake.remove(relative)
             removed.append(relative)
     for relative, modified in lake.listing(layout.DERIVED_DIR):
-        parts = relative.split("/")  # derived/<table>/<generation>/<file>
-        if len(parts) > 3 and parts[2] != current and modified < cutoff:
+        parts = relative.split("/")  # derived/<table>/generation=<generation>/<file>
+        if len(parts) > 3 and parts[2] != f"generation={current}" and modified < cutoff:
             lake.remove(relative)
             removed.append(relative)
     return removed

@@ -117,7 +117,6 @@ def run_vacuum(args: argparse.Namespace) -> int:
 
 
 def run_status(args: argparse.Namespace) -> int:
-    from ingest.lake import layout
     from ingest.lake.store import open_lake
 
     url = _lake(args)
@@ -125,8 +124,8 @@ def run_status(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     lake = open_lake(url)
     visible = lake.visible(fresh=True)
-    current = lake.read_json(layout.CURRENT) or {}
-    covered = set(current.get("loads", []))
+    current = lake.current(fresh=True)
+    covered = {int(load) for load in current.get("loads", [])}
     print(json.dumps({"loads": [{key: entry.record.get(key) for key in
                                  ("load_id", "path", "kind", "rows_loaded", "rows_rejected", "committed_at")}
                                 for entry in visible],
