@@ -35,7 +35,7 @@ def register(commands) -> None:
     derive.set_defaults(run=run_derive)
 
     lake = commands.add_parser("lake", help="look after an open lake", description="Look after an open lake.")
-    actions = lake.add_subparsers(required=True, metavar="ACTION")
+    actions = lake.add_subparsers(required=True, metavar="ACTION", help="run `mlcost lake ACTION --help` for its options")
     vacuum = actions.add_parser(
         "vacuum", help="remove files no reader reads (dead loads' files, old derived generations)",
         description="Remove the lake's files no reader reads once older than --older-than: data files of loads that "
