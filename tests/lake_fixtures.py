@@ -95,3 +95,26 @@ def upload_folder(env: dict[str, str], folder: Path, url: str) -> None:
     last = [p for p in files if "_ledger" in p.parts or p.name == "_current.json"]
     for path in [p for p in files if p not in last] + last:
         fs.put_file(str(path), f"{root}/{path.relative_to(folder).as_posix()}")
+
+
+@pytest.fixture(scope="module")
+def sample_pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """The sample data loaded twice with the demo's settings: into an embedded DuckDB file (`mlcost
+    ingest`) and into a lake folder (`mlcost load --lake`, then `mlcost derive --lake`)."""
+    folder = tmp_path_factory.mktemp("pair")
+    db, lake = folder / "embedded.duckdb", folder / "lake"
+    paths = [str(SAMPLE_DIR / name) for name in SAMPLE_FILES]
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "MLCOST_CONFIG": str(SETTINGS)}
+    env.pop("MLCOST_LAKE", None)
+    embedded = subprocess.Popen([sys.executable, "-m", "mlcost", "ingest", *paths], cwd=REPO_ROOT,
+                                env={**env, "MLCOST_DB": str(db)},
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    loaded = subprocess.run([sys.executable, "-m", "mlcost", "load", "--lake", str(lake), *paths], cwd=REPO_ROOT,
+                            env=env, capture_output=True, text=True)
+    assert loaded.returncode == 0, loaded.stdout + loaded.stderr
+    derived = subprocess.run([sys.executable, "-m", "mlcost", "derive", "--lake", str(lake)], cwd=REPO_ROOT,
+                             env=env, capture_output=True, text=True)
+    assert derived.returncode == 0, derived.stdout + derived.stderr
+    _, err = embedded.communicate(timeout=600)
+    assert embedded.returncode == 0, err
+    return db, lake

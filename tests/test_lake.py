@@ -23,7 +23,7 @@ import duckdb
 import pytest
 
 from tests.conftest import REPO_ROOT, SAMPLE_DIR
-from tests.lake_fixtures import SAMPLE_FILES, SETTINGS, mlcost, moto_s3, new_bucket, upload_folder  # noqa: F401
+from tests.lake_fixtures import SETTINGS, mlcost, moto_s3, new_bucket, sample_pair, upload_folder  # noqa: F401
 
 TRACES = sorted((SAMPLE_DIR / "gpu_traces").glob("*.csv.gz"))
 PAGES = sorted(p.name for p in (REPO_ROOT / "app" / "app_pages").glob("*.py") if p.name != "__init__.py")
@@ -245,29 +245,6 @@ def test_the_warehouse_over_a_lake_refuses_loads_in_one_sentence(tmp_path, monke
 
 
 # --- every table and every page: the lake and the embedded file agree -----------------------
-
-@pytest.fixture(scope="module")
-def sample_pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    """The sample data loaded twice with the demo's settings: into an embedded DuckDB file (`mlcost
-    ingest`) and into a lake folder (`mlcost load --lake`, then `mlcost derive --lake`)."""
-    folder = tmp_path_factory.mktemp("pair")
-    db, lake = folder / "embedded.duckdb", folder / "lake"
-    paths = [str(SAMPLE_DIR / name) for name in SAMPLE_FILES]
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "MLCOST_CONFIG": str(SETTINGS)}
-    env.pop("MLCOST_LAKE", None)
-    embedded = subprocess.Popen([sys.executable, "-m", "mlcost", "ingest", *paths], cwd=REPO_ROOT,
-                                env={**env, "MLCOST_DB": str(db)},
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    loaded = subprocess.run([sys.executable, "-m", "mlcost", "load", "--lake", str(lake), *paths], cwd=REPO_ROOT,
-                            env=env, capture_output=True, text=True)
-    assert loaded.returncode == 0, loaded.stdout + loaded.stderr
-    derived = subprocess.run([sys.executable, "-m", "mlcost", "derive", "--lake", str(lake)], cwd=REPO_ROOT,
-                             env=env, capture_output=True, text=True)
-    assert derived.returncode == 0, derived.stdout + derived.stderr
-    _, err = embedded.communicate(timeout=600)
-    assert embedded.returncode == 0, err
-    return db, lake
-
 
 WAREHOUSE_TABLES = ("runs", "run_evals", "gpu_samples", "serving_windows", "billing_lines", "rejects",
                     "gpu_minutes", "gpu_gaps", "run_gpu_time", "gpu_minutes_allocated", "run_gpu_energy",
