@@ -95,9 +95,13 @@ def _fs(url: str, env: dict):
 
         return (s3fs.S3FileSystem(endpoint_url=env["AWS_ENDPOINT_URL_S3"], key="testing", secret="testing",
                                   use_listings_cache=False, skip_instance_cache=True), url.removeprefix("s3://"))
-    from fsspec.implementations.local import LocalFileSystem
+    from ingest.lake.store import LocalFiles
 
-    return LocalFileSystem(), url
+    class Local(LocalFiles):
+        def cat_file(self, path: str) -> bytes:
+            return Path(path).read_bytes()
+
+    return Local(), url
 
 
 def read_through_mlcost(url: str, env: dict, tmp_path: Path, sql: str) -> list[tuple]:

@@ -55,15 +55,16 @@ class Lake:
             bucket_prefix = self.url[len("s3://"):]
             if not bucket_prefix or bucket_prefix.startswith("/"):
                 raise LakeError(f"{url!r} is not an s3://bucket/prefix address")
-            import s3fs  # noqa: PLC0415  (only lakes on S3 need it)
+            try:
+                import s3fs  # noqa: PLC0415  (only lakes on S3 need it)
+            except ImportError:
+                raise LakeError("a lake on S3 needs s3fs: pip install s3fs (or mlcost[lake])") from None
 
             endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
             self.fs: Any = s3fs.S3FileSystem(endpoint_url=endpoint or None, use_listings_cache=False)
             self.root = bucket_prefix
         else:
-            from fsspec.implementations.local import LocalFileSystem  # noqa: PLC0415
-
-            self.fs = LocalFileSystem()
+            self.fs = LocalFiles()
             self.root = str(Path(self.url.removeprefix("file://")).expanduser().resolve())
         self._entries: dict[int, Entry] = {}
         self._generations: dict[str, list[str]] = {}  # a derived folder's Parquet files (folders never change)
@@ -185,6 +186,32 @@ class Lake:
         superseded = {old for entry in entries.values() for old in entry.supersedes}
         return sorted((entry for load, entry in entries.items() if load not in superseded),
                       key=lambda entry: (entry.committed_at, entry.load_id))
+
+
+class LocalFiles:
+    """The few filesystem calls a lake makes (fsspec's names), for a local folder: no fsspec needed."""
+
+    protocol = "file"
+
+    def exists(self, path: str) -> bool:
+        return os.path.exists(path)
+
+    def open(self, path: str, mode: str = "rb"):
+        return open(path, mode)
+
+    def rm_file(self, path: str) -> None:
+        Path(path).unlink(missing_ok=True)
+
+    def find(self, base: str, detail: bool = False) -> dict[str, dict]:
+        found = {}
+        for folder, _, names in os.walk(base):
+            for name in names:
+                path = os.path.join(folder, name)
+                try:
+                    found[path] = {"mtime": os.stat(path).st_mtime}
+                except FileNotFoundError:  # removed meanwhile (a vacuum, a rename)
+                    continue
+        return found
 
 
 _lakes: dict[str, Lake] = {}
