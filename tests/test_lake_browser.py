@@ -25,14 +25,15 @@ def shown_metrics(page) -> list[tuple[str, str]]:
             for m in metrics.all()]
 
 
-def settled(page, done) -> list[tuple[str, str]]:
-    """The page's metrics once done(metrics) or once the same on two reads 2 s apart (figures
-    arrive as the page runs; a page without any, after 10 s), at most SETTLE_S."""
+def settled(page, want: list | None = None) -> list[tuple[str, str]]:
+    """The page's metrics once they equal `want`; without `want`, once the same on two reads 2 s
+    apart (figures arrive as the page runs; a page without any, after 10 s); at most SETTLE_S."""
     started, before = time.monotonic(), None
     while True:
         shown = shown_metrics(page)
         waited = time.monotonic() - started
-        if done(shown) or (shown == before and (shown or waited > 10)) or waited > SETTLE_S:
+        if waited > SETTLE_S or (shown == want if want is not None
+                                 else shown == before and (shown or waited > 10)):
             return shown
         before = shown
         time.sleep(2)
@@ -62,10 +63,10 @@ def test_every_page_from_a_lake_shows_the_embedded_warehouses_figures(chromium, 
             for path, heading in PAGES.items():
                 page.goto(f"{embedded_url}/{path}")
                 expect(page.get_by_role("heading", name=heading, exact=True)).to_be_visible(timeout=4 * WAIT_MS)
-                want = settled(page, lambda shown: False)
+                want = settled(page)
                 page.goto(f"{lake_url}/{path}")
                 expect(page.get_by_role("heading", name=heading, exact=True)).to_be_visible(timeout=4 * WAIT_MS)
-                got = settled(page, lambda shown: shown == want)
+                got = settled(page, want)
                 assert got == want, f"page /{path}"
                 seen += len(want)
             assert seen > 20  # the pages did show figures
