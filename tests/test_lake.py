@@ -369,3 +369,28 @@ def test_every_page_shows_the_same_figures_from_the_lake(sample_pair, kind, tmp_
         differ = [i for i, (a, b) in enumerate(zip(tables, lake_tables))
                   if not same_rows(sorted(a, key=_sort_key), sorted(b, key=_sort_key))]
         assert differ == [], f"{page}: tables {differ} differ"
+
+
+def test_the_settings_files_lake_is_where_load_writes_and_the_warehouse_reads(tmp_path):
+    """`[warehouse] lake` in mlcost.toml, no --lake and no $MLCOST_LAKE: `mlcost load` writes there and
+    every warehouse read (here `mlcost loads`) reads it; `mlcost derive` without a lake says how to name one."""
+    lake = tmp_path / "team lake"
+    settings = tmp_path / "mlcost.toml"
+    settings.write_text(f'[warehouse]\nlake = "{lake}"\n')
+    env = {"MLCOST_CONFIG": str(settings), "MLCOST_DB": str(tmp_path / "local.duckdb")}
+    (part,) = split_runs(tmp_path / "in", 1)
+    clean = {k: v for k, v in os.environ.items() if k != "MLCOST_LAKE"}
+    done = subprocess.run([sys.executable, "-m", "mlcost", "load", str(part)], cwd=REPO_ROOT, capture_output=True,
+                          text=True, env={**clean, "PYTHONPATH": str(REPO_ROOT), **env}, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert len(ledger(str(lake), {})) == 1
+    listed = subprocess.run([sys.executable, "-m", "mlcost", "loads", "--json"], cwd=REPO_ROOT, capture_output=True,
+                            text=True, env={**clean, "PYTHONPATH": str(REPO_ROOT), **env}, timeout=300)
+    assert listed.returncode == 0, listed.stderr
+    (load,) = json.loads(listed.stdout)
+    assert (load["kind"], load["rows_loaded"]) == ("runs", len(run_ids(part)))
+    elsewhere = tmp_path / "elsewhere"  # no mlcost.toml here
+    elsewhere.mkdir()
+    no_lake = subprocess.run([sys.executable, "-m", "mlcost", "derive"], cwd=elsewhere, capture_output=True, text=True,
+                             env={**clean, "PYTHONPATH": str(REPO_ROOT), "MLCOST_CONFIG": ""}, timeout=300)
+    assert no_lake.returncode == 2 and "--lake" in no_lake.stderr + no_lake.stdout
