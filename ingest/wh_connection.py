@@ -55,9 +55,61 @@ class WarehouseBusy(RuntimeError):
     """Another process kept the warehouse file locked for longer than we were willing to wait."""
 
 
+class LakeReadOnly(WarehouseBusy):
+    """A write the warehouse refuses because it reads a lake (loads go through `mlcost load --lake`).
+    A WarehouseBusy, so that every place that says why the warehouse cannot take a write says this."""
+
+
+def refuse_in_lake(action: str) -> None:
+    """Raise LakeReadOnly when the warehouse is a lake: `action` ('load files') cannot be done here."""
+    url = lake_url()
+    if url:
+        raise LakeReadOnly(f"The warehouse is the lake {url}, which the dashboard and `mlcost ingest` only read: "
+                           f"to {action}, use `mlcost load --lake` (and `mlcost derive --lake`) instead.")
+
+
 def db_path() -> Path:
-    """The warehouse file: $MLCOST_DB, else ./mlcost.duckdb."""
+    """The warehouse file: $MLCOST_DB, else ./mlcost.duckdb (within private(), that one)."""
+    if _private.path is not None:
+        return _private.path
     return Path(os.environ.get("MLCOST_DB") or DEFAULT_DB).expanduser()
+
+
+class _Private(threading.local):
+    path: Path | None = None
+
+
+_private = _Private()
+
+
+@contextmanager
+def private(path: Path) -> Iterator[None]:
+    """Within it, this thread's warehouse is the file `path` and no lake (`mlcost load --lake`
+    validates each file into a private warehouse first)."""
+    before, _private.path = _private.path, path
+    try:
+        yield
+    finally:
+        _private.path = before
+
+
+def lake_url() -> str | None:
+    """The lake the warehouse's tables are read from ([warehouse] lake or $MLCOST_LAKE), or None
+    for the embedded file; None within private()."""
+    if _private.path is not None:
+        return None
+    from ingest.lake import settings
+
+    return settings.lake_url()
+
+
+def _lake_views(con: duckdb.DuckDBPyConnection) -> None:
+    """With a lake, the warehouse's tables become temp views over its committed files (ingest/lake/views.py)."""
+    url = lake_url()
+    if url:
+        from ingest.lake import views
+
+        views.attach(con, url)
 
 
 class _Turns:
@@ -201,6 +253,7 @@ def connect(path: Path | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
                     if key not in _schema_ready:
                         _put_schema(con)
                         _schema_ready.add(key)
+            _lake_views(con)
             yield con
         finally:
             _held.rw -= 1
@@ -242,6 +295,7 @@ def read(path: Path | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
         _held.ro = getattr(_held, "ro", 0) + 1
         try:
             _settings(con)
+            _lake_views(con)
             yield con
         finally:
             _held.ro -= 1
@@ -288,6 +342,7 @@ class _Session:
         try:
             con = _open(self.path, read_only=True, deadline=deadline)
             _settings(con)
+            _lake_views(con)
         except BaseException:
             _turns.release()
             raise

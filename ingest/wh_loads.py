@@ -11,7 +11,7 @@ from pathlib import Path
 import duckdb
 
 from ingest import derived, gpu_rollups
-from ingest.wh_connection import attached, connect, db_path, ensure_schema, read
+from ingest.wh_connection import attached, connect, db_path, ensure_schema, read, refuse_in_lake
 
 
 def find_load(sha256: str, kind: str, path: Path | None = None, options: str | None = None) -> int | None:
@@ -59,6 +59,7 @@ def loads_of_content(sha256: str, path: Path | None = None) -> list[int]:
 def unload(load_id: int, reason: str = "unloaded", path: Path | None = None) -> dict[str, int] | None:
     """Remove one load, every row it brought and its rejects, in one transaction; returns the rows
     removed per table, or None when there is no such load (remove_load says what goes)."""
+    refuse_in_lake("remove a load")
     with connect(path) as con:
         con.execute("BEGIN TRANSACTION")
         try:
@@ -140,6 +141,7 @@ def rebuild_gpu_rollups(path: Path | None = None) -> int:
     """Recompute every GPU's rollups with the current [gpu] settings; returns the GPUs done."""
     from ingest import config
 
+    refuse_in_lake("recompute the GPU rollups")
     gpu = config.load().gpu
     with connect(path) as con:
         db = '"' + con.execute("SELECT current_database()").fetchone()[0].replace('"', '""') + '"'

@@ -12,7 +12,7 @@ import duckdb
 
 from ingest import derived, gpu_rollups, staging, wh_loads
 from ingest.contract import Parsed
-from ingest.wh_connection import attached, db_path, ensure_schema
+from ingest.wh_connection import attached, db_path, ensure_schema, refuse_in_lake
 
 # Rows that arrive again replace the older ones sharing these columns (latest load wins); a
 # repeat within one file keeps its last line (staging.UNIQUE_BY).
@@ -86,6 +86,7 @@ def merge(stage: duckdb.DuckDBPyConnection, source: str, sha256: str, kind: str,
     """
     from ingest import config
 
+    refuse_in_lake("load files")
     path = path or db_path()
     ensure_schema(path)
     tables = {name: with_id for name, with_id in _merged_tables(stage).items() if staging.count(stage, name)}

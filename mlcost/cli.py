@@ -6,11 +6,11 @@ import sys
 from importlib import metadata
 
 from ingest import config, warehouse
-from mlcost.commands import alerts, allocation, fetch, imports, ingest, loads, report, serve
+from mlcost.commands import alerts, allocation, fetch, imports, ingest, lake, loads, report, serve
 from mlcost.common import EXIT_BUSY, EXIT_USAGE, say
 
 # Each module adds its subcommands with register(commands); the order is the order of --help.
-COMMAND_MODULES = (ingest, loads, fetch, imports, allocation, alerts, report, serve)
+COMMAND_MODULES = (ingest, lake, loads, fetch, imports, allocation, alerts, report, serve)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -18,9 +18,13 @@ WITH filtered_runs AS (
 
 def data_version() -> int:
     """A number that changes whenever any data changes: from the newest load_id, the count of GPU
-    rollup computations (`mlcost rollup` loads nothing) and of unloads (which can lower the newest id)."""
+    rollup computations (`mlcost rollup` loads nothing) and of unloads (which can lower the newest id);
+    over a lake (load ids are content hashes, derived tables come in generations) also from the set of
+    loads and when the rollups were computed."""
     return int(warehouse.query(
-        "SELECT hash(coalesce(max(load_id), 0), (SELECT coalesce(max(rollups), 0) FROM gpu_rollup_settings), "
+        "SELECT hash(coalesce(max(load_id), 0), count(*), bit_xor(load_id), "
+        "(SELECT coalesce(max(rollups), 0) FROM gpu_rollup_settings), "
+        "(SELECT max(computed_at) FROM gpu_rollup_settings), "
         "(SELECT count(*) FROM unloads)) % 9007199254740991 AS v FROM loads")["v"].iloc[0])
 
 
