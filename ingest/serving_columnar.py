@@ -20,9 +20,9 @@ from decimal import Decimal
 
 import pyarrow as pa
 
-from ingest import line_sql, staging, values
-from ingest.contract import ParseContext
-from ingest.staging import Source, Staged
+from ingest.engine import line_sql, staging, values
+from ingest.engine.contract import ParseContext
+from ingest.engine.staging import Source, Staged
 
 ISO_WITH_OFFSET = (r"\d{4}-\d{2}-\d{2}[T ]([01]\d|2[0-3]):[0-5]\d(:[0-5]\d(\.\d{1,6})?)?"
                    r"(Z|[+-]([01]\d|2[0-3]):[0-5]\d)")

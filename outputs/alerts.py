@@ -29,8 +29,8 @@ from metrics import allocation, budgets, idle, queries
 from outputs import alert_store, slack
 from metrics.filters import Filters
 from present.format import money
-from ingest import warehouse as wh
-from ingest.config import Config
+from ingest.engine import warehouse as wh
+from ingest.settings.config import Config
 
 RULES = ("budget_actual", "budget_forecast", "burn_spike", "serving_regression", "idle_waste")
 IDLE_DAYS = 7

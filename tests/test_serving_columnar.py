@@ -15,8 +15,9 @@ from datetime import timezone
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
-from ingest import serving, serving_columnar, staging
-from ingest.contract import ParseContext
+from ingest import serving, serving_columnar
+from ingest.engine import staging
+from ingest.engine.contract import ParseContext
 from tests.conftest import REPO_ROOT, SAMPLE_DIR
 
 UTC = timezone.utc
@@ -344,7 +345,8 @@ def test_quirky_json_lines_stage_the_same(tmp_path, caplog):
 def test_too_long_lines_are_refused_once_and_the_next_line_decides(tmp_path, monkeypatch):
     """A too-long first line is refused with its size, once, and the next one decides JSON or CSV
     (its header): as the per-line path reads it (the loader refuses too-long lines before `parse`)."""
-    from ingest import limits, loader
+    from ingest.pipeline import loader
+    from ingest.settings import limits
 
     monkeypatch.setattr(limits, "_current", limits.current())
     limits.configure(limits.Limits(max_line_bytes=400))

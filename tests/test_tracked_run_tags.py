@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from ingest import config
+from ingest.settings import config
 from ingest.importers import tracked_runs
 
 
