@@ -159,7 +159,7 @@ def ingest_file(path: Path, kind: str | None = None, tz: tzinfo = timezone.utc,
 
 def _guarded(path: Path, kind: str | None, context: ParseContext, on_progress: Progress | None) -> FileSummary:
     """_ingest_file behind the per-file barrier: any surprise fails this file, not the batch."""
-    limits.configure(limits.from_settings())
+    limits.configure(config.ingest_limits())
     try:
         return _ingest_file(path, kind, context, on_progress)
     except (warehouse.WarehouseBusy, config.ConfigError):  # the command stops: not this file's fault

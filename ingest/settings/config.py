@@ -280,6 +280,12 @@ def load(path: Path | None = None) -> Config:
     return _build(_read(path) if path else {}, path)
 
 
+def ingest_limits() -> Limits:
+    """The [ingest] settings of mlcost.toml (what the loader puts in force with limits.configure);
+    ConfigError when the file cannot be used. Here, not in limits.py: limits sits below config."""
+    return load().ingest
+
+
 def check_text(text: str, path: Path) -> Config:
     """The settings `text` would give if it were the file `path`: ConfigError exactly as load() would."""
     try:

@@ -49,13 +49,6 @@ def configure(limits: Limits) -> None:
     csv.field_size_limit(max(limits.max_line_bytes, 1 << 17))
 
 
-def from_settings() -> Limits:
-    """The [ingest] settings of mlcost.toml; config.ConfigError when the file cannot be used."""
-    from ingest.settings import config
-
-    return config.load().ingest
-
-
 class _Bounded(io.RawIOBase):
     """A decompressed stream that raises TooLarge when it yields more than the limits allow."""
 
