@@ -10,8 +10,6 @@ tracker or Slurm (KINDS) that carry no other cost are priced so, once they have 
 """
 from __future__ import annotations
 
-from decimal import Decimal
-
 import duckdb
 
 from ingest.settings import config
@@ -89,12 +87,3 @@ def refresh(con: duckdb.DuckDBPyConnection) -> int:
     con.execute("DROP TABLE traced_gpu_hours")
     con.execute("DROP TABLE traced_costs")
     return priced
-
-
-def priced_runs(run_ids: list[str]) -> tuple[int, Decimal]:
-    """How many of these runs the warehouse has priced from GPU traces, and their cost (USD, exact)."""
-    from ingest.engine import warehouse
-
-    found = warehouse.query_exact("SELECT count(*) AS runs, coalesce(sum(cost_usd), 0) AS cost_usd FROM runs "
-                                  "WHERE cost_source = ? AND list_contains(?::VARCHAR[], run_id)", [SOURCE, run_ids])
-    return int(found["runs"][0]), Decimal(found["cost_usd"][0])

@@ -8,9 +8,11 @@ Everyone imports this module; its parts live beside it by topic:
 from __future__ import annotations
 
 from datetime import date, datetime, timezone
+from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ingest.derived import run_trace_costs
 from ingest.engine.wh_connection import (  # noqa: F401  (the warehouse's API, re-exported)
     DEFAULT_DB, LOCK_WAIT_S, SESSION_IDLE_S, WarehouseBusy, connect, db_path, read, session, writer_waiting,
 )
@@ -52,6 +54,15 @@ def execute(statements: list[tuple[str, list | dict]], path: Path | None = None)
         except BaseException:
             con.execute("ROLLBACK")
             raise
+
+
+def priced_from_traces(run_ids: list[str], path: Path | None = None) -> tuple[int, Decimal]:
+    """How many of these runs the warehouse has priced from GPU traces (ingest/derived/run_trace_costs.py),
+    and their cost (USD, exact)."""
+    found = query_exact("SELECT count(*) AS runs, coalesce(sum(cost_usd), 0) AS cost_usd FROM runs "
+                        "WHERE cost_source = ? AND list_contains(?::VARCHAR[], run_id)",
+                        [run_trace_costs.SOURCE, run_ids], path)
+    return int(found["runs"][0]), Decimal(found["cost_usd"][0])
 
 
 DECISION_KINDS = ("decision", "note")

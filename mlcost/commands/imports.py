@@ -235,11 +235,11 @@ def add_trace_estimates(summary: FileSummary, parsed) -> None:
     """Add to a loaded runs summary how many of its runs the warehouse priced from their hosts'
     GPU traces on loading them (`runs_cost_from_traces`, `cost_from_traces_usd_total`): estimates,
     apart from the costs the source gave."""
-    from ingest.derived import run_trace_costs
+    from ingest.engine import warehouse
 
     if summary.status != "loaded":
         return
-    count, cost_usd = run_trace_costs.priced_runs([run["run_id"] for run in parsed.tables.get("runs", [])])
+    count, cost_usd = warehouse.priced_from_traces([run["run_id"] for run in parsed.tables.get("runs", [])])
     summary.totals.update(runs_cost_from_traces=count, cost_from_traces_usd_total=str(cost_usd))
     if count:
         say(f"{summary.path}: {count} runs priced from their hosts' GPU traces x the catalog "
