@@ -21,7 +21,7 @@ from datetime import timezone
 import pyarrow as pa
 
 from ingest.engine import staging, values
-from ingest.formats.runs import run_record
+from ingest.formats.runs import json_records, run_record
 from ingest.settings import config, limits
 from ingest.engine.contract import BadValue, ParseContext, Reject
 from ingest.serving_columnar import EDGE_BLANK, ISO_NAIVE, ISO_WITH_OFFSET, LONG_NUMBER, MONEY_TEXT
@@ -61,8 +61,6 @@ log = logging.getLogger(__name__)
 
 def stage(src: Source, con, ctx: ParseContext) -> Staged:
     """Stage a runs file's runs, eval points and rejects in `con`; lines (or an array's elements) in SQL."""
-    from ingest.formats.runs import runs_json
-
     prices = config.load().prices
     head = _first_line(src)
     stripped = head[1].lstrip() if head else ""
@@ -73,7 +71,7 @@ def stage(src: Source, con, ctx: ParseContext) -> Staged:
     if whole and stripped.startswith("[") and not _has_long_number(src):
         accepted = _stage_array(src, con, ctx, prices, head, unknown)
     elif whole:  # one object over many lines (run_meta.json), or an array DuckDB does not read: as before
-        parsed = runs_json.parse(staging.lines(src), ctx)
+        parsed = json_records.parse(staging.lines(src), ctx)
         staging.insert_parsed(con, parsed, src.name)
         return Staged(parsed.accepted, run_record.staged_run_totals(con), parsed.warnings)
     else:
@@ -167,8 +165,6 @@ def _has_long_number(src: Source) -> bool:
 def _stage_array(src: Source, con, ctx: ParseContext, prices, head: tuple[int, str], unknown: set[str]) -> int:
     """Stage a JSON array's elements (each numbered with the array's first line, as runs_json.parse
     does), streamed by DuckDB's array reader; an array it cannot read goes to runs_json.parse."""
-    from ingest.formats.runs import runs_json
-
     first, first_text = head
     con.execute("SET preserve_insertion_order = true")  # `ord` is the element's place: a later one wins
     try:
@@ -176,7 +172,7 @@ def _stage_array(src: Source, con, ctx: ParseContext, prices, head: tuple[int, s
                     "FROM read_json_objects(?, format = 'array', compression = ?)",
                     [str(src.path), src.duckdb_compression])
     except Exception:  # not one well-formed array: the line-by-line reading says what is wrong
-        parsed = runs_json.parse(staging.lines(src), ctx)
+        parsed = json_records.parse(staging.lines(src), ctx)
         staging.insert_parsed(con, parsed, src.name)
         return parsed.accepted
     finally:
@@ -453,8 +449,6 @@ def _price_from_catalog(con, prices: config.Prices) -> None:
 def _stage_in_python(con, src: Source, ctx: ParseContext, prices, suspects, raw_of_line: str | None,
                      unknown: set[str] | None = None) -> int:
     """Stage records by run_record.build_run (as runs_json.parse reads them); returns the runs accepted."""
-    from ingest.formats.runs import runs_json
-
     runs, evals, rejects = [], [], []
     for line, ord_, raw in suspects:
         if not raw.strip():  # blank as Python reads blanks (a no-break space, say): skipped, as before
