@@ -8,7 +8,7 @@ from decimal import Decimal
 import pytest
 
 from ingest.pipeline import loader
-from ingest.pipeline.loader import FileSummary
+from ingest.engine.report import FileSummary
 from ingest.engine.report import summary_lines
 from tests.conftest import SAMPLE_DIR
 

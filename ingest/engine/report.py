@@ -1,13 +1,50 @@
-"""The human-readable validation report of one ingested file, shared by the CLI and the Data page."""
+"""What happened to one ingested file (FileSummary, made by the loader and the importers' ledger) and its
+human-readable validation report, shared by the CLI and the Data page."""
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from decimal import ROUND_HALF_UP, Decimal
 
-from typing import TYPE_CHECKING
+REJECTS_SHOWN = 10
 
-if TYPE_CHECKING:  # annotations only: importing the loader imports every parser
-    from ingest.pipeline.loader import FileSummary
+
+@dataclass
+class FileSummary:
+    """What happened to one file; `to_json` is the --json record."""
+
+    path: str
+    kind: str | None = None
+    status: str = "failed"  # loaded | rejected (every line refused) | already_loaded | not_data | failed
+    rows_loaded: int = 0
+    rows_rejected: int = 0
+    rejects: list[dict] = field(default_factory=list)
+    totals: dict = field(default_factory=dict)
+    error: str | None = None
+    replaced: list[int] = field(default_factory=list)  # earlier loads of this file, read otherwise
+    warnings: list[str] = field(default_factory=list)
+    merge_s: float | None = None  # seconds the warehouse was locked to merge this file (None: no merge)
+
+    @property
+    def ok(self) -> bool:
+        return self.status != "failed" and self.rows_rejected == 0
+
+    def to_json(self) -> dict:
+        record = {
+            "path": self.path, "kind": self.kind, "status": self.status,
+            "rows_loaded": self.rows_loaded, "rows_rejected": self.rows_rejected,
+            "rejects": self.rejects, **self.totals,
+        }
+        if self.error:
+            record["error"] = self.error
+        if self.replaced:
+            record["replaced_load_ids"] = self.replaced
+        if self.warnings:
+            record["warnings"] = self.warnings
+        if self.merge_s is not None:
+            record["merge_s"] = round(self.merge_s, 3)
+        return record
+
 
 CENT = Decimal("0.01")
 

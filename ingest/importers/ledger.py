@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 
 from ingest.engine import warehouse
 from ingest.engine.contract import Parsed
-from ingest.pipeline.loader import REJECTS_SHOWN, FileSummary
+from ingest.engine.report import REJECTS_SHOWN, FileSummary
 
 
 def load_import(source: str, kind: str, parsed: Parsed, content: bytes, totals: dict) -> FileSummary:

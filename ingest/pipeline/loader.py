@@ -6,7 +6,6 @@ import fnmatch
 import glob
 import hashlib
 import re
-from dataclasses import dataclass, field
 from datetime import datetime, timezone, tzinfo
 from pathlib import Path
 from types import ModuleType
@@ -25,6 +24,7 @@ from ingest.formats.billing import billing_aws, billing_azure, billing_focus, bi
 from ingest.engine.contract import BadValue, ParseContext, Reject
 from ingest.formats import serving_metrics
 from ingest.importers import slurm, wandb_runs
+from ingest.engine.report import REJECTS_SHOWN, FileSummary  # noqa: F401  (loader.FileSummary, as before)
 from ingest.engine.staging import NotText, Source, Staged
 
 # serving sniffs before runs_json: run detection keys on generic fields such as "start_time";
@@ -43,46 +43,8 @@ HASH_CHUNK_BYTES = 1 << 20
 # skips them and says so; a file named on its own is always read.
 NOT_DATA = ".mlcostignore"
 Progress = Callable[[int, int], None]  # (bytes of the file read, lines or rows read)
-REJECTS_SHOWN = 10
 # A time of day followed by a zone ('10:00:00Z', '10:00:00.5+02:00'): the file says its zone.
 OFFSET_TIME = re.compile(r"\d{2}:\d{2}(:\d{2}(\.\d+)?)?\s?(Z|[+-]\d{2}:?\d{2})\b")
-
-
-@dataclass
-class FileSummary:
-    """What happened to one file; `to_json` is the --json record."""
-
-    path: str
-    kind: str | None = None
-    status: str = "failed"  # loaded | rejected (every line refused) | already_loaded | not_data | failed
-    rows_loaded: int = 0
-    rows_rejected: int = 0
-    rejects: list[dict] = field(default_factory=list)
-    totals: dict = field(default_factory=dict)
-    error: str | None = None
-    replaced: list[int] = field(default_factory=list)  # earlier loads of this file, read otherwise
-    warnings: list[str] = field(default_factory=list)
-    merge_s: float | None = None  # seconds the warehouse was locked to merge this file (None: no merge)
-
-    @property
-    def ok(self) -> bool:
-        return self.status != "failed" and self.rows_rejected == 0
-
-    def to_json(self) -> dict:
-        record = {
-            "path": self.path, "kind": self.kind, "status": self.status,
-            "rows_loaded": self.rows_loaded, "rows_rejected": self.rows_rejected,
-            "rejects": self.rejects, **self.totals,
-        }
-        if self.error:
-            record["error"] = self.error
-        if self.replaced:
-            record["replaced_load_ids"] = self.replaced
-        if self.warnings:
-            record["warnings"] = self.warnings
-        if self.merge_s is not None:
-            record["merge_s"] = round(self.merge_s, 3)
-        return record
 
 
 def not_data(folder: Path, files: list[Path]) -> dict[Path, Path]:

@@ -16,7 +16,7 @@ from ingest.engine.report import summary_lines
 from mlcost.common import EXIT_PROBLEMS, EXIT_USAGE, say
 
 if TYPE_CHECKING:  # annotations only: the loader imports every parser
-    from ingest.pipeline.loader import FileSummary
+    from ingest.engine.report import FileSummary
 
 DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhdw]?)$")
 SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
