@@ -15,8 +15,8 @@ from datetime import datetime, timedelta
 from decimal import Decimal, localcontext
 
 from ingest.engine import values
-from ingest.settings import config
 from ingest.engine.contract import BadValue, Lines, ParseContext, Parsed, Reject
+from ingest.settings import config
 
 KIND = "serving"
 TABLES = ("serving_windows",)

@@ -11,9 +11,9 @@ import gzip
 from datetime import timezone
 from pathlib import Path
 
-from ingest.formats.billing import billing
 from ingest.engine.contract import ParseContext, numbered
 from ingest.engine.staging import Source, open_stage
+from ingest.formats.billing import billing
 
 UTC = timezone.utc
 

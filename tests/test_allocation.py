@@ -23,11 +23,11 @@ from pathlib import Path
 
 import pytest
 
+from ingest.engine import warehouse as wh
+from ingest.engine.contract import ParseContext
 from ingest.formats.runs import runs_json
 from ingest.pipeline import loader
 from ingest.settings import config
-from ingest.engine import warehouse as wh
-from ingest.engine.contract import ParseContext
 from metrics import allocation
 from mlcost import cli
 from tests import oracle

@@ -18,9 +18,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from ingest.engine import warehouse as wh
 from ingest.formats.billing import billing_aws, billing_azure, billing_focus, billing_gcp
 from ingest.pipeline import loader
-from ingest.engine import warehouse as wh
 from tests.bill_equivalence import parsed, staged
 
 

@@ -13,10 +13,10 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from ingest.formats.runs import codecarbon
-from ingest.pipeline import loader
 from ingest.engine import warehouse as wh
 from ingest.engine.contract import ParseContext, numbered
+from ingest.formats.runs import codecarbon
+from ingest.pipeline import loader
 
 UTC = timezone.utc
 BERLIN = ZoneInfo("Europe/Berlin")

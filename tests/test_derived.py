@@ -11,9 +11,9 @@ import pandas as pd
 import pytest
 
 from ingest.derived import derived, gpu_rollups
+from ingest.engine import warehouse as wh
 from ingest.pipeline import loader
 from ingest.settings import config
-from ingest.engine import warehouse as wh
 
 
 def frames_equal(stored: str, live: str, key: str) -> None:

@@ -28,9 +28,9 @@ import pytest
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
+from ingest.engine import warehouse as wh
 from ingest.pipeline import loader
 from ingest.settings import config
-from ingest.engine import warehouse as wh
 from tests import corpus
 from tests.conftest import REPO_ROOT
 

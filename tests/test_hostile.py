@@ -17,10 +17,10 @@ import duckdb
 import pytest
 
 from ingest.engine import values
-from ingest.formats.gpu import gpu_collector
-from ingest.pipeline import loader
 from ingest.engine import warehouse as wh
 from ingest.engine.contract import BadValue
+from ingest.formats.gpu import gpu_collector
+from ingest.pipeline import loader
 from mlcost import cli
 from tests.conftest import REPO_ROOT
 

@@ -22,10 +22,10 @@ import zstandard
 
 from ingest import serving
 from ingest.engine import staging
-from ingest.formats.gpu import gpu_collector
-from ingest.pipeline import loader
 from ingest.engine import warehouse as wh
 from ingest.engine.contract import ParseContext, numbered
+from ingest.formats.gpu import gpu_collector
+from ingest.pipeline import loader
 from tests.conftest import SAMPLE_DIR
 
 COLLECTOR_HEADER = "timestamp,host,gpu_index,gpu_uuid,gpu_name,power_w,energy_mj,gpu_util_pct,mem_used_mib"

@@ -12,9 +12,9 @@ import duckdb
 import pytest
 
 from ingest.engine import values
-from ingest.pipeline import loader
 from ingest.engine import warehouse as wh
 from ingest.engine.report import summary_lines
+from ingest.pipeline import loader
 from mlcost import cli
 
 TRACE_HEADER = "timestamp,host,gpu_index,gpu_uuid,gpu_name,power_w,energy_mj,gpu_util_pct,mem_used_mib"

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from ingest.engine import staging
-from ingest.formats.runs import runs_columnar, runs_json
 from ingest.engine.contract import ParseContext
+from ingest.formats.runs import runs_columnar, runs_json
 
 REPO = Path(__file__).resolve().parents[1]
 UTC = timezone.utc

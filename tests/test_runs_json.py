@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from ingest.formats.runs import runs_json
-from ingest.pipeline import loader
 from ingest.engine import warehouse as wh
 from ingest.engine.contract import ParseContext, Parsed, numbered
+from ingest.formats.runs import runs_json
+from ingest.pipeline import loader
 
 UTC = timezone.utc
 CTX = ParseContext("f.jsonl", UTC)

@@ -27,11 +27,11 @@ from streamlit.testing.v1 import AppTest
 from metrics import queries
 from metrics.filters import Filters
 from ingest import serving
+from ingest.engine import warehouse as wh
+from ingest.engine.contract import ParseContext, numbered
 from ingest.formats.runs import codecarbon, runs_json
 from ingest.pipeline import loader
 from ingest.settings import config
-from ingest.engine import warehouse as wh
-from ingest.engine.contract import ParseContext, numbered
 from tests.conftest import IN_CI, REPO_ROOT, SAMPLE_DIR, as_read
 
 UTC = timezone.utc

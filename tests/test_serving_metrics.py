@@ -9,8 +9,8 @@ from datetime import datetime, timedelta, timezone
 import pandas as pd
 import pytest
 
-from ingest.pipeline import loader
 from ingest.engine import warehouse as wh
+from ingest.pipeline import loader
 from mlcost import cli
 from tests import corpus
 

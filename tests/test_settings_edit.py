@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from ingest.engine import warehouse as wh
 from ingest.pipeline import loader
 from ingest.settings import config, settings_file
-from ingest.engine import warehouse as wh
 from mlcost import cli
 from tests.conftest import REPO_ROOT
 

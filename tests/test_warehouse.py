@@ -14,11 +14,11 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from ingest.formats.runs import runs_json
-from ingest.pipeline import loader
 from ingest.engine import warehouse as wh
 from ingest.engine import wh_connection
 from ingest.engine.contract import ParseContext, Parsed, numbered
+from ingest.formats.runs import runs_json
+from ingest.pipeline import loader
 
 TABLES = ("loads", "rejects", "run_evals", "runs")
 VIEWS = ("run_costs",)

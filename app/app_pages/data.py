@@ -13,10 +13,10 @@ from metrics import queries
 from app.tables import show
 from present.format import md
 from ingest.engine import values, warehouse
-from ingest.pipeline import loader
-from ingest.settings import config
 from ingest.engine.contract import BadValue
 from ingest.engine.report import summary_lines
+from ingest.pipeline import loader
+from ingest.settings import config
 
 SPOOL_CHUNK_BYTES = 1 << 20
 

@@ -31,8 +31,8 @@ import duckdb
 if TYPE_CHECKING:  # Arrow is imported by the functions that build tables: commands that
     import pyarrow as pa  # only merge or read (loads, unload, the dashboard) start without it
 
-from ingest.settings import limits
 from ingest.engine.contract import Parsed
+from ingest.settings import limits
 
 # Staging memory: DuckDB spills beyond this instead of growing (per load, in this process).
 MEMORY_LIMIT = os.environ.get("MLCOST_STAGE_MEMORY", "512MB")

@@ -7,9 +7,9 @@ skips the other's series.
 from __future__ import annotations
 
 from ingest.engine import staging
-from ingest.formats.gpu import dcgm
 from ingest.engine.contract import Lines, ParseContext, Parsed
 from ingest.formats import serving_metrics
+from ingest.formats.gpu import dcgm
 
 KIND = "dcgm+serving-metrics"
 TABLES = dcgm.TABLES + serving_metrics.TABLES

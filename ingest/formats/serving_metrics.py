@@ -43,8 +43,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from ingest import serving
 from ingest.engine import values
-from ingest.settings import config
 from ingest.engine.contract import BadValue, Lines, ParseContext, Parsed, Reject
+from ingest.settings import config
 
 KIND = "serving-metrics"
 TABLES = ("serving_windows",)

@@ -24,12 +24,12 @@ from datetime import datetime, timezone
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ingest.formats.gpu import traces
-from ingest.settings import config
 from ingest.engine.contract import ParseContext, Parsed, Reject
+from ingest.formats import serving_metrics
+from ingest.formats.gpu import traces
 from ingest.formats.gpu.dcgm import LABELS as DCGM_LABELS
 from ingest.formats.gpu.dcgm import METRICS as DCGM_METRICS
-from ingest.formats import serving_metrics
+from ingest.settings import config
 
 KIND = "prometheus"
 MAX_POINTS = 10_000

@@ -28,9 +28,9 @@ from decimal import Decimal
 import hostlist
 
 from ingest.engine import values
-from ingest.settings import config
 from ingest.engine.contract import BadValue, Lines, ParseContext, Parsed, Reject
 from ingest.formats.runs.run_record import build_run, collect, run_totals, to_parsed
+from ingest.settings import config
 
 KIND = "slurm"
 TABLES = ("runs", "run_evals")

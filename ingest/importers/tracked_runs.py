@@ -13,9 +13,9 @@ import re
 from dataclasses import dataclass, field
 from decimal import Decimal
 
-from ingest.settings import config
 from ingest.engine.contract import BadValue, ParseContext, Parsed, Reject
 from ingest.formats.runs.run_record import build_run, collect, to_parsed
+from ingest.settings import config
 
 STATUSES = {"FINISHED": "completed", "FAILED": "failed", "KILLED": "failed", "RUNNING": "running",
             "SCHEDULED": "running", "finished": "completed", "failed": "failed", "crashed": "failed",

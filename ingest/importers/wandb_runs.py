@@ -18,8 +18,8 @@ import yaml
 
 from ingest.engine import values
 from ingest.engine.contract import BadValue, Lines, ParseContext, Parsed, Reject
-from ingest.importers.tracked_runs import TrackedRun, parse_runs
 from ingest.formats.runs.run_record import run_totals
+from ingest.importers.tracked_runs import TrackedRun, parse_runs
 
 KIND = "wandb"
 TABLES = ("runs", "run_evals")

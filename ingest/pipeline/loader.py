@@ -16,16 +16,15 @@ import zstandard
 
 from ingest import serving
 from ingest.engine import staging, warehouse
-from ingest.formats import mixed_scrape
-from ingest.formats.gpu import dcgm, gpu_collector, nvidia_smi
-from ingest.formats.runs import codecarbon, runs_json
-from ingest.settings import config, limits
-from ingest.formats.billing import billing_aws, billing_azure, billing_focus, billing_gcp
 from ingest.engine.contract import BadValue, ParseContext, Reject
-from ingest.formats import serving_metrics
-from ingest.importers import slurm, wandb_runs
 from ingest.engine.report import REJECTS_SHOWN, FileSummary  # noqa: F401  (loader.FileSummary, as before)
 from ingest.engine.staging import NotText, Source, Staged
+from ingest.formats import mixed_scrape, serving_metrics
+from ingest.formats.billing import billing_aws, billing_azure, billing_focus, billing_gcp
+from ingest.formats.gpu import dcgm, gpu_collector, nvidia_smi
+from ingest.formats.runs import codecarbon, runs_json
+from ingest.importers import slurm, wandb_runs
+from ingest.settings import config, limits
 
 # serving sniffs before runs_json: run detection keys on generic fields such as "start_time";
 # bills too (a GCP label named run_id would look like a run). FOCUS sniffs before Azure: an

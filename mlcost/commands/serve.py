@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 
 from ingest.engine import warehouse
-from ingest.settings import config
 from ingest.engine.report import summary_lines
+from ingest.settings import config
 from mlcost.common import EXIT_USAGE, REPO_ROOT, SAMPLE_DIR, say
 
 # The sample files the demo loads: one entry per kind that has an ingestor (a folder is read whole).

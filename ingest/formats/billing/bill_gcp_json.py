@@ -22,11 +22,11 @@ import duckdb
 import pyarrow as pa
 
 from ingest.engine import line_sql, staging
-from ingest.formats.billing import bill_stage, billing
-from ingest.settings import limits
-from ingest.formats.billing.bill_sql import Fields, Plan, literal
 from ingest.engine.contract import ParseContext, Parsed, Reject
 from ingest.engine.staging import Source
+from ingest.formats.billing import bill_stage, billing
+from ingest.formats.billing.bill_sql import Fields, Plan, literal
+from ingest.settings import limits
 
 LOG = logging.getLogger(__name__)
 # Lines Python's json.loads reads otherwise than DuckDB (or at all): to billing.py.

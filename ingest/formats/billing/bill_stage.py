@@ -36,12 +36,12 @@ import numpy as np
 import pyarrow as pa
 
 from ingest.engine import line_numbers
-from ingest.formats.billing import bill_sql, billing
-from ingest.settings import limits
-from ingest.formats.billing.billing import Family, Record
-from ingest.formats.billing.bill_sql import Fields, Plan, ident, literal
 from ingest.engine.contract import BadValue, ParseContext, Parsed, Reject, numbered
 from ingest.engine.staging import Source, Staged
+from ingest.formats.billing import bill_sql, billing
+from ingest.formats.billing.bill_sql import Fields, Plan, ident, literal
+from ingest.formats.billing.billing import Family, Record
+from ingest.settings import limits
 
 LOG = logging.getLogger(__name__)
 # A file DuckDB cannot read goes through billing.py, which holds it whole: only up to this size.

@@ -19,11 +19,11 @@ import re
 from decimal import Decimal
 
 from ingest.engine import values
+from ingest.engine.contract import ParseContext
+from ingest.engine.staging import Source, Staged
 from ingest.formats.billing import bill_sql, bill_stage, billing
 from ingest.formats.billing.bill_sql import Builder, Fields, Plan, literal
 from ingest.formats.billing.billing import Record
-from ingest.engine.contract import ParseContext
-from ingest.engine.staging import Source, Staged
 
 KIND = "billing_aws"
 TABLES = (billing.TABLE,)

@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import re
 
+from ingest.engine.contract import ParseContext
+from ingest.engine.staging import Source, Staged
 from ingest.formats.billing import bill_sql, bill_stage, billing
 from ingest.formats.billing.bill_sql import Builder, Fields, Plan, ident, literal
 from ingest.formats.billing.billing import Record
-from ingest.engine.contract import ParseContext
-from ingest.engine.staging import Source, Staged
 
 KIND = "billing_azure"
 TABLES = (billing.TABLE,)

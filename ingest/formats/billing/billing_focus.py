@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import re
 
+from ingest.engine.contract import BadValue, ParseContext
+from ingest.engine.staging import Source, Staged
 from ingest.formats.billing import bill_sql, bill_stage, billing
 from ingest.formats.billing.bill_sql import Builder, Fields, Plan
 from ingest.formats.billing.billing import Record
-from ingest.engine.contract import BadValue, ParseContext
-from ingest.engine.staging import Source, Staged
 
 KIND = "billing_focus"
 TABLES = (billing.TABLE,)

@@ -16,9 +16,9 @@ import pyarrow as pa
 from prometheus_client.parser import text_string_to_metric_families
 
 from ingest.engine import line_sql, staging, values
+from ingest.engine.contract import BadValue, Lines, ParseContext, Parsed, Reject
 from ingest.formats.gpu import traces
 from ingest.settings import limits
-from ingest.engine.contract import BadValue, Lines, ParseContext, Parsed, Reject
 
 KIND = "dcgm"
 TABLES = (traces.TABLE,)

@@ -10,8 +10,8 @@ column, else the file name up to its first `_`.
 from __future__ import annotations
 
 from ingest.engine import line_sql, staging, values
-from ingest.formats.gpu import traces
 from ingest.engine.contract import Lines, ParseContext, Parsed, Reject
+from ingest.formats.gpu import traces
 
 KIND = "gpu-collector"
 TABLES = (traces.TABLE,)

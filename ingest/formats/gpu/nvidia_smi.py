@@ -27,8 +27,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ingest.engine import line_sql, staging
-from ingest.formats.gpu import traces
 from ingest.engine.contract import Lines, ParseContext, Parsed, Reject
+from ingest.formats.gpu import traces
 
 KIND = "nvidia-smi"
 LOCAL_TIME = True  # writes local times without a zone: loader warns when no --tz was given

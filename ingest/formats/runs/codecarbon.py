@@ -11,10 +11,10 @@ import csv
 import hashlib
 
 from ingest.engine import line_sql, staging, values
-from ingest.formats.runs import run_record
-from ingest.settings import config
 from ingest.engine.contract import BadValue, Lines, ParseContext, Parsed, Reject
+from ingest.formats.runs import run_record
 from ingest.formats.runs.run_record import build_run, collect, run_totals, to_parsed
+from ingest.settings import config
 
 KIND = "codecarbon"
 LOCAL_TIME = True  # writes local times without a zone: loader warns when no --tz was given

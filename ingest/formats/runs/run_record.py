@@ -13,8 +13,8 @@ from datetime import timedelta
 from decimal import Decimal
 
 from ingest.engine import values
-from ingest.settings import config
 from ingest.engine.contract import BadValue, ParseContext, Parsed, Reject
+from ingest.settings import config
 
 STATUSES = {"completed", "failed", "preempted", "running"}
 STATUS_SYNONYMS = {"success": "completed", "succeeded": "completed", "finished": "completed",

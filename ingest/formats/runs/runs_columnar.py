@@ -21,11 +21,11 @@ from datetime import timezone
 import pyarrow as pa
 
 from ingest.engine import staging, values
-from ingest.formats.runs import json_records, run_record
-from ingest.settings import config, limits
 from ingest.engine.contract import BadValue, ParseContext, Reject
-from ingest.serving_columnar import EDGE_BLANK, ISO_NAIVE, ISO_WITH_OFFSET, LONG_NUMBER, MONEY_TEXT
 from ingest.engine.staging import Source, Staged
+from ingest.formats.runs import json_records, run_record
+from ingest.serving_columnar import EDGE_BLANK, ISO_NAIVE, ISO_WITH_OFFSET, LONG_NUMBER, MONEY_TEXT
+from ingest.settings import config, limits
 
 KIND = "runs"
 TEXTS = ("run_id", "project", "team", "owner", "model", "status", "region", "host", "instance_type",
