@@ -13,7 +13,7 @@ from metrics import allocation, budgets, price_sources, queries, retrospective
 from outputs import alerts
 from metrics.filters import Filters
 from present.format import csv_bytes
-from ingest import config
+from ingest.settings import config
 
 RESULT_TTL_S = 600
 VERSION_TTL_S = 2

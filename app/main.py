@@ -6,7 +6,7 @@ import streamlit as st
 from app import access, cache, filters
 from metrics import queries
 from present.format import md
-from ingest import warehouse
+from ingest.engine import warehouse
 
 st.set_page_config(page_title="mlcost", page_icon=":material/savings:", layout="wide")
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ingest import config
+from ingest.settings import config
 
 
 def load_or_stop() -> config.Config:

@@ -1,5 +1,5 @@
 """Forms that change the settings file from the dashboard: a budget (Budgets page) and the idle rule
-(Idle GPUs page). They write through ingest/settings_file.py, which checks the result with the same
+(Idle GPUs page). They write through ingest/settings/settings_file.py, which checks the result with the same
 code as a hand-edited mlcost.toml; the CLI and `mlcost alerts check` read the same file."""
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ from decimal import Decimal
 import streamlit as st
 
 from app import access, cache
-from ingest import config, settings_file, warehouse
+from ingest.engine import warehouse
+from ingest.settings import config, settings_file
 
 NEW = "New budget"
 

@@ -51,7 +51,9 @@ def main() -> None:
         os.environ["MLCOST_CONFIG"] = str(settings_path)
         from metrics import budgets
         from outputs import alerts
-        from ingest import config, loader, warehouse
+        from ingest.engine import warehouse
+        from ingest.pipeline import loader
+        from ingest.settings import config
 
         bill = Path(folder) / "bill.csv"
         synthetic_bill(bill, args.lines)

@@ -2,7 +2,7 @@
 
     python bench/bench_runs.py [--runs N]
 
-- parse: ingest.runs_json.parse vs plain json.loads of the same lines
+- parse: ingest.formats.runs.runs_json.parse vs plain json.loads of the same lines
 - ingest: loader.ingest_file (parse + validate + load into DuckDB) vs the same json.loads
 - page query: metrics.queries.training_runs (frontier, dominance, cost-to-target) vs SELECT * FROM runs
 """
@@ -56,8 +56,10 @@ def main() -> None:
         os.environ["MLCOST_DB"] = str(Path(folder) / "bench.duckdb")
         from metrics import queries
         from app.filters import Filters
-        from ingest import loader, runs_json, warehouse
-        from ingest.contract import ParseContext, numbered
+        from ingest.engine import warehouse
+        from ingest.formats.runs import runs_json
+        from ingest.pipeline import loader
+        from ingest.engine.contract import ParseContext, numbered
 
         lines = synthetic_runs(count)
         path = Path(folder) / "runs.jsonl"

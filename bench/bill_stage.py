@@ -23,8 +23,8 @@ from pathlib import Path
 
 import duckdb
 
-from ingest.contract import ParseContext, numbered
-from ingest.staging import Source, open_stage
+from ingest.engine.contract import ParseContext, numbered
+from ingest.engine.staging import Source, open_stage
 
 
 def timed(run) -> tuple[float, float, object]:

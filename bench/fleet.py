@@ -36,7 +36,7 @@ REPO_ROOT = BENCH_DIR.parent
 sys.path.insert(0, str(BENCH_DIR))
 
 import fleet_data  # noqa: E402  (a sibling module; bench/ is not a package)
-from ingest.wh_connection import READER_BACKOFF_S  # noqa: E402
+from ingest.engine.wh_connection import READER_BACKOFF_S  # noqa: E402
 
 WORKERS = BENCH_DIR / "fleet_workers.py"
 STARTED = time.perf_counter()

@@ -19,7 +19,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from ingest import config, derived, gpu_rollups, warehouse  # noqa: E402
+from ingest.derived import derived, gpu_rollups  # noqa: E402
+from ingest.engine import warehouse
+from ingest.settings import config
 
 START = datetime(2026, 10, 1, tzinfo=timezone.utc)
 HOSTS, GPUS_PER_HOST = 16, 4

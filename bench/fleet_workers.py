@@ -62,7 +62,7 @@ def reader(db: str, stop_file: str) -> dict:
     until stop_file exists: each read's seconds, and how long it took when nothing held the lock."""
     os.environ["MLCOST_DB"] = db
     os.environ["MLCOST_LOCK_WAIT_S"] = "3600"
-    from ingest import warehouse
+    from ingest.engine import warehouse
 
     warehouse.query("SELECT 1")  # the schema is in place before the ingest starts
     print("ready", flush=True)
@@ -85,8 +85,8 @@ def reader(db: str, stop_file: str) -> dict:
 
 def naive_idle_sql() -> str:
     """Idle and observed GPU-hours per GPU computed from the raw samples with window functions,
-    by the same rule as the stored rollups (ingest/gpu_rollups.py SAMPLE_INTERVALS)."""
-    from ingest import gpu_rollups
+    by the same rule as the stored rollups (ingest/derived/gpu_rollups.py SAMPLE_INTERVALS)."""
+    from ingest.derived import gpu_rollups
 
     return ("WITH samples AS (" + gpu_rollups.SAMPLE_INTERVALS.format(source="gpu_samples") + ") "
             "SELECT host, gpu_index, sum(interval_s) FILTER (WHERE idle) / 3600 AS idle_h, "
@@ -98,7 +98,8 @@ def queries(db: str, repeats: int) -> dict:
     os.environ["MLCOST_DB"] = db
     from metrics import queries as page_queries
     from app.filters import Filters
-    from ingest import config, warehouse
+    from ingest.engine import warehouse
+    from ingest.settings import config
 
     gpu = config.load().gpu
     params = {"max_gap_s": gpu.max_gap_s, "idle_util_max_pct": gpu.idle_util_max_pct,

@@ -28,8 +28,8 @@ import duckdb
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from ingest import staging  # noqa: E402
-from ingest.contract import ParseContext  # noqa: E402
+from ingest.engine import staging  # noqa: E402
+from ingest.engine.contract import ParseContext  # noqa: E402
 
 KINDS = ("nvidia_smi", "dcgm", "codecarbon")
 START = datetime(2026, 3, 1, tzinfo=timezone.utc)

@@ -48,7 +48,7 @@ def _caller() -> str:
 
 def record_queries(log: list[Query]) -> None:
     """Time every warehouse.query/query_exact call from now on into `log`."""
-    from ingest import warehouse
+    from ingest.engine import warehouse
 
     for name in ("query", "query_exact"):
         original = getattr(warehouse, name)
@@ -67,7 +67,7 @@ def record_queries(log: list[Query]) -> None:
 def operators(sql: str, params: object, top: int) -> list[tuple[float, int, str, str]]:
     """The query re-run with DuckDB's JSON profile: its `top` operators by their own seconds,
     as (seconds, rows out, operator, details)."""
-    from ingest import warehouse
+    from ingest.engine import warehouse
 
     fd, out = tempfile.mkstemp(suffix=".json")
     os.close(fd)

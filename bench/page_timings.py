@@ -110,7 +110,7 @@ def _start_up() -> None:
     import plotly.graph_objects as go
     from streamlit.testing.v1 import AppTest
 
-    from ingest import warehouse
+    from ingest.engine import warehouse
 
     first = AppTest.from_string("import streamlit as st\nst.write('up')", default_timeout=300)
     first.run()

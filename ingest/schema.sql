@@ -116,7 +116,7 @@ SELECT
          THEN r.duration_s / 3600.0 * r.gpu_count END       AS gpu_hours
 FROM runs r;
 
--- Serving metric windows (ingest/serving.py). A window loaded again replaces the earlier one:
+-- Serving metric windows (ingest/formats/serving.py). A window loaded again replaces the earlier one:
 -- window_key = service|model_version|host|window_start (warehouse.REPLACE_BY).
 CREATE TABLE IF NOT EXISTS serving_windows (
     window_key          VARCHAR PRIMARY KEY,
@@ -181,10 +181,10 @@ SELECT
                                                                 AS error_rate
 FROM serving_windows w;
 
--- GPU power traces (ingest/gpu_collector.py, nvidia_smi.py, dcgm.py): one row per GPU per
+-- GPU power traces (ingest/formats/gpu/gpu_collector.py, nvidia_smi.py, dcgm.py): one row per GPU per
 -- sample. A sample loaded again (same host, gpu_index and sampled_at) replaces the stored one
 -- (warehouse.REPLACE_BY). Pages never read this table; they read the rollups below, which
--- every trace load updates from the samples it changes (ingest/gpu_rollups.py).
+-- every trace load updates from the samples it changes (ingest/derived/gpu_rollups.py).
 CREATE TABLE IF NOT EXISTS gpu_samples (
     host           VARCHAR NOT NULL,
     gpu_index      INTEGER NOT NULL,
@@ -245,7 +245,7 @@ CREATE TABLE IF NOT EXISTS gpu_rollup_settings (
 
 -- Whether run r held the traced GPU g (host, gpu_index, gpu_uuid): by uuid where both sides
 -- know it, else by host and index (a run that names no GPUs holds none this way). Also read by
--- ingest/derived.py to find the runs a newly traced or vanished GPU concerns.
+-- ingest/derived/derived.py to find the runs a newly traced or vanished GPU concerns.
 CREATE OR REPLACE MACRO run_holds_gpu(r_host, r_gpu_indices, r_gpu_uuids, g_host, g_gpu_index, g_gpu_uuid) AS
     (g_gpu_uuid IS NOT NULL AND list_contains(r_gpu_uuids, g_gpu_uuid))
     OR (r_host = g_host AND list_contains(r_gpu_indices, g_gpu_index)
@@ -294,7 +294,7 @@ WHERE u.started_at < h.traced_until AND u.ended_at > h.first_minute;  -- hosts t
 CREATE OR REPLACE VIEW run_gpus AS SELECT * FROM run_gpus_of('runs');
 
 -- The two views below, materialized after every load of runs or GPU samples (and `mlcost
--- rollup`) by ingest/derived.py: pages read them many times per view, a load writes
+-- rollup`) by ingest/derived/derived.py: pages read them many times per view, a load writes
 -- them once.
 CREATE TABLE IF NOT EXISTS run_gpu_time (
     run_id     VARCHAR NOT NULL,
@@ -325,7 +325,7 @@ CREATE TABLE IF NOT EXISTS gpu_minutes_allocated (
 -- Every minute each run of the table named `run_table` (rows of runs) held each of its traced
 -- GPUs; run_s = seconds of that minute inside [started_at, ended_at) x the share of the GPU it
 -- held (run_gpus_of.weight). run_gpu_minutes_live is every run's, stored in run_gpu_time by
--- ingest/derived.py (which passes a table of the runs a load changed to store just theirs again).
+-- ingest/derived/derived.py (which passes a table of the runs a load changed to store just theirs again).
 CREATE OR REPLACE MACRO run_gpu_minutes_of(run_table) AS TABLE
 WITH held AS (
     SELECT g.run_id, g.host, g.gpu_index, g.weight, r.started_at, r.ended_at
@@ -347,7 +347,7 @@ CREATE OR REPLACE VIEW run_gpu_minutes_live AS SELECT * FROM run_gpu_minutes_of(
 -- of it (runs sharing a GPU in a minute split it by their seconds in it). Coverage is the
 -- GPU-seconds with measured energy over duration x the GPUs the run names. From the table named
 -- `time_table` (rows of run_gpu_time: every run's in run_energy_live, those of the runs a load
--- changed when ingest/derived.py stores them again) and gpu_minutes_allocated; stored in
+-- changed when ingest/derived/derived.py stores them again) and gpu_minutes_allocated; stored in
 -- run_gpu_energy.
 CREATE OR REPLACE MACRO run_energy_of(time_table) AS TABLE
 WITH shares AS (
@@ -383,7 +383,7 @@ CREATE OR REPLACE VIEW run_energy AS SELECT * FROM run_gpu_energy;
 -- weighted by the minute's utilization; the GPU's last known name and the minute it was seen.
 -- The right-size candidates read this instead of joining every run minute to gpu_minutes, so
 -- their cost follows runs x GPUs x days, not minutes. Stored with run_gpu_time by
--- ingest/derived.py; created filled from the stored run_gpu_time in a warehouse from before it.
+-- ingest/derived/derived.py; created filled from the stored run_gpu_time in a warehouse from before it.
 CREATE OR REPLACE MACRO run_gpu_days_of(time_table) AS TABLE
 SELECT rm.run_id, rm.host, rm.gpu_index, utc_day(rm.minute) AS day,
        arg_max(m.gpu_name, m.minute)                              AS gpu_name,
@@ -405,7 +405,7 @@ FROM run_gpu_days_of('run_gpu_time');
 -- seconds observed, idle (allocated: a run held the GPU that minute; unallocated), busy, with a
 -- busy utilization, energy; the GPU's last known uuid and name and the minute each was seen.
 -- Pages sum days instead of joining millions of minutes to gpu_minutes_allocated. Stored by
--- ingest/derived.py with gpu_minutes_allocated (macro over a table of gpu_minutes rows);
+-- ingest/derived/derived.py with gpu_minutes_allocated (macro over a table of gpu_minutes rows);
 -- created filled in a warehouse from before it.
 CREATE OR REPLACE MACRO gpu_days_of(minute_table) AS TABLE
 SELECT m.host, m.gpu_index, utc_day(m.minute)                                        AS day,
@@ -446,10 +446,10 @@ SELECT m.*, a.minute IS NOT NULL AS allocated
 FROM gpu_minutes m
 LEFT JOIN gpu_minutes_allocated a USING (host, gpu_index, minute);
 
--- Cloud bill lines (ingest/billing_focus.py, billing_aws.py, billing_gcp.py, billing_azure.py)
+-- Cloud bill lines (ingest/formats/billing/billing_focus.py, billing_aws.py, billing_gcp.py, billing_azure.py)
 -- in FinOps FOCUS terms, snake_case. A line loaded again replaces the stored one: line_key is
 -- the provider's own line id where the bill has one, else a hash of the line's content
--- (ingest/billing.py). Amounts are in billing_currency and are never added across currencies.
+-- (ingest/formats/billing/billing.py). Amounts are in billing_currency and are never added across currencies.
 CREATE TABLE IF NOT EXISTS billing_lines (
     line_key              VARCHAR PRIMARY KEY,
     provider              VARCHAR NOT NULL,
@@ -538,7 +538,7 @@ SELECT * EXCLUDE (providers, billed_cost_abs) FROM billing_currency_totals_of(NU
 -- charge period overlaps the run (widened by slack_s seconds on each side) belongs to the run
 -- it overlaps longest ('resource'). Credits, taxes, purchases and adjustments belong to no run.
 -- billing_run_lines_of reads the lines of the table named `line_table` (rows of billing_lines:
--- ingest/derived.py passes the lines a load changed to store just theirs again).
+-- ingest/derived/derived.py passes the lines a load changed to store just theirs again).
 CREATE OR REPLACE MACRO billing_run_lines_of(line_table, run_tag, slack_s) AS TABLE
 WITH usage_lines AS (
     SELECT * FROM query_table(line_table) WHERE charge_category = 'usage'
@@ -565,7 +565,7 @@ CREATE OR REPLACE MACRO billing_run_lines_live(run_tag, slack_s) AS TABLE
 SELECT * FROM billing_run_lines_of('billing_lines', run_tag, slack_s);
 
 -- billing_run_lines_live for the [reconciliation] settings, stored after every load of runs or
--- bill lines by ingest/derived.py (pages read it many times, a load writes it once).
+-- bill lines by ingest/derived/derived.py (pages read it many times, a load writes it once).
 CREATE TABLE IF NOT EXISTS billing_line_runs (
     line_key    VARCHAR PRIMARY KEY,
     run_id      VARCHAR NOT NULL,
@@ -824,7 +824,7 @@ GROUP BY ALL;
 
 -- bill_allocation_days_of each calendar month with bill lines (month = its first day), for the
 -- settings in bill_allocation_settings, stored after every load or unload of bill lines, runs,
--- serving windows or GPU samples by ingest/derived.py (the months whose inputs changed).
+-- serving windows or GPU samples by ingest/derived/derived.py (the months whose inputs changed).
 CREATE TABLE IF NOT EXISTS bill_allocation_days (
     month             DATE NOT NULL,
     day               DATE NOT NULL,
@@ -910,7 +910,7 @@ CREATE TABLE IF NOT EXISTS alert_snoozes (
 );
 
 -- The decisions log of the monthly efficiency retrospective: notes and decisions written on the
--- Retrospective page (ingest/warehouse.py add_decision), shown in its report. Not a load: rows
+-- Retrospective page (ingest/engine/warehouse.py add_decision), shown in its report. Not a load: rows
 -- are only ever added.
 CREATE SEQUENCE IF NOT EXISTS decision_ids START 1;
 

@@ -14,7 +14,8 @@ from decimal import Decimal
 
 import pandas as pd
 
-from ingest import config, warehouse
+from ingest.engine import warehouse
+from ingest.settings import config
 
 BUCKETS = config.ALLOCATION_BUCKETS
 BUCKET_LABELS = {"training": "Training runs", "serving": "Serving (model versions)", "idle_gpu": "Idle GPUs",

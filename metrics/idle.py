@@ -25,7 +25,8 @@ from decimal import ROUND_HALF_UP, Decimal
 
 import pandas as pd
 
-from ingest import config, warehouse
+from ingest.engine import warehouse
+from ingest.settings import config
 from metrics import allocation
 from present.format import money
 

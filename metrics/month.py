@@ -22,7 +22,7 @@ from decimal import Decimal
 
 import pandas as pd
 
-from ingest import config
+from ingest.settings import config
 from metrics import allocation, budgets, queries
 from present.format import money
 

@@ -21,7 +21,7 @@ import pandas as pd
 from metrics import allocation, budgets, idle, periods, queries
 from present import charts
 from metrics.filters import Filters
-from ingest import config
+from ingest.settings import config
 
 BILL_CHANGE_LABEL = "Charges for the month"  # the figure whose change is the bill's change
 MONTH_PATTERN = re.compile(r"^(\d{4})-(\d{2})$")

@@ -5,7 +5,8 @@ import argparse
 import sys
 from importlib import metadata
 
-from ingest import config, warehouse
+from ingest.engine import warehouse
+from ingest.settings import config
 from mlcost.commands import alerts, allocation, fetch, imports, ingest, lake, loads, report, serve
 from mlcost.common import EXIT_BUSY, EXIT_USAGE, say
 

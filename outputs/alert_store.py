@@ -1,7 +1,7 @@
 """Alert state in the warehouse: which alerts fired, their delivery, the post log and snoozes.
 
 Tables `alerts`, `alert_deliveries` and `alert_snoozes` (ingest/schema.sql). Every function
-opens its own short-lived connection through ingest.warehouse.
+opens its own short-lived connection through ingest.engine.warehouse.
 """
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from datetime import datetime, timezone
 
 import pandas as pd
 
-from ingest import warehouse
+from ingest.engine import warehouse
 
 PENDING, DELIVERED, SNOOZED, SUPERSEDED = "pending", "delivered", "snoozed", "superseded"
 # A post's intent is recorded (SENDING) before the request goes out and its outcome after. An

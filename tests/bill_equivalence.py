@@ -1,6 +1,6 @@
 """A harness comparing a bill module's columnar `stage()` with its row-by-row `parse()`.
 
-`staged(module, path)` runs stage() on a fresh staging database (ingest/staging.py) and returns
+`staged(module, path)` runs stage() on a fresh staging database (ingest/engine/staging.py) and returns
 the staged lines, rejects, records accepted and totals; `parsed(module, path)` returns the same
 from today's parse()/parse_bytes() as the loader calls them. Rows are compared as dicts with
 tags as dicts and times in UTC, keyed and sorted by line_key.
@@ -11,9 +11,9 @@ import gzip
 from datetime import timezone
 from pathlib import Path
 
-from ingest import billing
-from ingest.contract import ParseContext, numbered
-from ingest.staging import Source, open_stage
+from ingest.engine.contract import ParseContext, numbered
+from ingest.engine.staging import Source, open_stage
+from ingest.formats.billing import billing
 
 UTC = timezone.utc
 

@@ -43,7 +43,7 @@ def formats_dir() -> Path:
 def demo_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A warehouse holding every sample file, as `mlcost demo` loads them, built once per test
     session; tests read it, or copy it (demo_warehouse) to write."""
-    from ingest import loader
+    from ingest.pipeline import loader
     from mlcost.commands.serve import SAMPLE_FILES
 
     if not (SAMPLE_DIR / "billing").is_dir():

@@ -20,8 +20,8 @@ import duckdb
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from ingest import warehouse as wh
-from ingest import wh_connection
+from ingest.engine import warehouse as wh
+from ingest.engine import wh_connection
 from tests.conftest import IN_CI, REPO_ROOT
 from tests.test_browser import browser_page, chromium, free_port, wait_until_healthy  # noqa: F401 (fixture)
 
@@ -137,7 +137,7 @@ def test_read_only_mode_hides_every_write(warehouse, tmp_path, monkeypatch):
     wh.add_decision(__import__("datetime").date(2026, 3, 1), "note", "a month to look back on")
     (tmp_path / "runs.jsonl").write_text('{"run_id": "r", "project": "p", "start_time": "2026-03-02T08:00:00Z", '
                                          '"end_time": "2026-03-02T10:00:00Z", "estimated_cost_usd": 5}\n')
-    from ingest import loader
+    from ingest.pipeline import loader
     assert loader.ingest_file(tmp_path / "runs.jsonl").ok
     writes = {"app_pages/data.py": "upload", "app_pages/alerts.py": "snooze", "app_pages/retrospective.py": "decision"}
     for read_only in (False, True):

@@ -18,7 +18,9 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from outputs import alert_store, alerts
-from ingest import config, loader, warehouse as wh
+from ingest.engine import warehouse as wh
+from ingest.pipeline import loader
+from ingest.settings import config
 from tests.conftest import REPO_ROOT, SAMPLE_DIR, sample_node_rates
 from tests.slack_server import refused_url, slack_stand_in
 from tests.test_serving_alerts import sample_new_rule_keys

@@ -23,9 +23,11 @@ from pathlib import Path
 
 import pytest
 
-from ingest import config, loader, runs_json
-from ingest import warehouse as wh
-from ingest.contract import ParseContext
+from ingest.engine import warehouse as wh
+from ingest.engine.contract import ParseContext
+from ingest.formats.runs import runs_json
+from ingest.pipeline import loader
+from ingest.settings import config
 from metrics import allocation
 from mlcost import cli
 from tests import oracle

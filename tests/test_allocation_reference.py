@@ -17,7 +17,8 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from ingest import config, loader
+from ingest.pipeline import loader
+from ingest.settings import config
 from metrics import allocation
 from tests import oracle
 from tests.conftest import SAMPLE_DIR
@@ -169,7 +170,7 @@ def test_the_gpu_word_rule_is_any_word_on_its_own(warehouse):
     plain text, and no words match nothing."""
     import re
 
-    from ingest import warehouse as store
+    from ingest.engine import warehouse as store
 
     descriptions = ["2x NVIDIA A100 80GB", "a100x is not a GPU", "Tesla T4 (spot)", "t4g.medium burstable",
                     "gpu-hours", "GPUs", "c++ build box", "p4d.24xlarge", "", None, "h100 h100", "L4 l40s", "nogpu here", "xh100"]

@@ -18,8 +18,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from ingest import billing_aws, billing_azure, billing_focus, billing_gcp, loader
-from ingest import warehouse as wh
+from ingest.engine import warehouse as wh
+from ingest.formats.billing import billing_aws, billing_azure, billing_focus, billing_gcp
+from ingest.pipeline import loader
 from tests.bill_equivalence import parsed, staged
 
 
@@ -186,7 +187,7 @@ def test_an_empty_currency_in_a_file_with_the_column_stays_a_reject(warehouse, t
 
 
 def test_a_bad_default_currency_is_refused_with_the_setting_named(tmp_path, settings):
-    from ingest import config
+    from ingest.settings import config
 
     settings(default_currency="dollars")
     with pytest.raises(config.ConfigError, match="billing.default_currency"):

@@ -1,4 +1,4 @@
-"""The columnar bill staging (ingest/bill_stage.py) against today's row-by-row parsers: for
+"""The columnar bill staging (ingest/formats/billing/bill_stage.py) against today's row-by-row parsers: for
 every bill file we have, stage() must stage the same rows (keys included), the same rejects
 (line, reason and raw text), the same count of accepted records and the same --json totals as
 parse() gives; plus the cases where the strict SQL readers deliberately differ.
@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from ingest import billing_aws, billing_azure, billing_focus, billing_gcp
+from ingest.formats.billing import billing_aws, billing_azure, billing_focus, billing_gcp
 from tests.bill_equivalence import parsed, staged
 from tests.test_billing import cur2_parquet
 from tests import corpus
@@ -223,7 +223,7 @@ def test_structural_rejects_keep_the_other_lines(tmp_path):
 
 def test_many_lines_with_quoted_newlines_and_blanks_keep_their_numbers(tmp_path):
     """Line numbers over more than one scan block: quoted newlines, blank and CRLF lines."""
-    from ingest import line_numbers
+    from ingest.engine import line_numbers
 
     rows, expected, line = [], {}, 2
     for number in range(3000):

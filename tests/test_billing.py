@@ -24,8 +24,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from ingest import billing, loader
-from ingest import warehouse as wh
+from ingest.engine import warehouse as wh
+from ingest.formats.billing import billing
+from ingest.pipeline import loader
 from tests.conftest import SAMPLE_DIR
 
 CASES = Path(__file__).parent / "cases" / "billing"

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from ingest import loader
+from ingest.pipeline import loader
 from mlcost.commands import serve
 from tests.conftest import IN_CI, REPO_ROOT, SAMPLE_DIR
 

@@ -16,7 +16,8 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from metrics import allocation, budget_drivers, budgets
-from ingest import config, loader, settings_file
+from ingest.pipeline import loader
+from ingest.settings import config, settings_file
 from mlcost import cli
 from tests.conftest import REPO_ROOT, SAMPLE_DIR
 from tests.test_budgets import allocated_by_day, close, run_line

@@ -18,7 +18,8 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from metrics import budgets
-from ingest import config, loader
+from ingest.pipeline import loader
+from ingest.settings import config
 from tests.conftest import REPO_ROOT, SAMPLE_DIR
 
 BILLS = sorted((SAMPLE_DIR / "billing").glob("focus_*.csv.gz"))

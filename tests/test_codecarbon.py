@@ -1,4 +1,4 @@
-"""CodeCarbon emissions.csv (ingest/codecarbon.py): the real files in ../shared/formats/codecarbon,
+"""CodeCarbon emissions.csv (ingest/formats/runs/codecarbon.py): the real files in ../shared/formats/codecarbon,
 checked against an independent reading with the csv module, small edge cases, and the CLI."""
 from __future__ import annotations
 
@@ -13,9 +13,10 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from ingest import codecarbon, loader
-from ingest import warehouse as wh
-from ingest.contract import ParseContext, numbered
+from ingest.engine import warehouse as wh
+from ingest.engine.contract import ParseContext, numbered
+from ingest.formats.runs import codecarbon
+from ingest.pipeline import loader
 
 UTC = timezone.utc
 BERLIN = ZoneInfo("Europe/Berlin")

@@ -16,9 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from ingest import collector, loader
+from ingest.formats.gpu import collector
+from ingest.pipeline import loader
 from mlcost import cli
-from ingest import warehouse as wh
+from ingest.engine import warehouse as wh
 from tests import fake_pynvml
 
 START = datetime(2026, 3, 2, 9, 0, tzinfo=timezone.utc)

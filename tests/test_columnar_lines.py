@@ -16,8 +16,12 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from ingest import codecarbon, dcgm, gpu_collector, limits, loader, nvidia_smi, staging
-from ingest.contract import ParseContext
+from ingest.engine import staging
+from ingest.engine.contract import ParseContext
+from ingest.formats.gpu import dcgm, gpu_collector, nvidia_smi
+from ingest.formats.runs import codecarbon
+from ingest.pipeline import loader
+from ingest.settings import limits
 
 UTC, PARIS, BERLIN = timezone.utc, ZoneInfo("Europe/Paris"), ZoneInfo("Europe/Berlin")
 NVIDIA_SMI = "nvidia_gpu/powertracesim_burn_nvidia-smi_8gpu_first137lines.csv"

@@ -411,7 +411,7 @@ def test_idle_rule_follows_the_settings(sample_db, tmp_path, monkeypatch, capsys
     "the allocation prices 0.5 idle GPU-h no run held ($0.50 of a $1 line), but idle_by_gpu says "
     "0.516667 h allocated and 0.483333 h unallocated idle ($0.483333): two values for one figure."))
 def test_unallocated_idle_is_one_figure_when_a_run_starts_mid_minute(warehouse, tmp_path, capsys):
-    from ingest import loader
+    from ingest.pipeline import loader
     from metrics import queries
     from metrics.filters import Filters
 

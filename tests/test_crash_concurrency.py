@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from ingest import warehouse as wh
+from ingest.engine import warehouse as wh
 
 TRIALS = int(os.environ.get("MLCOST_CRASH_TRIALS", "4"))
 HEADER = "timestamp,host,gpu_index,gpu_uuid,gpu_name,power_w,energy_mj,gpu_util_pct,mem_used_mib"

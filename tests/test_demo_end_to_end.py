@@ -121,7 +121,7 @@ def test_ingest_of_the_sample_folder_loads_the_sample_and_skips_the_answer_key(f
 
 
 def test_a_file_named_on_its_own_is_read_even_when_its_folder_lists_it(tmp_path, warehouse):
-    from ingest import loader
+    from ingest.pipeline import loader
 
     (tmp_path / "data").mkdir()
     run = {"run_id": "r1", "start_time": "2026-11-01T00:00:00Z", "duration_hours": 1, "price_per_hour_usd": 2}

@@ -10,8 +10,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from ingest import config, derived, gpu_rollups, loader
-from ingest import warehouse as wh
+from ingest.derived import derived, gpu_rollups
+from ingest.engine import warehouse as wh
+from ingest.pipeline import loader
+from ingest.settings import config
 
 
 def frames_equal(stored: str, live: str, key: str) -> None:
@@ -40,7 +42,7 @@ def test_stored_energy_and_bill_matches_equal_the_live_views(demo_warehouse: Pat
 
 
 # --- stored incrementally = computed from scratch -------------------------------------------------
-# Small files whose loads reach every path of ingest/derived.py: runs sharing a GPU minute, runs
+# Small files whose loads reach every path of ingest/derived/derived.py: runs sharing a GPU minute, runs
 # matched by uuid and by host and index, a GPU swapped for another (a new uuid on the same
 # slot), samples loaded out of order and again over stored ones, runs and bill lines replaced,
 # bill lines matched by tag and by resource (two runs competing for one resource), unloads.

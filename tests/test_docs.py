@@ -132,7 +132,7 @@ def test_every_warehouse_table_is_documented():
 
 
 def test_every_warehouse_column_is_documented(warehouse):
-    from ingest import warehouse as wh
+    from ingest.engine import warehouse as wh
 
     documented = (DOCS / "schema.md").read_text()
     with wh.connect() as con:

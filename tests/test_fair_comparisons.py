@@ -12,7 +12,7 @@ import pytest
 from metrics import retrospective
 from outputs import report
 from metrics.retrospective import Figure
-from ingest import config
+from ingest.settings import config
 from tests.conftest import REPO_ROOT
 from tests.test_sample_data import epoch, runs, truth
 

@@ -28,8 +28,9 @@ import pytest
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
-from ingest import config, loader
-from ingest import warehouse as wh
+from ingest.engine import warehouse as wh
+from ingest.pipeline import loader
+from ingest.settings import config
 from tests import corpus
 from tests.conftest import REPO_ROOT
 
@@ -301,7 +302,7 @@ def test_fuzz_trace_findings(fuzz_dir: Path, lines: list[str]) -> None:
     assert summary.status == "loaded" and summary.rows_loaded + summary.rows_rejected == len(lines) + 5
 
 
-# Budgets TOML (ingest/config.py): any text gives a Config or a ConfigError naming the key.
+# Budgets TOML (ingest/settings/config.py): any text gives a Config or a ConfigError naming the key.
 BUDGET_VALUES = st.sampled_from(['"all"', '"project"', '"nope"', "1e308", "nan", "inf", "-5", "0", "12.5",
                                  '"١٢٣"', "1_000", "[]", "{}", "true", '"2026-01-01"', "9999-12-31"
                                  ]) | st.integers().map(str) | st.text(max_size=10).map(json.dumps)

@@ -1,4 +1,4 @@
-"""GCP billing exports as JSON lines staged in SQL (ingest/bill_gcp_json.py) against billing.py
+"""GCP billing exports as JSON lines staged in SQL (ingest/formats/billing/bill_gcp_json.py) against billing.py
 line by line: the real GCP exports (the JSON-lines case, and the real CSV exports written as
 BigQuery's JSON) and synthetic files of odd and bad lines, plain, CRLF, with a BOM and gzipped,
 must give the same rows (keys included), rejects (line, reason, text), records accepted and
@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from ingest import bill_gcp_json, bill_stage, billing, billing_gcp, staging
+from ingest.engine import staging
+from ingest.formats.billing import bill_gcp_json, bill_stage, billing, billing_gcp
 from tests.bill_equivalence import parsed, staged
 from tests import corpus
 

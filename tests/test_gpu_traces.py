@@ -20,9 +20,10 @@ import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from ingest import config, loader
+from ingest.pipeline import loader
+from ingest.settings import config
 from mlcost import cli
-from ingest import warehouse as wh
+from ingest.engine import warehouse as wh
 from tests.conftest import REPO_ROOT, SAMPLE_DIR
 
 APP = REPO_ROOT / "app" / "main.py"

@@ -16,9 +16,11 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from ingest import gpu_collector, loader, values
-from ingest import warehouse as wh
-from ingest.contract import BadValue
+from ingest.engine import values
+from ingest.engine import warehouse as wh
+from ingest.engine.contract import BadValue
+from ingest.formats.gpu import gpu_collector
+from ingest.pipeline import loader
 from mlcost import cli
 from tests.conftest import REPO_ROOT
 

@@ -13,7 +13,8 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from ingest import config, loader
+from ingest.pipeline import loader
+from ingest.settings import config
 from metrics import hour_of_week, queries
 from metrics.filters import Filters
 

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from ingest import loader
+from ingest.pipeline import loader
 from metrics import allocation, idle, periods
 from mlcost import cli
 from tests.conftest import REPO_ROOT, SAMPLE_DIR, as_read

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from ingest import warehouse as wh
+from ingest.engine import warehouse as wh
 from mlcost import cli
 from tests.conftest import IN_CI
 
@@ -260,7 +260,7 @@ def test_cost_and_energy_from_the_traces_of_the_runs_host(warehouse, tmp_path, c
     those are loaded (after the runs here), labelled as an estimate; unloading the traces takes it back."""
     from datetime import datetime, timedelta, timezone
 
-    from ingest import loader
+    from ingest.pipeline import loader
     from tests.trace_files import energy_kwh, write_trace
 
     settings = tmp_path / "mlcost.toml"
@@ -325,7 +325,7 @@ def test_cost_and_energy_from_the_traces_of_the_runs_host(warehouse, tmp_path, c
 def test_traces_of_a_gpu_the_catalog_lacks_leave_the_cost_unknown(warehouse, tmp_path, capsys, monkeypatch):
     from datetime import datetime, timedelta, timezone
 
-    from ingest import loader
+    from ingest.pipeline import loader
     from tests.trace_files import write_trace
 
     settings = tmp_path / "mlcost.toml"

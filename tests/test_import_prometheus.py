@@ -16,7 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from ingest import warehouse as wh
+from ingest.engine import warehouse as wh
 from ingest.importers import prometheus
 from mlcost import cli
 from tests.conftest import IN_CI

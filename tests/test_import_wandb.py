@@ -8,8 +8,8 @@ from datetime import datetime, timezone
 from decimal import Decimal
 from pathlib import Path
 
-from ingest import loader
-from ingest import warehouse as wh
+from ingest.engine import warehouse as wh
+from ingest.pipeline import loader
 from mlcost import cli
 
 HEADER = ["Name", "State", "Notes", "User", "Tags", "Created", "Runtime", "Sweep", "GPU Type", "GPU Count",

@@ -20,10 +20,12 @@ from zoneinfo import ZoneInfo
 import pytest
 import zstandard
 
-from ingest import gpu_collector, loader, staging
+from ingest.engine import staging
+from ingest.engine import warehouse as wh
+from ingest.engine.contract import ParseContext, numbered
 from ingest.formats import serving
-from ingest import warehouse as wh
-from ingest.contract import ParseContext, numbered
+from ingest.formats.gpu import gpu_collector
+from ingest.pipeline import loader
 from tests.conftest import SAMPLE_DIR
 
 COLLECTOR_HEADER = "timestamp,host,gpu_index,gpu_uuid,gpu_name,power_w,energy_mj,gpu_util_pct,mem_used_mib"

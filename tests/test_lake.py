@@ -152,7 +152,7 @@ def test_four_processes_loading_disjoint_files_at_once_leave_every_row_once(kind
 KILLED_LOAD = """
 import os, sys, time
 from pathlib import Path
-from ingest.lake import writer
+from ingest.pipeline import lake_load as writer
 def stop_here(load_id):
     Path(sys.argv[3]).write_text(str(load_id))
     time.sleep(600)
@@ -236,7 +236,8 @@ def test_a_changed_file_replaces_rows_by_key_as_the_embedded_warehouse_does(tmp_
 
 
 def test_the_warehouse_over_a_lake_refuses_loads_in_one_sentence(tmp_path, monkeypatch):
-    from ingest import loader, warehouse
+    from ingest.engine import warehouse
+    from ingest.pipeline import loader
 
     monkeypatch.setenv("MLCOST_DB", str(tmp_path / "local.duckdb"))
     monkeypatch.setenv("MLCOST_LAKE", str(tmp_path / "lake"))
@@ -297,7 +298,7 @@ def _missing(value) -> bool:
 
 @pytest.mark.parametrize("kind", ["folder", "s3"])
 def test_every_warehouse_table_reads_the_same_from_the_lake(sample_pair, kind, tmp_path, monkeypatch, request):
-    from ingest import warehouse
+    from ingest.engine import warehouse
 
     db, folder = sample_pair
     url = str(folder)

@@ -11,9 +11,10 @@ from zoneinfo import ZoneInfo
 import duckdb
 import pytest
 
-from ingest import loader, values
-from ingest import warehouse as wh
-from ingest.report import summary_lines
+from ingest.engine import values
+from ingest.engine import warehouse as wh
+from ingest.engine.report import summary_lines
+from ingest.pipeline import loader
 from mlcost import cli
 
 TRACE_HEADER = "timestamp,host,gpu_index,gpu_uuid,gpu_name,power_w,energy_mj,gpu_util_pct,mem_used_mib"
@@ -126,7 +127,8 @@ def test_a_reload_with_another_zone_replaces_the_earlier_load(tmp_path, warehous
 def test_a_reload_that_fails_midway_leaves_the_earlier_load_whole(tmp_path, warehouse, monkeypatch):
     """Replacing a load is one transaction with the new load's merge: when the merge fails after the
     earlier load's rows were removed, every one of them is back (ledger, samples, minutes)."""
-    from ingest import gpu_rollups, wh_merge
+    from ingest.derived import gpu_rollups
+    from ingest.engine import wh_merge
 
     path = write(tmp_path / "gpu.csv", NVIDIA_SMI)
     assert loader.ingest_file(path, host="box").status == "loaded"

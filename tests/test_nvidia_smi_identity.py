@@ -11,7 +11,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from ingest import loader
+from ingest.pipeline import loader
 
 HEADER = "timestamp, gpu, index, memory.used, utilization.gpu, power.draw"
 STAMPS = ["2025/05/05 20:58:44.813+08:00", "2025/05/05 20:58:45.813+08:00", "2025/05/05 20:58:46.813+08:00"]

@@ -16,7 +16,7 @@ from decimal import Decimal
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from ingest import config
+from ingest.settings import config
 from metrics import month as month_figures
 from tests.conftest import REPO_ROOT, SAMPLE_DIR, as_read, sample_node_rates
 
@@ -206,7 +206,7 @@ HAND_BILL = """BilledCost,EffectiveCost,ListCost,BillingCurrency,ChargePeriodSta
 
 
 def test_a_bill_in_two_currencies_without_a_month_before(tmp_path, warehouse, monkeypatch):
-    from ingest import loader
+    from ingest.pipeline import loader
 
     (tmp_path / "none.toml").write_text("")  # settings without budgets
     monkeypatch.setenv("MLCOST_CONFIG", str(tmp_path / "none.toml"))

@@ -31,8 +31,8 @@ import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from ingest import loader
-from ingest import warehouse as wh
+from ingest.engine import warehouse as wh
+from ingest.pipeline import loader
 from tests.conftest import IN_CI, REPO_ROOT, SAMPLE_DIR, as_read
 
 APP = REPO_ROOT / "app" / "main.py"

@@ -42,7 +42,7 @@ MONEY_TEXT = re.compile(r"^(-?\$[\d,]+\.\d{2,4}|-?[\d,]+\.\d{2,4} [A-Z]{3}|—|)
 def sample_pages(demo_warehouse, tmp_path, monkeypatch):
     """The sample warehouse and budgets, with the alert history a dry-run-free check leaves (posts
     fail: no webhook), so the Alerts page shows its History and Slack posts tables."""
-    from ingest import config
+    from ingest.settings import config
     from outputs import alerts
 
     monkeypatch.setenv("MLCOST_CONFIG", str(SAMPLE_DIR / "mlcost.toml"))
@@ -284,8 +284,8 @@ def test_allocation_json_amounts_from_a_division_are_trimmed():
 
 
 def test_ingest_summary_has_thousands_separators(warehouse, tmp_path):
-    from ingest import loader
-    from ingest.report import summary_lines
+    from ingest.pipeline import loader
+    from ingest.engine.report import summary_lines
 
     path = SAMPLE_DIR / "serving_windows.jsonl.gz"
     requests, windows = 0, 0

@@ -13,7 +13,7 @@ import termios
 import threading
 from pathlib import Path
 
-from ingest import loader
+from ingest.pipeline import loader
 from tests.conftest import REPO_ROOT
 
 CASES = Path(__file__).parent / "cases"

@@ -14,8 +14,8 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from ingest import warehouse as wh
-from ingest import wh_connection
+from ingest.engine import warehouse as wh
+from ingest.engine import wh_connection
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -26,7 +26,7 @@ READER = """
 import json, sys, time
 from pathlib import Path
 import duckdb
-from ingest import warehouse as wh
+from ingest.engine import warehouse as wh
 
 done, busy = Path(sys.argv[1]), sys.argv[2] == "busy"
 opened = 0

@@ -7,9 +7,9 @@ from decimal import Decimal
 
 import pytest
 
-from ingest import loader
-from ingest.loader import FileSummary
-from ingest.report import summary_lines
+from ingest.engine.report import FileSummary
+from ingest.engine.report import summary_lines
+from ingest.pipeline import loader
 from tests.conftest import SAMPLE_DIR
 
 BILL = SAMPLE_DIR / "billing" / "focus_2026-08.csv.gz"

@@ -23,8 +23,9 @@ from streamlit.testing.v1 import AppTest
 
 from metrics import queries, retrospective
 from outputs import report
-from ingest import config, loader
-from ingest import warehouse as wh
+from ingest.engine import warehouse as wh
+from ingest.pipeline import loader
+from ingest.settings import config
 from tests.conftest import REPO_ROOT, SAMPLE_DIR, sample_node_rates
 from tests.test_pages import pareto
 from tests.test_sample_data import (

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from ingest import config, loader
+from ingest.pipeline import loader
+from ingest.settings import config
 from metrics import retrospective
 from outputs import alerts, report
 from tests.conftest import REPO_ROOT, as_read

@@ -80,7 +80,7 @@ def test_runs_over_a_guardrail_alert_once_naming_the_run_owner_and_figures(tmp_p
 
 
 def test_guardrail_settings_are_checked(tmp_path, monkeypatch):
-    from ingest import config
+    from ingest.settings import config
 
     settings = tmp_path / "mlcost.toml"
     settings.write_text("[alerts]\n[alerts.run_limits.vision]\nrun_max_costs = 5\n")

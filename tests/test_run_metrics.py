@@ -56,7 +56,7 @@ def close(a, b, rel=1e-6) -> bool:
 
 @pytest.fixture
 def frame(demo_warehouse):
-    from ingest import config
+    from ingest.settings import config
     from metrics import queries
     from metrics.filters import Filters
     return queries.training_runs(Filters(), None, None, *config.load().energy.query_factors())
@@ -71,7 +71,7 @@ def test_run_figures_match_the_sample_file(frame):
         for column, value in want.items():
             got = row.get(column)
             got = None if got is None or (isinstance(got, float) and got != got) or str(got) in ("<NA>", "nan") else got
-            # tags keep 6 significant digits (ingest/run_record.py writes them with %g): tokens/s to 1e-5
+            # tags keep 6 significant digits (ingest/formats/runs/run_record.py writes them with %g): tokens/s to 1e-5
             assert close(got, value, 1e-4 if column == "cost_efficiency_examples_per_usd"
                          else 1e-5 if column == "throughput_tokens_per_s" else 1e-6), \
                 (row["run_id"], column, got, value)
@@ -96,7 +96,7 @@ def test_cost_per_successful_run_matches_the_sample_file(demo_warehouse):
 
 
 def test_cost_to_target_is_the_whole_cost_as_an_upper_bound_for_summary_runs(frame, demo_warehouse):
-    from ingest import config
+    from ingest.settings import config
     from metrics import queries
     from metrics.filters import Filters
     summaries = [r for r in RUNS if "eval_history" not in r and r["val_metric_name"] == "accuracy"
@@ -183,7 +183,8 @@ def test_a_catalog_priced_run_names_the_catalogs_source_and_date(warehouse, tmp_
     """A run without a price is priced from the catalog; its price_source is the table's source and
     date as ingest/defaults.toml states them (read here with tomllib)."""
     import tomllib
-    from ingest import config, loader
+    from ingest.pipeline import loader
+    from ingest.settings import config
     from metrics import price_sources, queries
     from metrics.filters import Filters
     runs = tmp_path / "runs.jsonl"
@@ -205,7 +206,7 @@ def test_energy_to_target_from_eval_history(demo_warehouse):
     """eval_loss target 1.8: each traced run's energy (truth.json) x the elapsed share at its first
     eval point at or under it (duration from truth's start and end)."""
     from datetime import datetime
-    from ingest import config
+    from ingest.settings import config
     from metrics import queries
     from metrics.filters import Filters
     truth = json.loads((SAMPLE_DIR / "truth.json").read_text())["node_runs"]

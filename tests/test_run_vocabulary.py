@@ -9,7 +9,7 @@ from decimal import Decimal
 
 import duckdb
 
-from ingest import loader
+from ingest.pipeline import loader
 from tests.test_runs_columnar import assert_same, write
 
 START, END = "2026-11-01T00:00:00Z", "2026-11-01T02:00:00Z"
@@ -63,11 +63,11 @@ def test_records_in_the_vocabulary_stay_in_sql_and_others_go_to_python(tmp_path,
     plain = {k: v for k, v in SEED_SPELLED.items() if k in ("run_id", "project", "start_time", "end_time")}
     plain["price_per_hour_usd"] = 2.0
     path = write(tmp_path / "plain.jsonl", [json.dumps(plain)])
-    with caplog.at_level(logging.DEBUG, logger="ingest.runs_columnar"):
+    with caplog.at_level(logging.DEBUG, logger="ingest.formats.runs.runs_columnar"):
         assert_same(path)
     assert "read in Python" not in caplog.text
     aliased = write(tmp_path / "aliased.jsonl", [json.dumps({**plain, "batch_size": 64})])
     caplog.clear()
-    with caplog.at_level(logging.DEBUG, logger="ingest.runs_columnar"):
+    with caplog.at_level(logging.DEBUG, logger="ingest.formats.runs.runs_columnar"):
         assert_same(aliased)
     assert "1 records read in Python" in caplog.text

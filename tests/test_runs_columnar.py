@@ -1,4 +1,4 @@
-"""Runs staged in SQL (ingest/runs_columnar.py) equal runs read line by line (runs_json.parse).
+"""Runs staged in SQL (ingest/formats/runs/runs_columnar.py) equal runs read line by line (runs_json.parse).
 
 Both paths stage the same file into their own staging database; the runs, eval points and
 rejects (line, reason, raw text) must be identical. The files: the repository's sample runs,
@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from ingest import runs_columnar, runs_json, staging
-from ingest.contract import ParseContext
+from ingest.engine import staging
+from ingest.engine.contract import ParseContext
+from ingest.formats.runs import runs_columnar, runs_json
 
 REPO = Path(__file__).resolve().parents[1]
 UTC = timezone.utc
@@ -184,7 +185,7 @@ def test_plain_records_are_settled_in_sql(tmp_path, caplog):
     rng = random.Random(7)
     lines = [json.dumps(plain_record(rng, n)) for n in range(500)]
     path = write(tmp_path / "plain.jsonl", lines)
-    with caplog.at_level(logging.DEBUG, logger="ingest.runs_columnar"):
+    with caplog.at_level(logging.DEBUG, logger="ingest.formats.runs.runs_columnar"):
         new = assert_same(path)
     assert len(new["runs"]) == 500 and new["rejects"] == []
     assert "read in Python" not in caplog.text

@@ -1,4 +1,4 @@
-"""JSON run summaries (ingest/runs_json.py + run_record.py): parsed directly and loaded end to end."""
+"""JSON run summaries (ingest/formats/runs/runs_json.py + run_record.py): parsed directly and loaded end to end."""
 from __future__ import annotations
 
 import gzip
@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from ingest import loader, runs_json
-from ingest import warehouse as wh
-from ingest.contract import ParseContext, Parsed, numbered
+from ingest.engine import warehouse as wh
+from ingest.engine.contract import ParseContext, Parsed, numbered
+from ingest.formats.runs import runs_json
+from ingest.pipeline import loader
 
 UTC = timezone.utc
 CTX = ParseContext("f.jsonl", UTC)

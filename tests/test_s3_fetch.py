@@ -22,9 +22,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from ingest import s3_fetch
+from ingest.pipeline import s3_fetch
 from mlcost import cli
-from ingest import warehouse as wh
+from ingest.engine import warehouse as wh
 from tests.conftest import IN_CI
 
 CASES = Path(__file__).parent / "cases" / "billing"

@@ -14,7 +14,8 @@ from urllib.parse import quote, quote_plus
 from streamlit.testing.v1 import AppTest
 
 from outputs import alerts, slack as slack_module
-from ingest import config, warehouse as wh
+from ingest.engine import warehouse as wh
+from ingest.settings import config
 from tests.conftest import REPO_ROOT
 from tests.slack_server import refused_url
 from tests.test_alerts import APP, hand  # noqa: F401 (hand is a fixture)

@@ -1,4 +1,4 @@
-"""Serving windows: the parser (ingest/formats/serving.py), the price catalog (ingest/config.py), the
+"""Serving windows: the parser (ingest/formats/serving.py), the price catalog (ingest/settings/config.py), the
 warehouse view `serving_costs`, the regression rule (metrics/queries.py) and the Serving page.
 
 Figures on the sample data are recomputed here from the raw sample file with plain Python
@@ -26,10 +26,12 @@ from streamlit.testing.v1 import AppTest
 
 from metrics import queries
 from metrics.filters import Filters
-from ingest import codecarbon, config, loader, runs_json
+from ingest.engine import warehouse as wh
+from ingest.engine.contract import ParseContext, numbered
 from ingest.formats import serving
-from ingest import warehouse as wh
-from ingest.contract import ParseContext, numbered
+from ingest.formats.runs import codecarbon, runs_json
+from ingest.pipeline import loader
+from ingest.settings import config
 from tests.conftest import IN_CI, REPO_ROOT, SAMPLE_DIR, as_read
 
 UTC = timezone.utc

@@ -18,7 +18,8 @@ from decimal import ROUND_HALF_UP, Decimal
 
 import pytest
 
-from ingest import config, loader
+from ingest.pipeline import loader
+from ingest.settings import config
 from metrics import serving_health
 from mlcost.commands import alerts as alert_command
 from outputs import alerts

@@ -17,8 +17,8 @@ from decimal import ROUND_HALF_EVEN, Decimal
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
-from ingest import staging
-from ingest.contract import ParseContext
+from ingest.engine import staging
+from ingest.engine.contract import ParseContext
 from ingest.formats import serving
 from tests.conftest import REPO_ROOT, SAMPLE_DIR
 
@@ -323,7 +323,8 @@ def test_headers_that_cannot_be_serving_refuse_the_file(tmp_path, caplog):
 
 def test_too_long_lines_are_refused_once_and_the_next_line_decides(tmp_path, monkeypatch):
     """A too-long first line is refused with its size, once, and the next one decides JSON or CSV."""
-    from ingest import limits, loader
+    from ingest.pipeline import loader
+    from ingest.settings import limits
 
     monkeypatch.setattr(limits, "_current", limits.current())
     limits.configure(limits.Limits(max_line_bytes=400))

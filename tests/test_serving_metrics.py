@@ -9,8 +9,8 @@ from datetime import datetime, timedelta, timezone
 import pandas as pd
 import pytest
 
-from ingest import loader
-from ingest import warehouse as wh
+from ingest.engine import warehouse as wh
+from ingest.pipeline import loader
 from mlcost import cli
 from tests import corpus
 
@@ -270,7 +270,7 @@ def test_triton_scrapes_per_model_and_version_and_loading_again_changes_nothing(
 def test_pulled_series_with_a_broken_point_reject_it_and_its_windows_not_the_rest():
     """The HTTP importer's path: a NaN counter value is rejected, never read as 0; the window then
     spans the two steps around it, so no request is lost or counted twice."""
-    from ingest.contract import ParseContext
+    from ingest.engine.contract import ParseContext
     from ingest.importers import prometheus
 
     base = {"__name__": "nv_inference_request_success", "model": "resnet", "version": "3", "instance": "srv:8002"}
@@ -312,7 +312,7 @@ def test_pulled_triton_series_share_the_gpu_energy_and_a_flat_counter_is_a_warni
     """The HTTP importer's path: Triton's energy counter rising 7,200 J over a window goes to its two
     models by compute time (3:1); a counter that stays flat leaves the window's energy unknown and
     the import's summary says why."""
-    from ingest.contract import ParseContext
+    from ingest.engine.contract import ParseContext
     from ingest.importers import ledger, prometheus
 
     def series(name, labels, values):

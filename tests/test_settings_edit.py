@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from ingest import config, loader, settings_file
-from ingest import warehouse as wh
+from ingest.engine import warehouse as wh
+from ingest.pipeline import loader
+from ingest.settings import config, settings_file
 from mlcost import cli
 from tests.conftest import REPO_ROOT
 

@@ -70,7 +70,7 @@ def test_the_default_date_range_leaves_out_a_stray_old_file():
 def test_the_overview_defaults_to_the_bulk_of_the_data(tmp_path, warehouse):
     from streamlit.testing.v1 import AppTest
 
-    from ingest import loader
+    from ingest.pipeline import loader
     from tests.conftest import REPO_ROOT
 
     lines = [json.dumps({"run_id": f"r{i}", "project": "p", "start_time": f"{day}T10:00:00Z", "duration_hours": 1,

@@ -35,7 +35,7 @@ def _imported(args: list[str], watched: tuple[str, ...], db: Path) -> tuple[int,
 
 
 def test_kind_choices_are_the_loaders_kinds():
-    from ingest import loader
+    from ingest.pipeline import loader
     from mlcost.commands import ingest as ingest_command
 
     assert list(ingest_command.KIND_CHOICES) == sorted(loader.KINDS)
@@ -63,7 +63,7 @@ def test_trace_ingest_starts_without_the_dashboard_libraries(tmp_path):
 
 
 def test_help_and_reading_commands_import_no_parser(tmp_path):
-    watched = ("ingest.loader", "pyarrow", "prometheus_client", "yaml", "tqdm", *DASHBOARD_LIBRARIES)
+    watched = ("ingest.pipeline.loader", "pyarrow", "prometheus_client", "yaml", "tqdm", *DASHBOARD_LIBRARIES)
     code, imported = _imported(["--help"], watched, tmp_path / "w.duckdb")
     assert (code, imported) == (0, [])
     code, imported = _imported(["rollup"], watched, tmp_path / "w.duckdb")

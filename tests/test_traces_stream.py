@@ -15,7 +15,10 @@ import duckdb
 import pytest
 import zstandard
 
-from ingest import gpu_collector, limits, loader, staging
+from ingest.engine import staging
+from ingest.formats.gpu import gpu_collector
+from ingest.pipeline import loader
+from ingest.settings import config, limits
 
 HEADER = "timestamp,host,gpu_index,gpu_uuid,gpu_name,power_w,energy_mj,gpu_util_pct,mem_used_mib"
 START = datetime(2026, 3, 1, tzinfo=timezone.utc)
@@ -124,7 +127,7 @@ def test_many_batches_load_every_good_line_and_refuse_every_bad_one(warehouse, t
 
 def test_an_over_long_line_is_refused_with_its_size_and_the_rest_loads(warehouse, tmp_path, monkeypatch):
     monkeypatch.setattr(limits, "_current", limits.current())  # the loader puts the limits in force: undone after
-    monkeypatch.setattr(limits, "from_settings", lambda: limits.Limits(max_line_bytes=200))
+    monkeypatch.setattr(config, "ingest_limits", lambda: limits.Limits(max_line_bytes=200))
     monkeypatch.setattr(staging, "LINE_BATCH_BYTES", 256)
     lines, samples, bad = build(3)
     lines.insert(5, good(START, 0, "L4," + "9" * 300 + ",1,40,10"))
@@ -158,8 +161,9 @@ def test_a_header_with_only_the_required_columns_loads_with_the_host_given_or_th
 def test_rollups_derived_again_after_their_intervals_were_dropped(tmp_path):
     """The merge derives the rollups a second time when another load came in between: the staged
     samples' intervals, dropped after the first, are computed again, to the same minutes."""
-    from ingest import config, gpu_rollups
-    from ingest.contract import ParseContext
+    from ingest.derived import gpu_rollups
+    from ingest.settings import config
+    from ingest.engine.contract import ParseContext
 
     lines = [HEADER] + [good(START + timedelta(seconds=10 * n), 0, "L4,100,,40,10") for n in range(60)]
     path = write(tmp_path / "n1_twice.csv", lines, None)

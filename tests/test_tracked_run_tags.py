@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from ingest import config
 from ingest.importers import tracked_runs
+from ingest.settings import config
 
 
 @pytest.mark.parametrize("tag", ["gpu_indices", "CUDA_VISIBLE_DEVICES", "cuda_visible_devices"])

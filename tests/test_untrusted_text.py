@@ -20,7 +20,7 @@ from streamlit.testing.v1 import AppTest
 from metrics import retrospective
 from outputs import report
 from present import format as fmt
-from ingest import loader
+from ingest.pipeline import loader
 from tests.conftest import REPO_ROOT
 
 APP = REPO_ROOT / "app" / "main.py"

@@ -1,4 +1,4 @@
-"""ingest/values.py: the strict single-field readers every parser relies on."""
+"""ingest/engine/values.py: the strict single-field readers every parser relies on."""
 from __future__ import annotations
 
 from datetime import datetime, timezone
@@ -7,8 +7,8 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from ingest import values
-from ingest.contract import BadValue
+from ingest.engine import values
+from ingest.engine.contract import BadValue
 
 UTC = timezone.utc
 BERLIN = ZoneInfo("Europe/Berlin")

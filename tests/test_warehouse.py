@@ -1,4 +1,4 @@
-"""ingest/warehouse.py: schema, the load ledger, rejects, safe re-loading and the file lock."""
+"""ingest/engine/warehouse.py: schema, the load ledger, rejects, safe re-loading and the file lock."""
 from __future__ import annotations
 
 import hashlib
@@ -14,10 +14,11 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from ingest import loader, runs_json
-from ingest import warehouse as wh
-from ingest import wh_connection
-from ingest.contract import ParseContext, Parsed, numbered
+from ingest.engine import warehouse as wh
+from ingest.engine import wh_connection
+from ingest.engine.contract import ParseContext, Parsed, numbered
+from ingest.formats.runs import runs_json
+from ingest.pipeline import loader
 
 TABLES = ("loads", "rejects", "run_evals", "runs")
 VIEWS = ("run_costs",)
@@ -94,7 +95,7 @@ def test_schema_creation_is_idempotent(tmp_path, warehouse, monkeypatch):
 
 
 def test_schema_in_a_fresh_process_too(warehouse):
-    script = "from ingest import warehouse\nwith warehouse.connect() as con: pass\n"
+    script = "from ingest.engine import warehouse\nwith warehouse.connect() as con: pass\n"
     env = {**os.environ, "MLCOST_DB": str(warehouse)}
     subprocess.run([sys.executable, "-c", script], check=True, env=env)
     first = schema_objects()  # this process runs schema.sql a second time, on the existing file

@@ -14,7 +14,8 @@ from streamlit.testing.v1 import AppTest
 
 from metrics import queries, retrospective
 from metrics.filters import Filters
-from ingest import loader, warehouse as wh
+from ingest.engine import warehouse as wh
+from ingest.pipeline import loader
 from tests.conftest import REPO_ROOT
 
 HUGE = "60000000000000000000000000"  # 6e25 USD

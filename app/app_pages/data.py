@@ -12,9 +12,11 @@ from app import access, cache
 from metrics import queries
 from app.tables import show
 from present.format import md
-from ingest import config, loader, values, warehouse
-from ingest.contract import BadValue
-from ingest.report import summary_lines
+from ingest.engine import values, warehouse
+from ingest.engine.contract import BadValue
+from ingest.engine.report import summary_lines
+from ingest.pipeline import loader
+from ingest.settings import config
 
 SPOOL_CHUNK_BYTES = 1 << 20
 

@@ -7,7 +7,7 @@ from metrics import queries, retrospective
 from outputs import report
 from app.tables import show
 from present.format import md, md_code
-from ingest import warehouse
+from ingest.engine import warehouse
 
 st.title("Monthly retrospective")
 months = retrospective.months_with_data(cache.fetch(queries.filter_choices))

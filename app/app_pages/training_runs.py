@@ -3,7 +3,7 @@ cost-to-target, the run table with measured GPU energy."""
 import streamlit as st
 
 from app import cache, settings as settings_page
-from ingest import config
+from ingest.settings import config
 from metrics import comparison, queries
 from present import charts
 from app.tables import show

@@ -22,12 +22,13 @@ from decimal import Decimal
 
 import pyarrow as pa
 
-from ingest import config, line_sql, staging, values
-from ingest.contract import ParseContext
+from ingest.engine import line_sql, staging, values
+from ingest.settings import config
+from ingest.engine.contract import ParseContext
 from ingest.engine import reader
 from ingest.engine.definition import (COUNT, MONEY, NUMBER, PERCENT, TEXT, TEXT_LIST, TIME, CatalogCost, CountOf,
                                       Definition, Field, Required, Span, SumAtMost, csv_header, header_problem, is_csv_header)
-from ingest.staging import Source, Staged
+from ingest.engine.staging import Source, Staged
 
 ISO_WITH_OFFSET = (r"\d{4}-\d{2}-\d{2}[T ]([01]\d|2[0-3]):[0-5]\d(:[0-5]\d(\.\d{1,6})?)?"
                    r"(Z|[+-]([01]\d|2[0-3]):[0-5]\d)")

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ingest import values
+from ingest.engine import values
 
-# Field types. Each reads as ingest/values.py reads it and fails with that module's reasons.
+# Field types. Each reads as ingest/engine/values.py reads it and fails with that module's reasons.
 TEXT = "text"            # stripped text; a number is written out as text
 COUNT = "count"          # a whole number (1.0 is read, 1.5 is not), at most Field.maximum
 NUMBER = "number"        # a finite float of at most 10^15 in size

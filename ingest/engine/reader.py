@@ -12,8 +12,9 @@ import json
 from datetime import datetime, timedelta
 from decimal import Decimal, localcontext
 
-from ingest import config, values
-from ingest.contract import BadValue, Lines, ParseContext, Parsed, Reject
+from ingest.engine import values
+from ingest.settings import config
+from ingest.engine.contract import BadValue, Lines, ParseContext, Parsed, Reject
 from ingest.engine.definition import (COUNT, MONEY, NUMBER, PERCENT, TEXT, TEXT_LIST, TIME, CatalogCost, CountOf,
                                       Definition, Field, Required, Span, SumAtMost, csv_header, header_problem,
                                       is_csv_header)

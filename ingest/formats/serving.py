@@ -2,7 +2,7 @@
 
 JSONL (one object per line) or CSV with a header. A window has a start and either an end or a
 length (`window_seconds`). Where `cost_usd` is missing it is derived from the price catalog
-(ingest/config.py): instance price x replicas x window hours, or GPU price x GPUs x hours, and
+(ingest/settings/config.py): instance price x replicas x window hours, or GPU price x GPUs x hours, and
 `cost_source` says `derived`; with neither price known the cost stays NULL. `energy_kwh` is
 kept as given and NULL when absent, never 0. A window seen again (same service, version, host
 and start) replaces the earlier one, in the same file or a later one.

@@ -5,9 +5,9 @@ from __future__ import annotations
 import hashlib
 from datetime import datetime, timezone
 
-from ingest import warehouse
-from ingest.contract import Parsed
-from ingest.loader import REJECTS_SHOWN, FileSummary
+from ingest.engine import warehouse
+from ingest.engine.contract import Parsed
+from ingest.engine.report import REJECTS_SHOWN, FileSummary
 
 
 def load_import(source: str, kind: str, parsed: Parsed, content: bytes, totals: dict) -> FileSummary:

@@ -5,7 +5,7 @@ Prometheus server's HTTP API.
 a multiple of the step so that imports of overlapping ranges make the same samples and windows
 (which then replace each other, latest wins) instead of counting an hour twice. A long range is
 asked for in chunks of at most MAX_POINTS steps (Prometheus refuses more than 11,000 points per
-series in one query). The GPU samples are the DCGM series at each step (as ingest/dcgm.py reads a
+series in one query). The GPU samples are the DCGM series at each step (as ingest/formats/gpu/dcgm.py reads a
 scrape); the serving windows are serving_metrics.windows over the steps, one window per step.
 """
 from __future__ import annotations
@@ -24,11 +24,12 @@ from datetime import datetime, timezone
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ingest import config, traces
-from ingest.contract import ParseContext, Parsed, Reject
-from ingest.dcgm import LABELS as DCGM_LABELS
-from ingest.dcgm import METRICS as DCGM_METRICS
-from ingest.importers import serving_metrics
+from ingest.engine.contract import ParseContext, Parsed, Reject
+from ingest.formats import serving_metrics
+from ingest.formats.gpu import traces
+from ingest.formats.gpu.dcgm import LABELS as DCGM_LABELS
+from ingest.formats.gpu.dcgm import METRICS as DCGM_METRICS
+from ingest.settings import config
 
 KIND = "prometheus"
 MAX_POINTS = 10_000

@@ -13,7 +13,7 @@ without an offset (sacct prints the cluster's local time) are read in --tz.
 NodeList (`gpu-node[01-03,07]`) is expanded with python-hostlist into the tag `nodes`, which joins
 the job to its nodes' GPU traces (schema.sql run_gpus): sacct names no GPU indices, so a job takes
 its share of each traced GPU of its nodes over its window (an estimate), for its GPU energy and,
-when neither a rate nor the catalog priced it, its cost (ingest/run_trace_costs.py).
+when neither a rate nor the catalog priced it, its cost (ingest/derived/run_trace_costs.py).
 """
 from __future__ import annotations
 
@@ -27,9 +27,10 @@ from decimal import Decimal
 
 import hostlist
 
-from ingest import config, values
-from ingest.contract import BadValue, Lines, ParseContext, Parsed, Reject
-from ingest.run_record import build_run, collect, run_totals, to_parsed
+from ingest.engine import values
+from ingest.engine.contract import BadValue, Lines, ParseContext, Parsed, Reject
+from ingest.formats.runs.run_record import build_run, collect, run_totals, to_parsed
+from ingest.settings import config
 
 KIND = "slurm"
 TABLES = ("runs", "run_evals")

@@ -1,5 +1,5 @@
 """A run as experiment trackers keep it (MLflow, W&B), mapped to the run-summary vocabulary that
-ingest/run_record.py validates, so tracked runs are checked and derived like run files.
+ingest/formats/runs/run_record.py validates, so tracked runs are checked and derived like run files.
 
 Cost: a logged `cost_usd` / `estimated_cost_usd` (param, tag or metric) is the run's cost; else a
 logged `price_per_hour_usd` x duration; else the price catalog's list price of the instance type
@@ -13,9 +13,9 @@ import re
 from dataclasses import dataclass, field
 from decimal import Decimal
 
-from ingest import config
-from ingest.contract import BadValue, ParseContext, Parsed, Reject
-from ingest.run_record import build_run, collect, to_parsed
+from ingest.engine.contract import BadValue, ParseContext, Parsed, Reject
+from ingest.formats.runs.run_record import build_run, collect, to_parsed
+from ingest.settings import config
 
 STATUSES = {"FINISHED": "completed", "FAILED": "failed", "KILLED": "failed", "RUNNING": "running",
             "SCHEDULED": "running", "finished": "completed", "failed": "failed", "crashed": "failed",

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import yaml
 
-from ingest import values
-from ingest.contract import BadValue, Lines, ParseContext, Parsed, Reject
+from ingest.engine import values
+from ingest.engine.contract import BadValue, Lines, ParseContext, Parsed, Reject
+from ingest.formats.runs.run_record import run_totals
 from ingest.importers.tracked_runs import TrackedRun, parse_runs
-from ingest.run_record import run_totals
 
 KIND = "wandb"
 TABLES = ("runs", "run_evals")

@@ -19,7 +19,7 @@ LOADED: dict[str, str | None] = {
     "rejects": None,
 }
 # Rows that arrive again replace older ones sharing these columns (latest committed load wins),
-# as ingest/wh_merge.py REPLACE_BY does in the embedded warehouse.
+# as ingest/engine/wh_merge.py REPLACE_BY does in the embedded warehouse.
 REPLACE_BY: dict[str, tuple[str, ...]] = {
     "runs": ("run_id",),
     "run_evals": ("run_id",),  # all evals of a run come from the load that brought its latest row
@@ -27,7 +27,7 @@ REPLACE_BY: dict[str, tuple[str, ...]] = {
     "gpu_samples": ("host", "gpu_index", "sampled_at"),
     "serving_windows": ("window_key",),  # and overlapping windows of a series (views.py)
 }
-# Tables the derive step computes from the loaded ones (ingest/derived.py, ingest/gpu_rollups.py),
+# Tables the derive step computes from the loaded ones (ingest/derived/derived.py, ingest/derived/gpu_rollups.py),
 # written under derived/<generation>/<table>/. run_cost_estimates holds what run_trace_costs.refresh
 # sets on imported runs (cost from traced GPU-hours), applied by the runs view.
 DERIVED: tuple[str, ...] = (

@@ -5,7 +5,7 @@ import os
 import threading
 import tomllib
 
-from ingest import config
+from ingest.settings import config
 
 _cache: dict[tuple, str | None] = {}
 _lock = threading.Lock()

@@ -6,7 +6,7 @@ import pandas as pd
 
 from metrics.filters import Filters
 from metrics.queries.common import FILTERED_RUNS
-from ingest import warehouse
+from ingest.engine import warehouse
 
 # Bill lines come from the view `billing_costs`, limited to the sidebar's date range by
 # charge_period_start (UTC); the project and team filters are runs' and do not apply to bills.

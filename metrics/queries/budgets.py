@@ -7,7 +7,7 @@ from datetime import date
 
 import pandas as pd
 
-from ingest import warehouse
+from ingest.engine import warehouse
 
 # A budget's spend is billed cost (bill lines in the budget's currency, by UTC day of
 # charge_period_start) when the bill has lines in the period, else estimated cost (runs by

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ingest import warehouse
+from ingest.engine import warehouse
 
 FILTERED_RUNS = """
 WITH filtered_runs AS (

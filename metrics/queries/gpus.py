@@ -6,7 +6,7 @@ import pandas as pd
 
 from metrics.filters import Filters
 from metrics.queries.common import FILTERED_RUNS
-from ingest import warehouse
+from ingest.engine import warehouse
 
 # Pages read the per-minute rollups (gpu_minutes and the views gpu_minute_use, run_energy in
 # ingest/schema.sql), never gpu_samples. The sidebar's date range selects minutes by their

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ingest import warehouse
+from ingest.engine import warehouse
 from metrics.filters import Filters
 
 QUARTER_S = 900

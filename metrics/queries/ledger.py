@@ -5,7 +5,7 @@ from datetime import date
 
 import pandas as pd
 
-from ingest import warehouse
+from ingest.engine import warehouse
 
 def loads() -> pd.DataFrame:
     """The load ledger, newest first, with the options each file was read with and how many of

@@ -9,7 +9,7 @@ import pandas as pd
 
 from metrics.filters import Filters
 from metrics.queries.common import FILTERED_RUNS
-from ingest import warehouse
+from ingest.engine import warehouse
 
 # Each run's energy (kWh) and emissions (kg CO2e), one definition for every runs query: its own
 # energy_kwh (summary, CodeCarbon, average power x duration), else its measured GPU energy (view

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pandas as pd
 
 from metrics.filters import Filters
-from ingest import warehouse
+from ingest.engine import warehouse
 
 # Windows come from the view `serving_costs`, limited to the sidebar's date range by
 # window_start (projects and teams do not apply to services). A group's figures are ratios of

@@ -5,7 +5,7 @@ import argparse
 import json
 from datetime import date, datetime, timedelta, timezone
 
-from ingest import config
+from ingest.settings import config
 from mlcost.common import EXIT_PROBLEMS, EXIT_USAGE, say
 
 RULES = ["budget_actual", "budget_forecast", "burn_spike", "serving_regression", "idle_waste", "run_guardrail",

@@ -7,7 +7,7 @@ import re
 from datetime import date, timedelta
 from decimal import Decimal
 
-from ingest import config
+from ingest.settings import config
 from mlcost.common import EXIT_PROBLEMS, EXIT_USAGE, say
 
 

@@ -5,7 +5,7 @@ import argparse
 import json
 from pathlib import Path
 
-from ingest.report import summary_lines
+from ingest.engine.report import summary_lines
 from mlcost.common import EXIT_PROBLEMS, EXIT_USAGE, say
 
 FETCH_DIR = "mlcost-bills"
@@ -29,7 +29,7 @@ def run_fetch(args: argparse.Namespace) -> int:
     import boto3
     import botocore.exceptions
 
-    from ingest import loader, s3_fetch
+    from ingest.pipeline import loader, s3_fetch
 
     try:
         bucket, prefix = s3_fetch.parse_uri(args.location)

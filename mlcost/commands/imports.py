@@ -10,13 +10,13 @@ from datetime import datetime, timedelta, timezone
 from decimal import Decimal
 from typing import TYPE_CHECKING
 
-from ingest import values
-from ingest.contract import BadValue, ParseContext, numbered
-from ingest.report import summary_lines
+from ingest.engine import values
+from ingest.engine.contract import BadValue, ParseContext, numbered
+from ingest.engine.report import summary_lines
 from mlcost.common import EXIT_PROBLEMS, EXIT_USAGE, say
 
 if TYPE_CHECKING:  # annotations only: the loader imports every parser
-    from ingest.loader import FileSummary
+    from ingest.engine.report import FileSummary
 
 DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhdw]?)$")
 SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
@@ -79,8 +79,9 @@ def register(commands) -> None:
 
 
 def run_prometheus(args: argparse.Namespace) -> int:
-    from ingest import traces
-    from ingest.importers import ledger, prometheus, serving_metrics
+    from ingest.formats.gpu import traces
+    from ingest.formats import serving_metrics
+    from ingest.importers import ledger, prometheus
 
     url = args.url or os.environ.get("MLCOST_PROMETHEUS_URL")
     if not url:
@@ -139,9 +140,9 @@ def run_mlflow(args: argparse.Namespace) -> int:
 def run_wandb(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from ingest import loader
+    from ingest.pipeline import loader
     from ingest.importers import ledger, tracked_runs, wandb_runs
-    from ingest.run_record import run_totals
+    from ingest.formats.runs.run_record import run_totals
 
     summaries = []
     for name in args.paths:
@@ -168,7 +169,7 @@ def run_slurm(args: argparse.Namespace) -> int:
     import subprocess
     from pathlib import Path
 
-    from ingest import loader
+    from ingest.pipeline import loader
     from ingest.importers import ledger, slurm
 
     tz = values.zone(args.tz)
@@ -204,7 +205,7 @@ def import_runs(source: str, kind: str, args: argparse.Namespace, fetch, error_t
     from dataclasses import asdict
 
     from ingest.importers import ledger, tracked_runs
-    from ingest.run_record import run_totals
+    from ingest.formats.runs.run_record import run_totals
 
     since = None if getattr(args, "full", False) else ledger.watermark(source)
     try:
@@ -234,11 +235,11 @@ def add_trace_estimates(summary: FileSummary, parsed) -> None:
     """Add to a loaded runs summary how many of its runs the warehouse priced from their hosts'
     GPU traces on loading them (`runs_cost_from_traces`, `cost_from_traces_usd_total`): estimates,
     apart from the costs the source gave."""
-    from ingest import run_trace_costs
+    from ingest.engine import warehouse
 
     if summary.status != "loaded":
         return
-    count, cost_usd = run_trace_costs.priced_runs([run["run_id"] for run in parsed.tables.get("runs", [])])
+    count, cost_usd = warehouse.priced_from_traces([run["run_id"] for run in parsed.tables.get("runs", [])])
     summary.totals.update(runs_cost_from_traces=count, cost_from_traces_usd_total=str(cost_usd))
     if count:
         say(f"{summary.path}: {count} runs priced from their hosts' GPU traces x the catalog "

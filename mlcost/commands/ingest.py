@@ -9,9 +9,9 @@ import sys
 import time
 from pathlib import Path
 
-from ingest import values
-from ingest.contract import BadValue
-from ingest.report import summary_lines
+from ingest.engine import values
+from ingest.engine.contract import BadValue
+from ingest.engine.report import summary_lines
 from mlcost.common import EXIT_PROBLEMS, EXIT_USAGE, say
 
 # loader.KINDS' names, written out so that registering `--kind` does not import every parser
@@ -58,7 +58,7 @@ def register(commands) -> None:
 
 
 def run_ingest(args: argparse.Namespace) -> int:
-    from ingest import loader
+    from ingest.pipeline import loader
 
     tz = values.zone(args.tz)
     if tz is None:
@@ -97,13 +97,13 @@ def _seconds(text: str) -> float:
 
 
 def run_collect(args: argparse.Namespace) -> int:
-    from ingest import collector
+    from ingest.formats.gpu import collector
 
     return collector.main(Path(args.out), args.interval, args.rotate, args.host)
 
 
 def run_rollup(args: argparse.Namespace) -> int:
-    from ingest import warehouse
+    from ingest.engine import warehouse
 
     gpus = warehouse.rebuild_gpu_rollups()
     print(f"mlcost: recomputed the per-minute figures of {gpus} GPUs with the current [gpu] settings")

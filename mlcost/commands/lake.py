@@ -4,9 +4,9 @@ from __future__ import annotations
 import argparse
 import json
 
-from ingest import values
-from ingest.contract import BadValue
-from ingest.report import summary_lines
+from ingest.engine import values
+from ingest.engine.contract import BadValue
+from ingest.engine.report import summary_lines
 from mlcost.common import EXIT_PROBLEMS, EXIT_USAGE, say
 
 LAKE_HELP = "a folder or s3://bucket/prefix (default: [warehouse] lake of the settings, or $MLCOST_LAKE)"
@@ -61,8 +61,8 @@ def _lake(args: argparse.Namespace) -> str | None:
 
 
 def run_load(args: argparse.Namespace) -> int:
-    from ingest import loader
-    from ingest.lake import writer
+    from ingest.pipeline import loader
+    from ingest.pipeline import lake_load as writer
 
     url = _lake(args)
     if not url:
@@ -93,7 +93,7 @@ def run_load(args: argparse.Namespace) -> int:
 
 
 def run_derive(args: argparse.Namespace) -> int:
-    from ingest.lake import derive
+    from ingest.pipeline import lake_derive as derive
 
     url = _lake(args)
     if not url:
@@ -105,7 +105,7 @@ def run_derive(args: argparse.Namespace) -> int:
 
 
 def run_vacuum(args: argparse.Namespace) -> int:
-    from ingest.lake import writer
+    from ingest.pipeline import lake_load as writer
     from ingest.lake.store import open_lake
 
     url = _lake(args)

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ingest import warehouse
+from ingest.engine import warehouse
 from mlcost.common import EXIT_PROBLEMS, EXIT_USAGE, say
 
 if TYPE_CHECKING:  # annotations only: `mlcost ingest` starts without pandas (metrics.queries imports it)

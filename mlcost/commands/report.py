@@ -5,7 +5,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ingest import config
+from ingest.settings import config
 from mlcost.common import EXIT_PROBLEMS, EXIT_USAGE, say
 
 
@@ -23,7 +23,7 @@ def register(commands) -> None:
 
 def run_report(args: argparse.Namespace) -> int:
     """The retrospective of one month (metrics/retrospective.py) rendered by outputs/report.py."""
-    from ingest import warehouse
+    from ingest.engine import warehouse
 
     with warehouse.session():  # one read connection for the report's queries
         return _report(args)

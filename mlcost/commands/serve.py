@@ -9,8 +9,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ingest import config, warehouse
-from ingest.report import summary_lines
+from ingest.engine import warehouse
+from ingest.engine.report import summary_lines
+from ingest.settings import config
 from mlcost.common import EXIT_USAGE, REPO_ROOT, SAMPLE_DIR, say
 
 # The sample files the demo loads: one entry per kind that has an ingestor (a folder is read whole).
@@ -66,7 +67,7 @@ def run_dashboard(args: argparse.Namespace) -> int:
 
 
 def run_demo(args: argparse.Namespace) -> int:
-    from ingest import loader
+    from ingest.pipeline import loader
 
     # The demo loads into the warehouse every command reads, so `mlcost report` or
     # `mlcost alerts check` afterwards (in the same folder) see the sample data.

@@ -8,8 +8,8 @@ from datetime import date
 from outputs import alert_store, slack
 from outputs.alerts.common import Alert, _escape
 from outputs.alerts.rules import evaluate
-from ingest import warehouse as wh
-from ingest.config import Config
+from ingest.engine import warehouse as wh
+from ingest.settings.config import Config
 
 
 @dataclass

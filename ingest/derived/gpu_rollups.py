@@ -1,0 +1,268 @@
+"""GPU traces' derived tables: each sample's interval and energy, per-minute rollups, coverage holes.
+
+SQL only, run on a connection ingest/engine/warehouse.py hands in (this module never opens the
+warehouse). A load computes the intervals of its samples once, in its staging database: the
+file's energy total comes from them and, when the warehouse holds no samples near the new
+ones, so do the rollups the merge writes; otherwise they are recomputed over the new samples
+and the stored ones around them (`context`).
+
+Each sample of a GPU stands for the interval up to that GPU's next sample. When the next
+sample is more than max_gap_s away (or there is none), the interval is as long as the one
+before it (a collector's usual spacing) and the rest, up to the next sample, is a coverage
+hole (gpu_gaps); a sample with holes on both sides covers nothing.
+Energy of an interval: the counter's delta (energy_mj, exact) where both ends have one and it
+did not go down; a counter that went down was reset (reboot, driver reload), and as its new
+value only covers the time since the reset, that interval falls back to power. Without a
+counter: trapezoidal integration of power_w between the two samples, or power x interval for
+the last interval before a hole.
+Idle: a sample with gpu_util_pct <= idle_util_max_pct (and power_w <= idle_power_max_w when
+set) inside a run of such samples, unbroken by a hole, whose intervals add up to at least
+idle_min_s. Busy: any other sample with a utilization reading (short dips included).
+"""
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import duckdb
+
+from ingest.derived import derived
+
+# Times are computed on as whole microseconds since 1970 (epoch_us, make_timestamptz): arithmetic
+# and truncation on TIMESTAMPTZ go through the ICU calendar, many times slower per row.
+SAMPLE_INTERVALS = """
+WITH ordered AS (
+    SELECT host, gpu_index, sampled_at, gpu_uuid, gpu_name, power_w, energy_mj, gpu_util_pct, mem_used_mib,
+           epoch_us(sampled_at)                          AS at_us,
+           lead(sampled_at) OVER w                       AS next_at,
+           (epoch_us(lead(sampled_at) OVER w) - epoch_us(sampled_at)) / 1e6 AS next_s,
+           (epoch_us(sampled_at) - epoch_us(lag(sampled_at) OVER w)) / 1e6  AS prev_s,
+           lead(power_w) OVER w                          AS next_power_w,
+           lead(energy_mj) OVER w                        AS next_energy_mj,
+           lag(gpu_util_pct) OVER w                      AS prev_util_pct,
+           lag(power_w) OVER w                           AS prev_power_w
+    FROM {source}
+    WINDOW w AS (PARTITION BY host, gpu_index ORDER BY sampled_at)
+), intervals AS (
+    SELECT *,
+           CASE WHEN next_s <= $max_gap_s THEN next_s
+                WHEN prev_s <= $max_gap_s THEN prev_s ELSE 0 END AS interval_s,
+           gpu_util_pct <= $idle_util_max_pct
+               AND ($idle_power_max_w IS NULL OR power_w <= $idle_power_max_w) AS low,
+           prev_util_pct <= $idle_util_max_pct
+               AND ($idle_power_max_w IS NULL OR prev_power_w <= $idle_power_max_w) AS prev_low,
+           CASE WHEN next_s <= $max_gap_s AND next_energy_mj >= energy_mj
+                    THEN (next_energy_mj - energy_mj) / 1000.0
+                WHEN next_s <= $max_gap_s AND next_power_w IS NOT NULL AND power_w IS NOT NULL
+                    THEN (power_w + next_power_w) / 2 * next_s
+           END AS paired_energy_j
+    FROM ordered
+), stretched AS (  -- a stretch: samples in a row, unbroken by a hole, all low or all not
+    SELECT *, coalesce(paired_energy_j, power_w * interval_s) AS energy_j,
+           at_us + CAST(round(interval_s * 1e6) AS BIGINT) AS end_us,
+           sum(CASE WHEN prev_s IS NULL OR prev_s > $max_gap_s OR low IS DISTINCT FROM prev_low THEN 1 ELSE 0 END)
+               OVER (PARTITION BY host, gpu_index ORDER BY sampled_at ROWS UNBOUNDED PRECEDING) AS stretch
+    FROM intervals
+), low_stretches AS (
+    SELECT host, gpu_index, stretch, sum(interval_s) AS stretch_s FROM stretched WHERE low GROUP BY ALL
+)
+SELECT host, gpu_index, sampled_at, gpu_uuid, gpu_name, power_w, gpu_util_pct, mem_used_mib,
+       next_at, next_s, interval_s, energy_j, make_timestamptz(end_us) AS end_at, at_us, end_us,
+       coalesce(low AND l.stretch_s >= $idle_min_s, false) AS idle
+FROM stretched s LEFT JOIN low_stretches l USING (host, gpu_index, stretch)
+"""
+
+# Per GPU and UTC minute, from a table of SAMPLE_INTERVALS.
+MINUTES_OF = """
+WITH pieces AS (  -- most intervals lie within one minute: only the others are cut into minutes
+    SELECT *, at_us - at_us % 60000000 AS minute_us
+    FROM {intervals} WHERE interval_s > 0 AND (end_us - 1) - (end_us - 1) % 60000000 = at_us - at_us % 60000000
+    UNION ALL
+    SELECT *, unnest(generate_series(at_us - at_us % 60000000, end_us - 1, 60000000)) AS minute_us
+    FROM {intervals} WHERE interval_s > 0 AND (end_us - 1) - (end_us - 1) % 60000000 <> at_us - at_us % 60000000
+), weighted AS (
+    SELECT *, (least(end_us, minute_us + 60000000) - greatest(at_us, minute_us)) / 1e6 AS piece_s
+    FROM pieces
+)
+SELECT host, gpu_index, make_timestamptz(minute_us) AS minute,
+       arg_max(gpu_uuid, sampled_at)                                          AS gpu_uuid,
+       arg_max(gpu_name, sampled_at)                                          AS gpu_name,
+       sum(piece_s)                                                           AS coverage_s,
+       coalesce(sum(piece_s) FILTER (WHERE energy_j IS NOT NULL), 0)          AS energy_s,
+       sum(energy_j * piece_s / interval_s) / 3.6e6                           AS energy_kwh,
+       coalesce(sum(piece_s) FILTER (WHERE idle), 0)                          AS idle_s,
+       sum(energy_j * piece_s / interval_s) FILTER (WHERE idle) / 3.6e6       AS idle_energy_kwh,
+       coalesce(sum(piece_s) FILTER (WHERE NOT idle AND gpu_util_pct IS NOT NULL), 0) AS busy_s,
+       sum(energy_j * piece_s / interval_s)
+           / sum(piece_s) FILTER (WHERE energy_j IS NOT NULL)                 AS power_w_mean,
+       max(power_w)                                                           AS power_w_max,
+       sum(gpu_util_pct * piece_s)
+           / sum(piece_s) FILTER (WHERE gpu_util_pct IS NOT NULL)             AS util_pct_mean,
+       max(gpu_util_pct)                                                      AS util_pct_max,
+       sum(gpu_util_pct * piece_s) FILTER (WHERE NOT idle)
+           / sum(piece_s) FILTER (WHERE NOT idle AND gpu_util_pct IS NOT NULL) AS util_pct_busy_mean,
+       max(mem_used_mib)                                                      AS mem_used_mib_max
+FROM weighted
+GROUP BY host, gpu_index, minute_us
+"""
+
+GAPS_OF = """
+SELECT host, gpu_index, gpu_uuid, end_at AS gap_start, next_at AS gap_end, (epoch_us(next_at) - end_us) / 1e6 AS gap_s
+FROM {intervals} WHERE next_s > $max_gap_s
+"""
+
+
+def params(gpu) -> dict:
+    """The [gpu] settings as the SQL's named parameters."""
+    return {"max_gap_s": gpu.max_gap_s, "idle_util_max_pct": gpu.idle_util_max_pct,
+            "idle_power_max_w": gpu.idle_power_max_w, "idle_min_s": gpu.idle_min_s}
+
+
+def _run(con: duckdb.DuckDBPyConnection, sql: str, gpu) -> None:
+    """Execute `sql` with those of the [gpu] settings it names."""
+    con.execute(sql, {name: value for name, value in params(gpu).items() if f"${name}" in sql})
+
+
+def settings(gpu) -> tuple:
+    """The [gpu] settings as stored in gpu_rollup_settings (its first four columns)."""
+    return gpu.idle_util_max_pct, gpu.idle_power_max_w, gpu.idle_min_s, gpu.max_gap_s
+
+
+def margin_s(gpu) -> float:
+    """How far before a new sample the stored rollups can change (see `context`)."""
+    return gpu.max_gap_s + gpu.idle_min_s + 60
+
+
+def intervals(con: duckdb.DuckDBPyConnection, source: str, into: str, gpu) -> None:
+    """Temp table `into`: every sample of `source` (a table or subquery) with its interval,
+    energy (J), end and idle flag; computed once and read by the energy, minutes and gaps."""
+    _run(con, f"CREATE OR REPLACE TEMP TABLE {into} AS " + SAMPLE_INTERVALS.format(source=source), gpu)
+
+
+def energy_kwh(con: duckdb.DuckDBPyConnection, table: str) -> float | None:
+    """The energy (kWh) of a table of intervals; None when no interval has a reading."""
+    return con.execute(f"SELECT sum(energy_j) FILTER (WHERE interval_s > 0) / 3.6e6 FROM {table}").fetchall()[0][0]
+
+
+def touched(con: duckdb.DuckDBPyConnection, gpu) -> None:
+    """Temp table touched_gpus: per GPU of the staged samples, its first and last new sample
+    (first_at, last_at) and `since` = the first less the margin, to the minute (an earlier
+    minute or hole cannot change: a new sample only changes the interval of a sample within
+    max_gap_s before it, and the idle stretch of one within idle_min_s of it)."""
+    con.execute("CREATE OR REPLACE TEMP TABLE touched_gpus AS "
+                "SELECT host, gpu_index, date_trunc('minute', min(sampled_at) - to_seconds($margin_s)) AS since, "
+                "min(sampled_at) AS first_at, max(sampled_at) AS last_at "
+                "FROM gpu_samples GROUP BY host, gpu_index", {"margin_s": margin_s(gpu)})
+
+
+def context(con: duckdb.DuckDBPyConnection, db: str, gpu) -> int:
+    """Temp table gpu_context: the stored samples (in database `db`) that the rollups of the
+    touched GPUs from `since` on depend on, less those the staged ones replace: from the last
+    sample at least the margin before `since`, so that intervals, holes and stretches reaching
+    into the window are whole. Returns how many there are."""
+    con.execute(f"""
+        CREATE OR REPLACE TEMP TABLE gpu_context AS
+        WITH starts AS (
+            SELECT t.host, t.gpu_index,
+                   (SELECT max(s.sampled_at) FROM {db}.gpu_samples s
+                    WHERE s.host = t.host AND s.gpu_index = t.gpu_index
+                      AND s.sampled_at <= t.since - to_seconds($margin_s)) AS context_from
+            FROM touched_gpus t
+        )
+        SELECT s.* FROM {db}.gpu_samples s JOIN starts t USING (host, gpu_index)
+        WHERE (t.context_from IS NULL OR s.sampled_at >= t.context_from)
+          AND NOT EXISTS (SELECT 1 FROM gpu_samples n WHERE n.host = s.host AND n.gpu_index = s.gpu_index
+                                                         AND n.sampled_at = s.sampled_at)""",
+                {"margin_s": margin_s(gpu)})
+    return con.execute("SELECT count(*) FROM gpu_context").fetchall()[0][0]
+
+
+def derive(con: duckdb.DuckDBPyConnection, gpu, with_context: bool) -> None:
+    """Temp tables new_minutes and new_gaps: the touched GPUs' rollups from `since` on, from the
+    staged samples' intervals (file_intervals, computed again if gone) or, with stored samples
+    around them, from the intervals of both; the intervals are dropped after."""
+    source = "file_intervals"
+    if not with_context and not con.execute("SELECT count(*) FROM duckdb_tables() WHERE temporary "
+                                            "AND table_name = 'file_intervals'").fetchall()[0][0]:
+        intervals(con, "gpu_samples", source, gpu)  # dropped by an earlier derive (another load came in between)
+    if with_context:
+        columns = "host, gpu_index, sampled_at, gpu_uuid, gpu_name, power_w, energy_mj, gpu_util_pct, mem_used_mib"
+        intervals(con, f"(SELECT {columns} FROM gpu_samples UNION ALL SELECT {columns} FROM gpu_context)",
+                  "gpu_intervals", gpu)
+        source = "gpu_intervals"
+    for table, query, column in (("new_minutes", MINUTES_OF, "minute"), ("new_gaps", GAPS_OF, "gap_end")):
+        _run(con, f"CREATE OR REPLACE TEMP TABLE {table} AS SELECT r.* FROM ({query.format(intervals=source)}) r "
+                  f"JOIN touched_gpus t USING (host, gpu_index) WHERE r.{column} >= t.since", gpu)
+    # The merge writes next: the intervals (as many rows as the samples) no longer hold memory then.
+    con.execute(f"DROP TABLE {source}")
+    if with_context:
+        con.execute("DROP TABLE IF EXISTS file_intervals")
+
+
+def replace(con: duckdb.DuckDBPyConnection, db: str, gpu, stored: tuple | None) -> None:
+    """In database `db`: the touched GPUs' minutes and holes from `since` on become new_minutes
+    and new_gaps, and the settings row says which [gpu] settings they were computed with."""
+    for table, column in (("gpu_minutes", "minute"), ("gpu_gaps", "gap_end")):
+        con.execute(f"DELETE FROM {db}.{table} USING touched_gpus t WHERE {db}.{table}.host = t.host "
+                    f"AND {db}.{table}.gpu_index = t.gpu_index AND {db}.{table}.{column} >= t.since")
+        con.execute(f"INSERT INTO {db}.{table} BY NAME SELECT * FROM new_{table.removeprefix('gpu_')}")
+    record(con, db, gpu, stored)
+
+
+def rebuild(con: duckdb.DuckDBPyConnection, db: str, gpu, stored: tuple | None) -> int:
+    """Recompute every GPU's rollups in database `db` from all its samples; returns the GPUs."""
+    intervals(con, f"{db}.gpu_samples", "all_intervals", gpu)
+    con.execute(f"DELETE FROM {db}.gpu_minutes")
+    con.execute(f"DELETE FROM {db}.gpu_gaps")
+    _run(con, f"INSERT INTO {db}.gpu_minutes BY NAME {MINUTES_OF.format(intervals='all_intervals')}", gpu)
+    _run(con, f"INSERT INTO {db}.gpu_gaps BY NAME {GAPS_OF.format(intervals='all_intervals')}", gpu)
+    con.execute("DROP TABLE all_intervals")
+    record(con, db, gpu, stored)
+    return con.execute(f"SELECT count(*) FROM (SELECT DISTINCT host, gpu_index FROM {db}.gpu_samples)").fetchall()[0][0]
+
+
+def unloaded(con: duckdb.DuckDBPyConnection, db: str, gpu, stored: tuple | None) -> bool:
+    """After an unload deleted samples (temp table removed_samples: per GPU, the first removed
+    `sampled_at`), recompute in database `db` the rollups of those GPUs only, from the first
+    removed sample less the margin on (as a load does for its new ones), with touched_gpus and
+    traced_before left for derived.update_run_energy. Returns False when the [gpu] settings
+    differ from those the rollups were stored with: then every GPU was recomputed (rebuild)."""
+    if stored is not None and tuple(stored[:4]) != settings(gpu):
+        rebuild(con, db, gpu, stored)
+        return False
+    con.execute("CREATE OR REPLACE TEMP TABLE touched_gpus AS "
+                "SELECT host, gpu_index, date_trunc('minute', sampled_at - to_seconds($margin_s)) AS since, "
+                "sampled_at AS first_at, sampled_at AS last_at FROM removed_samples", {"margin_s": margin_s(gpu)})
+    derived.note_traced(con, db)  # the traced GPUs before the rewrite, which update_run_energy compares
+    # the samples that stay from the last one at least the margin before `since` (see context)
+    con.execute(f"""
+        CREATE OR REPLACE TEMP TABLE unload_context AS
+        WITH starts AS (
+            SELECT t.host, t.gpu_index,
+                   (SELECT max(s.sampled_at) FROM {db}.gpu_samples s
+                    WHERE s.host = t.host AND s.gpu_index = t.gpu_index
+                      AND s.sampled_at <= t.since - to_seconds($margin_s)) AS context_from
+            FROM touched_gpus t
+        )
+        SELECT s.host, s.gpu_index, s.sampled_at, s.gpu_uuid, s.gpu_name, s.power_w, s.energy_mj,
+               s.gpu_util_pct, s.mem_used_mib
+        FROM {db}.gpu_samples s JOIN starts t USING (host, gpu_index)
+        WHERE t.context_from IS NULL OR s.sampled_at >= t.context_from""", {"margin_s": margin_s(gpu)})
+    intervals(con, "unload_context", "gpu_intervals", gpu)
+    for table, query, column in (("new_minutes", MINUTES_OF, "minute"), ("new_gaps", GAPS_OF, "gap_end")):
+        _run(con, f"CREATE OR REPLACE TEMP TABLE {table} AS SELECT r.* FROM ({query.format(intervals='gpu_intervals')}) r "
+                  f"JOIN touched_gpus t USING (host, gpu_index) WHERE r.{column} >= t.since", gpu)
+    replace(con, db, gpu, stored)
+    return True
+
+
+def stored_settings(con: duckdb.DuckDBPyConnection, db: str) -> tuple | None:
+    """The stored settings row: idle_util_max_pct, idle_power_max_w, idle_min_s, max_gap_s, rollups."""
+    rows = con.execute("SELECT idle_util_max_pct, idle_power_max_w, idle_min_s, max_gap_s, rollups "
+                       f"FROM {db}.gpu_rollup_settings").fetchall()
+    return rows[0] if rows else None
+
+
+def record(con: duckdb.DuckDBPyConnection, db: str, gpu, stored: tuple | None) -> None:
+    con.execute(f"DELETE FROM {db}.gpu_rollup_settings")
+    con.execute(f"INSERT INTO {db}.gpu_rollup_settings VALUES (?, ?, ?, ?, ?, ?)",
+                [*settings(gpu), (stored[4] if stored else 0) + 1, datetime.now(timezone.utc)])
