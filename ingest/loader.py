@@ -5,6 +5,7 @@ import codecs
 import fnmatch
 import glob
 import hashlib
+import os
 import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone, tzinfo
@@ -15,7 +16,7 @@ from typing import Callable, Iterator
 import duckdb
 import zstandard
 
-from ingest import codecarbon, config, dcgm, gpu_collector, limits, mixed_scrape, nvidia_smi, runs_json, serving, staging, warehouse
+from ingest import codecarbon, config, dcgm, gpu_collector, limits, line_numbers, mixed_scrape, nvidia_smi, runs_json, serving, staging, warehouse
 from ingest import billing_aws, billing_azure, billing_focus, billing_gcp
 from ingest.contract import BadValue, ParseContext, Reject
 from ingest.importers import serving_metrics, slurm, wandb_runs
@@ -300,9 +301,13 @@ def _name_too_long_lines(stage) -> None:
 def _sha256(path: Path) -> str:
     """The file's sha256 (hex), read in chunks."""
     digest = hashlib.sha256()
+    newlines, last = 0, b"\n"  # counted on the way (bytes.count is cheap): a bill's line numbers need them
     with open(path, "rb") as handle:
         while chunk := handle.read(HASH_CHUNK_BYTES):
             digest.update(chunk)
+            newlines += chunk.count(b"\n")
+            last = chunk[-1:]
+        line_numbers.remember_count(os.fstat(handle.fileno()), newlines, last == b"\n")
     return digest.hexdigest()
 
 
