@@ -7,7 +7,8 @@ in the same run and print (and write to bench/RESULTS.md) a table of figures, ra
 a 1M-line FOCUS bill, 100k runs, 500k serving windows (bench/fleet_data.py). The dataset is
 generated once per scale into the cache folder (default ~/.cache/mlcost/fleet) and reused.
 
-Measured, each in its own child process (wall seconds and peak RSS from wait4's rusage):
+Measured, each in its own child process (wall seconds and peak RSS from wait4's rusage, taken by a
+small launcher process of its own, so the figure is the child's own peak: see measure()):
 - each kind's `python -m mlcost ingest --json` into the fleet warehouse (a fresh file; each kind
   loads into tables no earlier kind touched), against bare DuckDB reading the same files into a
   table (`read_csv(all_varchar=true)` / `read_json`) and pandas.read_csv / json.loads;
@@ -95,18 +96,40 @@ def child_env(db: Path | None = None) -> dict:
     return env
 
 
+# The child is started by a small launcher of its own (a fresh interpreter without site
+# packages), which waits for it and writes its rusage. A child started by this process directly
+# would report this process's peak as its own: Linux keeps the high-water RSS of the process
+# image an exec replaces (ru_maxrss of a forked or vforked child starts at its parent's peak),
+# and this process may have generated the dataset. The launcher's own peak (~10 MB) is the floor.
+LAUNCHER = """
+import json, os, subprocess, sys, time
+out = sys.argv[1]
+began = time.perf_counter()
+child = subprocess.Popen(sys.argv[2:])
+_, status, usage = os.wait4(child.pid, 0)
+wall_s = time.perf_counter() - began
+with open(out, "w") as handle:
+    json.dump({"wall_s": wall_s, "cpu_s": usage.ru_utime + usage.ru_stime, "maxrss_kib": usage.ru_maxrss,
+               "returncode": os.waitstatus_to_exitcode(status)}, handle)
+"""
+
+
 def measure(command: list[str], env: dict, cwd: Path) -> Measured:
-    """Run one child to its end; its own peak RSS comes from wait4 (ru_maxrss, KiB on Linux)."""
-    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
-        began = time.perf_counter()
-        child = subprocess.Popen(command, stdout=out, stderr=err, env=env, cwd=cwd)
-        _, status, usage = os.wait4(child.pid, 0)
-        wall_s = time.perf_counter() - began
-        child.returncode = os.waitstatus_to_exitcode(status)
+    """Run one child to its end through LAUNCHER: its wall and CPU seconds and its own peak RSS
+    (wait4's ru_maxrss of that child, KiB on Linux), whatever this process's own peak."""
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err, \
+            tempfile.TemporaryDirectory(prefix="mlcost-measure-") as spool:
+        usage_file = Path(spool) / "usage.json"
+        launcher = subprocess.run([sys.executable, "-I", "-S", "-c", LAUNCHER, str(usage_file), *command],
+                                  stdout=out, stderr=err, env=env, cwd=cwd)
         out.seek(0)
         err.seek(0)
-        return Measured(wall_s, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, child.returncode,
-                        out.read(), err.read())
+        stdout, stderr = out.read(), err.read()
+        if launcher.returncode != 0 or not usage_file.exists():
+            raise RuntimeError(f"the launcher of {command[:3]} failed: {stderr[-2000:]}")
+        usage = json.loads(usage_file.read_text())
+        return Measured(usage["wall_s"], usage["cpu_s"], usage["maxrss_kib"] / 1024, usage["returncode"],
+                        stdout, stderr)
 
 
 def dataset(cache: Path, scale: float) -> tuple[Path, dict]:
@@ -311,7 +334,7 @@ def report(scale: float, manifest: dict, results: list[dict], big: dict, idle: d
         f"- command: `python bench/fleet.py --scale {scale:g}` ({total_s / 60:.1f} min in all)",
         f"- dataset (scale {scale:g}; 1.0 = 64 GPUs × 30 days, 1M bill lines, 100k runs, 500k windows): {sizes}",
         "- each figure comes from its own child process; seconds are wall time including Python's start, "
-        "RSS is the child's peak (wait4). Throughput vs DuckDB = bare DuckDB seconds / mlcost seconds on "
+        "RSS is the child's own peak (wait4, in a launcher of its own). Throughput vs DuckDB = bare DuckDB seconds / mlcost seconds on "
         "the same files (wall, the target; CPU seconds, user + system from wait4, beside it: less noisy on a "
         "shared machine, but bare DuckDB reads on every core, so wall is what a user waits). The 4-host file's ingest ran with a reader polling the warehouse.", "",
         "## Ingest", "", *ingest_table(results + [big]), "",

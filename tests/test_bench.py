@@ -169,3 +169,30 @@ def test_page_queries_names_each_slow_query_and_its_operators(tmp_path):
     assert any("metrics/queries/gpus.py:idle_by_gpu" in line for line in made)  # the page's query, by who made it
     operator_lines = [line for line in lines if re.match(r"\s+[\d.]+ s\s+[\d,]+ rows  [A-Z_]+  ", line)]
     assert len(made) <= len(operator_lines) <= 2 * len(made), done.stdout
+
+
+def test_each_child_reports_its_own_peak_memory_not_its_parents():
+    """A child's peak RSS is its own even when the measuring process has grown far beyond it (as
+    when it generated the dataset): a forked child's ru_maxrss would start at its parent's peak."""
+    import resource
+
+    sys.path.insert(0, str(BENCH))
+    try:
+        import fleet
+    finally:
+        sys.path.remove(str(BENCH))
+    ballast = bytearray(b"\x01") * (600 << 20)  # written, so resident: this process peaks above 600 MiB
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 >= 600
+    env = {**os.environ}
+    sizes = {}
+    for mib in (40, 300):
+        code = f"import time; data = bytearray(b'\\x01') * ({mib} << 20); time.sleep(0.2); print(len(data))"
+        run = fleet.measure([sys.executable, "-c", code], env, REPO_ROOT)
+        assert run.returncode == 0 and run.stdout.strip() == str(mib << 20), run.stderr
+        sizes[mib] = run.peak_rss_mb
+    del ballast
+    bare = fleet.measure([sys.executable, "-c", "pass"], env, REPO_ROOT).peak_rss_mb  # the interpreter alone
+    for mib, peak_mb in sizes.items():
+        # the child's own peak: its allocation (MiB) over a bare interpreter's, not the 600 MiB above
+        assert mib - 1 <= peak_mb - bare <= mib + 40, (mib, peak_mb, bare)
+    assert sizes[300] < 500

@@ -33,8 +33,31 @@ def _blocks(src: Source) -> Iterator[np.ndarray]:
             yield np.frombuffer(block, np.uint8)
 
 
+# Newlines of files already read whole (the loader's sha256 pass counts them on its way through
+# the bytes, so a bill is not read once more to count them): file identity -> (newlines, whether
+# the last byte is a newline)
+_COUNTED: dict[tuple, tuple[int, bool]] = {}
+
+
+def _identity(stat) -> tuple:
+    return stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns
+
+
+def remember_count(stat, newlines: int, ends_with_newline: bool) -> None:
+    """Note the newlines of an uncompressed file read whole (`stat`: os.fstat of it as read)."""
+    _COUNTED.clear()  # one file at a time: nothing accumulates over a long batch
+    _COUNTED[_identity(stat)] = (newlines, ends_with_newline)
+
+
 def count_lines(src: Source) -> int:
     """Physical lines of the file (a last line without a newline counts)."""
+    if src.compression is None:
+        import os
+
+        known = _COUNTED.get(_identity(os.stat(src.path)))
+        if known is not None:
+            newlines, ends_with_newline = known
+            return newlines + (not ends_with_newline)
     lines, last = 0, NEWLINE
     for block in _blocks(src):
         lines += int(np.count_nonzero(block == NEWLINE))

@@ -5,6 +5,7 @@ import codecs
 import fnmatch
 import glob
 import hashlib
+import os
 import re
 from datetime import datetime, timezone, tzinfo
 from pathlib import Path
@@ -14,7 +15,7 @@ from typing import Callable, Iterator
 import duckdb
 import zstandard
 
-from ingest.engine import staging, warehouse
+from ingest.engine import line_numbers, staging, warehouse
 from ingest.engine.contract import BadValue, ParseContext, Reject
 from ingest.engine.report import REJECTS_SHOWN, FileSummary  # noqa: F401  (loader.FileSummary, as before)
 from ingest.engine.staging import NotText, Source, Staged
@@ -266,9 +267,13 @@ def _name_too_long_lines(stage) -> None:
 def _sha256(path: Path) -> str:
     """The file's sha256 (hex), read in chunks."""
     digest = hashlib.sha256()
+    newlines, last = 0, b"\n"  # counted on the way (bytes.count is cheap): a bill's line numbers need them
     with open(path, "rb") as handle:
         while chunk := handle.read(HASH_CHUNK_BYTES):
             digest.update(chunk)
+            newlines += chunk.count(b"\n")
+            last = chunk[-1:]
+        line_numbers.remember_count(os.fstat(handle.fileno()), newlines, last == b"\n")
     return digest.hexdigest()
 
 

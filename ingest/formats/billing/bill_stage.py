@@ -371,9 +371,16 @@ def _stage_frame(src: Source, con: duckdb.DuckDBPyConnection, ctx: ParseContext,
     reason = f"CASE WHEN _python THEN NULL {arms} END" if arms else "NULL"
     # helpers (`_...`) are read by the checks below and by `extra` only: not stored without it
     kept = ", ".join(f"v_{column}" for column in plan.columns if plan.extra or not column.startswith("_"))
-    # the raw text is kept only for the lines billing.py reads
-    raw = "".join(f", CASE WHEN _python THEN {ident(c)} END AS {ident(c)}"
-                  for c in (frame.fields.columns[n] for n in sorted(frame.fields.used)))
+    # the raw text is kept only for the lines billing.py reads; text fields as one list (NULL on
+    # every other line): 27 mostly-NULL columns took 140 MB of a 1M-line bill's 665 MB table,
+    # which then spilled past the staging memory limit
+    used = sorted(frame.fields.used)
+    if used and all(frame.fields.types[n] == "VARCHAR" for n in used):
+        raw = (", CASE WHEN _python THEN [" + ", ".join(ident(frame.fields.columns[n]) for n in used)
+               + "] END AS _raw")
+    else:  # typed Parquet fields (times, maps) keep their own columns
+        raw = "".join(f", CASE WHEN _python THEN {ident(c)} END AS {ident(c)}"
+                      for c in (frame.fields.columns[n] for n in used))
     helpers = "".join(f", {sql} AS v_{name}" for name, sql in plan.helpers.items())
 
     def convert(source: str, carried: str) -> str:
@@ -409,8 +416,10 @@ def _python_lines(src: Source, con: duckdb.DuckDBPyConnection, ctx: ParseContext
                   frame: Frame) -> int:
     """The lines SQL left to billing.py's build: rows into bill_candidates, reasons into rejects."""
     fields = frame.fields
-    raw_columns = {name: fields.columns[name] for name in fields.used}
-    select = ", ".join(ident(c) for c in raw_columns.values())
+    raw_columns = {name: fields.columns[name] for name in sorted(fields.used)}  # as _stage_frame kept them
+    packed = bool(raw_columns) and all(fields.types[name] == "VARCHAR" for name in raw_columns)
+    select = (", ".join(f"_raw[{i}]" for i in range(1, len(raw_columns) + 1)) if packed  # the list, item by item
+              else ", ".join(ident(c) for c in raw_columns.values()))
     if not con.execute("SELECT count(*) FROM bill_converted WHERE _python").fetchone()[0]:
         return 0
     cursor = con.execute(f"SELECT _line, _end{', ' + select if select else ''} FROM bill_lines WHERE _python "
