@@ -39,8 +39,11 @@ def session(master: str | None = None, memory: str = "1g"):
 
     if master or not SparkConf().contains("spark.master"):
         builder = (builder.master(master or "local[2]").config("spark.driver.memory", memory)
-                   .config("spark.sql.shuffle.partitions", "4").config("spark.ui.enabled", "false"))
-    return builder.getOrCreate()
+                   .config("spark.sql.shuffle.partitions", "4").config("spark.ui.enabled", "false")
+                   .config("spark.ui.showConsoleProgress", "false"))
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
 
 
 class Lake:
@@ -87,6 +90,16 @@ class Lake:
                       and p.rsplit("/", 1)[-1].rsplit("-", 1)[0] in loads)
 
 
+def query(spark, sql: str, prefix: str):
+    """A derived_sql SELECT as a Spark DataFrame: its MATERIALIZED CTEs computed once each
+    (localCheckpoint) and registered as temp views named `prefix` + their name, then the query."""
+    for name, text in spark_sql.staged(sql, prefix):
+        if name is None:
+            return spark.sql(text)
+        spark.sql(text).localCheckpoint(eager=True).createOrReplaceTempView(name)
+    raise AssertionError("staged() ends with the query")
+
+
 def derive(spark, lake_root: str, settings: derived_sql.Settings, budgets=(), generation: str | None = None,
            timings: dict | None = None) -> dict:
     """Compute and write every derived table of the lake at `lake_root`; returns the pointer
@@ -115,16 +128,17 @@ def derive(spark, lake_root: str, settings: derived_sql.Settings, budgets=(), ge
         timings[name] = time.perf_counter() - at
 
     for step in derived_sql.base_steps(settings):
-        store(step.name, spark.sql(spark_sql.to_spark(step.sql)), step.stored)
+        store(step.name, query(spark, step.sql, f"{step.name}_"), step.stored)
     months = derived_sql.months_of(spark.sql(spark_sql.to_spark(derived_sql.MONTHS)).collect())
-    allocation = None
-    for month in months:
-        frame = spark.sql(spark_sql.to_spark(derived_sql.allocation_month(month, settings)))
-        allocation = frame if allocation is None else allocation.unionByName(frame)
-    if allocation is None:
-        allocation = spark.sql(spark_sql.to_spark(
-            f"SELECT * FROM ({derived_sql.allocation_month(datetime(1970, 1, 1).date(), settings)}) AS n WHERE false"))
-    store("bill_allocation_days", allocation, True)
+    # one month at a time (a month is allocated on its own): one plan per month stays small
+    at, folder = time.perf_counter(), f"derived/bill_allocation_days/generation={generation}"
+    for number, month in enumerate(months or [datetime(1970, 1, 1).date()]):
+        frame = query(spark, derived_sql.allocation_month(month, settings), f"allocation_{month:%Y%m}_")
+        frame = frame if months else frame.limit(0)
+        frame.write.mode("overwrite" if number == 0 else "append").parquet(f"{lake.root}/{folder}")
+    spark.read.parquet(f"{lake.root}/{folder}").createOrReplaceTempView("bill_allocation_days")
+    written["bill_allocation_days"] = folder
+    timings["bill_allocation_days"] = time.perf_counter() - at
     days = spark.sql("SELECT min(day) AS first, max(day) AS last FROM billing_costs").collect()[0]
     rows = []
     if days["first"] is not None:
@@ -133,7 +147,7 @@ def derive(spark, lake_root: str, settings: derived_sql.Settings, budgets=(), ge
         rows = derived_sql.wanted_rows(budgets, days["first"], days["last"] + timedelta(days=1))
     spark.createDataFrame([tuple(r.values()) for r in rows], WANTED_SCHEMA).createOrReplaceTempView("wanted")
     for step in derived_sql.late_steps(settings):
-        store(step.name, spark.sql(spark_sql.to_spark(step.sql)), step.stored)
+        store(step.name, query(spark, step.sql, f"{step.name}_"), step.stored)
     pointer = {"generation": generation, "tables": written,
                "written_at": datetime.now(timezone.utc).isoformat(), "engine": f"spark {spark.version}"}
     lake.write_text(f"{lake.root}/derived/_current.json", json.dumps(pointer, indent=1))

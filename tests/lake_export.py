@@ -55,3 +55,26 @@ def duckdb_over(lake: Path) -> duckdb.DuckDBPyConnection:
         con.execute(f"CREATE VIEW {table} AS SELECT * EXCLUDE (month) FROM read_parquet({files!r}, "
                     "hive_partitioning = true)")
     return con
+
+
+def month_warehouse(source: Path, target: Path, start: str, end: str) -> Path:
+    """A new warehouse `target` holding the base rows of warehouse `source` whose time column is in
+    [start, end) (ISO dates, UTC), with every derived table computed by the embedded path
+    (gpu_rollups.rebuild, derived.refresh_*), as a smaller case for the engines to agree on."""
+    from ingest import config, derived, gpu_rollups, warehouse
+
+    with warehouse.connect(target) as con:
+        con.execute(f"ATTACH '{source}' AS src (READ_ONLY)")
+        for table, column in TABLES.items():
+            con.execute(f"INSERT INTO {table} SELECT * FROM src.{table} "
+                        f"WHERE {column} >= CAST(? AS TIMESTAMPTZ) AND {column} < CAST(? AS TIMESTAMPTZ)",
+                        [f"{start} 00:00:00+00", f"{end} 00:00:00+00"])
+        con.execute("DETACH src")
+        db = '"' + con.execute("SELECT current_database()").fetchone()[0] + '"'
+        con.execute("BEGIN TRANSACTION")
+        gpu_rollups.rebuild(con, db, config.load().gpu, None)
+        derived.refresh_run_energy(con)
+        derived.refresh_billing_runs(con)
+        derived.refresh_allocation(con)
+        con.execute("COMMIT")
+    return target

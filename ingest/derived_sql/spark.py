@@ -68,3 +68,45 @@ def to_spark(sql: str) -> str:
     """One SELECT of ingest/derived_sql in Spark SQL."""
     tree = sqlglot.parse_one(sql, read="duckdb")
     return tree.transform(_rewrite).sql(dialect="spark")
+
+
+def staged(sql: str, prefix: str) -> list[tuple[str | None, str]]:
+    """One SELECT of ingest/derived_sql as Spark SQL statements to run in order: each CTE the
+    DuckDB text marks MATERIALIZED becomes its own statement, named `prefix` + its name, for the
+    caller to compute once (e.g. localCheckpoint) and register as a temp view; the last statement
+    (name None) is the query itself, reading those views. Spark inlines a CTE at each reference, and
+    the allocation's CTEs refer to one another so often that the inlined plan takes minutes to
+    optimize; the author's MATERIALIZED marks say which to compute once."""
+    tree = sqlglot.parse_one(sql, read="duckdb")
+    stages: list[tuple[str | None, str]] = []
+    for with_ in list(tree.find_all(exp.With)):
+        kept: list[exp.CTE] = []
+        for cte in list(with_.expressions):
+            if not cte.args.get("materialized"):
+                kept.append(cte)
+                continue
+            name = prefix + cte.alias
+            text = cte.this.copy().transform(_rewrite).sql(dialect="spark")
+            if kept:  # the plain CTEs before it, which it may read
+                text = "WITH " + ", ".join(k.copy().transform(_rewrite).sql(dialect="spark") for k in kept) + " " + text
+            stages.append((name, text))
+            _rename(tree, cte.alias, name)
+            _rename_in(kept, cte.alias, name)
+            with_.set("expressions", [c for c in with_.expressions if c is not cte])
+        if not with_.expressions:
+            with_.pop()
+    stages.append((None, tree.transform(_rewrite).sql(dialect="spark")))
+    return stages
+
+
+def _rename(tree: exp.Expression, old: str, new: str) -> None:
+    for table in tree.find_all(exp.Table):
+        if table.name == old and not table.args.get("db"):
+            table.set("this", exp.to_identifier(new))
+            if not table.alias:
+                table.set("alias", exp.TableAlias(this=exp.to_identifier(old)))
+
+
+def _rename_in(ctes: list[exp.CTE], old: str, new: str) -> None:
+    for cte in ctes:
+        _rename(cte, old, new)
