@@ -143,7 +143,8 @@ def derived(spark, month_lake: Path, month_db: Path) -> duckdb.DuckDBPyConnectio
     con = duckdb.connect()
     con.execute("SET TimeZone = 'UTC'")
     for table, folder in pointer["tables"].items():
-        con.execute(f"CREATE VIEW {table} AS SELECT * FROM read_parquet('{month_lake / folder}/*.parquet')")
+        con.execute(f"CREATE VIEW {table} AS SELECT * FROM read_parquet('{month_lake / folder}/*.parquet', "
+                    "hive_partitioning = false)")
     con.execute(f"ATTACH '{month_db}' AS wh (READ_ONLY)")
     return con
 
