@@ -169,7 +169,11 @@ def main(argv: list[str] | None = None) -> int:
     except config.ConfigError as problem:
         print(f"mlcost-spark: {problem}", file=sys.stderr)
         return 2
-    spark = session(args.master, args.driver_memory)
+    try:
+        spark = session(args.master, args.driver_memory)
+    except ImportError:
+        print("mlcost-spark: pyspark is not installed: pip install 'mlcost[spark]' (and Java 17)", file=sys.stderr)
+        return 2
     timings: dict = {}
     pointer = derive(spark, args.lake, derived_sql.Settings.of(settings), settings.budgets, timings=timings)
     print(json.dumps({**pointer, "seconds": {k: round(v, 2) for k, v in timings.items()}}, indent=1))

@@ -101,6 +101,23 @@ def test_duckdb_over_the_lake_gives_the_pages_team_split_and_budget_burn(lake: P
     assert _burn_found(con) == burn
 
 
+def test_the_spark_text_of_the_allocation() -> None:
+    """Every MATERIALIZED CTE of the allocation is its own stage, the query reads the stages by
+    name, and no DuckDB-only function is left in any stage."""
+    from ingest.derived_sql import spark as spark_sql
+
+    settings, _ = _settings()
+    sql = derived_sql.allocation_month(date(2026, 10, 1), settings)
+    marked = sql.count("AS MATERIALIZED")
+    stages = spark_sql.staged(sql, "m_")
+    assert marked >= 5 and len(stages) == marked + 1 and stages[-1][0] is None
+    for name, text in stages:
+        for duckdb_only in ("MATERIALIZED", "EPOCH_US(", "MAKE_TIMESTAMPTZ(", "TO_SECONDS(", "REGEXP_ESCAPE(",
+                            "UNNEST(", "GENERATE_SERIES(", "LIST_CONTAINS(", "QUALIFY", "query_table"):
+            assert duckdb_only.lower() not in text.lower(), (name, duckdb_only)
+    assert "FROM m_lines AS l" in stages[-1][1]
+
+
 def test_an_uncommitted_load_is_not_read(lake: Path, demo_db: Path) -> None:
     assert any("load0002" in p for p in map(str, (lake / "tables" / "billing_lines").rglob("*.parquet")))
     con = lake_export.duckdb_over(lake)
