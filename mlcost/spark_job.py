@@ -120,7 +120,9 @@ def derive(spark, lake_root: str, settings: derived_sql.Settings, budgets=(), ge
 
     def store(name: str, frame, kept: bool) -> None:
         at = time.perf_counter()
-        folder = f"derived/{name}/generation={generation}"
+        # intermediates (sample intervals, run GPUs, bill lines with days) are written too, apart:
+        # at scale they do not fit an executor's memory, and later steps read them several times
+        folder = f"derived/{'' if kept else '_work/'}{name}/generation={generation}"
         frame.write.mode("overwrite").parquet(f"{lake.root}/{folder}")
         spark.read.parquet(f"{lake.root}/{folder}").createOrReplaceTempView(name)
         if kept:
