@@ -10,7 +10,7 @@ Per scale, each in its own child process:
   Hive partitions by month, a ledger entry);
 - duckdb-derive: ingest/derived_sql's SELECTs on DuckDB over the lake (every derived table at once);
 - spark-derive: the same SELECTs translated to Spark SQL (mlcost/spark_job.py derive) on local[2],
-  1 GB driver.
+  1 GB driver (SPARK_SCALE_DRIVER_MEMORY changes it).
 Prints one JSON line per scale and a table at the end. The machine may be shared: ratios matter.
 """
 from __future__ import annotations
@@ -78,7 +78,7 @@ def worker(kind: str, lake: Path) -> None:
     else:
         from mlcost import spark_job
 
-        spark = spark_job.session("local[2]", "1g")
+        spark = spark_job.session("local[2]", os.environ.get("SPARK_SCALE_DRIVER_MEMORY", "1g"))
         spark_job.derive(spark, str(lake), settings, (), timings=timings)
         spark.stop()
     print(json.dumps({k: (round(v, 2) if isinstance(v, float) else v) for k, v in timings.items()}))
