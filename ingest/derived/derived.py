@@ -74,8 +74,9 @@ def refresh_run_energy(con: duckdb.DuckDBPyConnection, tables: Iterable[str] | N
         con.execute(f"DELETE FROM {table}")
     con.execute("INSERT INTO run_gpu_time SELECT * FROM run_gpu_minutes_live")
     con.execute("INSERT INTO run_gpu_days SELECT * FROM run_gpu_days_of('run_gpu_time')")
-    con.execute("INSERT INTO gpu_minutes_allocated SELECT host, gpu_index, minute, sum(run_s) FROM run_gpu_time "
-                "GROUP BY ALL")
+    from ingest.derived.sql import GPU_MINUTES_ALLOCATED  # the definition Spark runs too
+
+    con.execute("INSERT INTO gpu_minutes_allocated " + GPU_MINUTES_ALLOCATED)
     con.execute("INSERT INTO gpu_days SELECT * FROM gpu_days_of('gpu_minutes')")
     con.execute("INSERT INTO run_gpu_energy SELECT * FROM run_energy_live")
     run_trace_costs.refresh(con)  # imported runs without a cost: priced from their traced GPU-hours

@@ -8,6 +8,8 @@ from datetime import date
 import pandas as pd
 
 from ingest.engine import warehouse
+# defined once, in the SQL Spark runs too (docs/spark.md)
+from ingest.derived.sql import BUDGET_DAILY_BILLED, budget_row_scope  # noqa: F401
 
 # A budget's spend is billed cost (bill lines in the budget's currency, by UTC day of
 # charge_period_start) when the bill has lines in the period, else estimated cost (runs by
@@ -108,24 +110,6 @@ wanted AS (
 BUDGET_ROWS = "WITH " + WANTED
 
 
-def budget_row_scope(tags: str, provider: str, piece: str | None = None) -> str:
-    """SQL: whether a bill line (its `tags` map and `provider`, SQL expressions) is in the scope
-    of budget row w: all, by the project or team tag ($project_tag, $team_tag), by a KEY=VALUE tag,
-    by provider. With `piece` (an allocation piece's alias), also by its bucket, model or service;
-    without, those scopes hold nothing (NULL)."""
-    pieces = (f"""
-                 WHEN 'bucket' THEN {piece}.bucket = w.value
-                 WHEN 'model' THEN {piece}.model_version = w.value
-                 WHEN 'service' THEN {piece}.service = w.value""" if piece else "")
-    return f"""
-    CASE w.scope WHEN 'all' THEN true
-                 WHEN 'project' THEN {tags}[$project_tag] = w.value
-                 WHEN 'team' THEN {tags}[$team_tag] = w.value
-                 WHEN 'tag' THEN {tags}[w.tag_key] = w.tag_value
-                 WHEN 'provider' THEN lower({provider}) = lower(w.value){pieces} END
-"""
-
-
 BUDGET_ROW_BILLED = budget_row_scope("c.tags", "c.provider")
 BUDGET_ROW_RUNS = """
     CASE w.scope WHEN 'all' THEN true
@@ -164,15 +148,8 @@ def budget_daily_billed(spans: list[tuple], tags: tuple[str, str]) -> pd.DataFra
     all: a page showing every budget reads the bill once."""
     if not spans:
         return pd.DataFrame(columns=["budget_no", "day", "spend", "other_currency_lines"])
-    return warehouse.query_exact(BUDGET_ROWS + f"""
-        SELECT w.budget_no, c.day,
-               coalesce(sum(c.billed_cost) FILTER (WHERE c.billing_currency = w.currency), 0)
-                   AS spend,
-               count(*) FILTER (WHERE c.billing_currency <> w.currency) AS other_currency_lines
-        FROM wanted w JOIN billing_costs c ON c.day >= w.start_day AND c.day < w.end_day
-        WHERE coalesce({BUDGET_ROW_BILLED}, false)
-        GROUP BY w.budget_no, c.day ORDER BY w.budget_no, c.day
-    """, budget_rows(spans, tags))
+    return warehouse.query_exact(BUDGET_ROWS + BUDGET_DAILY_BILLED + " ORDER BY w.budget_no, c.day",
+                                 budget_rows(spans, tags))
 
 
 def budget_daily_estimated(spans: list[tuple]) -> pd.DataFrame:
