@@ -106,7 +106,7 @@ def _fs(url: str, env: dict):
 
 def read_through_mlcost(url: str, env: dict, tmp_path: Path, sql: str) -> list[tuple]:
     """A query on the warehouse as the dashboard opens it over the lake (child process: a clean environment)."""
-    code = ("import json, sys; from ingest import warehouse\n"
+    code = ("import json, sys; from ingest.engine import warehouse\n"
             "with warehouse.read() as con: print(json.dumps(con.execute(sys.argv[1]).fetchall(), default=str))")
     done = subprocess.run([sys.executable, "-c", code, sql], cwd=REPO_ROOT, capture_output=True, text=True,
                           env={**os.environ, "PYTHONPATH": str(REPO_ROOT), **env, "MLCOST_LAKE": url,
