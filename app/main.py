@@ -48,7 +48,9 @@ try:
     # one read connection for the render's queries, let go when idle or when a loader waits
     with warehouse.session():
         st.session_state["filters"] = filters.sidebar(cache.fetch(queries.filter_choices))
-        st.sidebar.caption(f"Warehouse: `{warehouse.db_path()}`"
+        lake = warehouse.lake_url()
+        st.sidebar.caption((f"Warehouse: the lake `{lake}` (local state in `{warehouse.db_path()}`)" if lake
+                            else f"Warehouse: `{warehouse.db_path()}`")
                            + (" (read-only)" if access.read_only() else ""))
         page.run()
 except warehouse.WarehouseBusy as error:  # an ingest held the file longer than the lock wait
