@@ -273,3 +273,37 @@ def test_november_cost_per_1k_per_model_version_matches_the_windows():
     for key, per_1k in expected.items():
         assert Decimal(str(found[key]["cost_usd"])) == cost[key], key
         assert Decimal(str(found[key]["cost_per_1k_success_usd"])) == pytest.approx(per_1k, rel=Decimal("1e-9")), key
+
+
+def test_november_cost_per_run_against_val_metric_are_the_files_runs():
+    """The retrospective's first seed graph: one point per completed November run with a cost and
+    a validation metric, its cost the file's estimated_cost_usd; a run is on its project's frontier
+    when no other run of the project (same metric) costs no more and scores at least as well, one
+    of the two strictly (brute force over the file)."""
+    month = [r for r in runs() if NOV_START <= epoch(r["start_time"]) < DEC_START
+             and r["status"] == "completed" and r.get("val_metric") is not None
+             and r.get("estimated_cost_usd") is not None]
+    assert len(month) > 20
+    expected = {r["run_id"]: (Decimal(str(r["estimated_cost_usd"])), r["val_metric"]) for r in month}
+
+    def better(a: dict, b: dict) -> bool:  # a dominates b
+        ca, cb = Decimal(str(a["estimated_cost_usd"])), Decimal(str(b["estimated_cost_usd"]))
+        ma, mb = (a["val_metric"], b["val_metric"]) if a["goal"] == "max" else (-a["val_metric"], -b["val_metric"])
+        return ca <= cb and ma >= mb and (ca < cb or ma > mb)
+    frontier = {r["run_id"] for r in month
+                if not any(better(o, r) for o in month
+                           if o is not r and (o["project"], o["val_metric_name"]) == (r["project"], r["val_metric_name"]))}
+    assert 0 < len(frontier) < len(month)
+
+    from metrics import queries
+
+    last_day = queries.filter_choices()["last_day"]
+    points = retrospective.run_points(retrospective.Context(date(2026, 11, 1), sample_settings(),
+                                                            retrospective._day(last_day)))
+    found = {r.run_id: (Decimal(str(r.cost_usd)), float(r.val_metric)) for r in points.itertuples()}
+    assert found == {k: (c, pytest.approx(m, abs=1e-12)) for k, (c, m) in expected.items()}
+    assert {r.run_id for r in points.itertuples() if r.on_frontier} == frontier
+
+    section = retrospective.build(date(2026, 11, 1), sample_settings()).section("runs_vs_metric")
+    assert section is not None and section.chart is not None
+    assert set(section.table["run_id"]) == frontier
