@@ -61,8 +61,7 @@ def month_warehouse(source: Path, target: Path, start: str, end: str) -> Path:
     """A new warehouse `target` holding the base rows of warehouse `source` whose time column is in
     [start, end) (ISO dates, UTC), with every derived table computed by the embedded path
     (gpu_rollups.rebuild, derived.refresh_*), as a smaller case for the engines to agree on."""
-    from ingest import derived
-    from ingest.derived import gpu_rollups
+    from ingest.derived import derived, gpu_rollups
     from ingest.engine import warehouse
     from ingest.settings import config
 

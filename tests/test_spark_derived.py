@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import calendar
 import json
-import shutil
 from datetime import date
 from decimal import Decimal
 from pathlib import Path
@@ -24,7 +23,7 @@ import pytest
 from ingest.derived import sql as derived_sql
 from ingest.settings import config
 from tests import lake_export
-from tests.conftest import IN_CI, SAMPLE_DIR
+from tests.conftest import SAMPLE_DIR, need_spark
 
 CENT = Decimal("0.01")
 DOUBLE_DIGITS = 9  # DOUBLE sums in another order differ in the last bits: compared to 9 significant digits
@@ -131,17 +130,7 @@ def test_an_uncommitted_load_is_not_read(lake: Path, demo_db: Path) -> None:
 
 @pytest.fixture(scope="module")
 def spark():
-    missing = None
-    try:
-        import pyspark  # noqa: F401
-    except ImportError:
-        missing = "pyspark is not installed (pip install '.[spark]')"
-    if missing is None and shutil.which("java") is None:
-        missing = "java is not installed (apt-get install openjdk-17-jre-headless)"
-    if missing:
-        if IN_CI:
-            pytest.fail(missing)
-        pytest.skip(missing)
+    need_spark()
     from mlcost import spark_job
 
     session = spark_job.session("local[2]", "1g")

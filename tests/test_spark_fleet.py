@@ -24,27 +24,13 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from tests.conftest import IN_CI, REPO_ROOT
+from tests.conftest import REPO_ROOT, need_spark
 
 sys.path.insert(0, str(REPO_ROOT / "bench"))
 import fleet_data  # noqa: E402  (bench/ is not a package)
 
 SCALE = 0.01  # 16 hosts x 4 GPUs for ~7 hours at 10 s, a 10,000-line bill, 1,000 runs, 5,000 windows
 DOUBLE_DIGITS = 9  # DOUBLE sums in another order differ in the last bits
-
-
-def _need_spark() -> None:
-    missing = None
-    try:
-        import pyspark  # noqa: F401
-    except ImportError:
-        missing = "pyspark is not installed (pip install '.[spark]')"
-    if missing is None and shutil.which("java") is None:
-        missing = "java is not installed (apt-get install openjdk-17-jre-headless)"
-    if missing:
-        if IN_CI:
-            pytest.fail(missing)
-        pytest.skip(missing)
 
 
 def _mlcost(args: list[str], env: dict, cwd: Path) -> str:
@@ -56,7 +42,7 @@ def _mlcost(args: list[str], env: dict, cwd: Path) -> str:
 
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    _need_spark()
+    need_spark()
     work = tmp_path_factory.mktemp("fleet")
     manifest = fleet_data.generate(work / "data", SCALE)
     files = [str(work / "data" / manifest["files"][kind]["path"]) for kind in ("traces", "bill", "runs", "serving")]
