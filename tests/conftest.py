@@ -17,6 +17,15 @@ SAMPLE_DIR = REPO_ROOT / "sample_data"
 IN_CI = os.environ.get("CI") == "true"
 
 
+def free_port() -> int:
+    """A TCP port of 127.0.0.1 that nothing listens on now (for the servers the tests start)."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
 def need_spark() -> None:
     """Skip a Spark test when pyspark or Java is missing here; under CI=true fail instead (.ci/run
     installs both), so CI never passes by skipping the Spark path."""

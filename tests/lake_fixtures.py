@@ -2,67 +2,29 @@
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import IN_CI, REPO_ROOT, SAMPLE_DIR
+from tests.conftest import REPO_ROOT, SAMPLE_DIR
+from tests.moto import moto_server
 
-START_S = 30
 SAMPLE_FILES = ("runs.jsonl", "serving_windows.jsonl.gz", "gpu_traces", "billing")
 SETTINGS = SAMPLE_DIR / "mlcost.toml"
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 @pytest.fixture(scope="session")
 def moto_s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     """A moto_server on a free local port; the environment that points s3fs and boto3 at it
     (fake credentials, no user AWS config)."""
-    command = shutil.which("moto_server")
-    if command is None:
-        if IN_CI:
-            pytest.fail("moto_server is missing in CI: pip install -e '.[test]'")
-        pytest.skip("moto_server is missing (pip install 'moto[server]')")
     folder = tmp_path_factory.mktemp("moto")
-    port = free_port()
-    log = folder / "moto.log"
-    with log.open("w") as output:
-        server = subprocess.Popen([command, "-H", "127.0.0.1", "-p", str(port)], stdout=output,
-                                  stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + START_S
-        while True:
-            try:
-                urllib.request.urlopen(f"{url}/moto-api/", timeout=2).close()
-                break
-            except OSError:
-                if server.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail(f"moto_server did not start:\n{log.read_text()}")
-                time.sleep(0.2)
+    with moto_server(folder) as url:
         yield {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1",
                "AWS_CONFIG_FILE": str(folder / "no-aws-config"),
                "AWS_SHARED_CREDENTIALS_FILE": str(folder / "no-aws-credentials"), "AWS_ENDPOINT_URL_S3": url}
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait(timeout=10)
 
 
 _buckets = iter(range(1, 10**6))
@@ -77,6 +39,19 @@ def new_bucket(env: dict[str, str]) -> str:
                           aws_access_key_id="testing", aws_secret_access_key="testing")
     client.create_bucket(Bucket=name)
     return f"s3://{name}/mlcost"
+
+
+def lake_of(folder: Path, kind: str, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The sample lake in `folder` as `kind` gives it: the folder itself, or ("s3") a copy in a new
+    bucket of the moto_server, with this test's environment pointed at it."""
+    if kind != "s3":
+        return str(folder)
+    moto = request.getfixturevalue("moto_s3")
+    url = new_bucket(moto)
+    upload_folder(moto, folder, url)
+    for name, value in moto.items():
+        monkeypatch.setenv(name, value)
+    return url
 
 
 def mlcost(env: dict[str, str], *args: str, timeout_s: float = 600) -> subprocess.CompletedProcess:

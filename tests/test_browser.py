@@ -14,7 +14,6 @@ import os
 from datetime import date
 from decimal import Decimal
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -26,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from mlcost.commands.serve import SAMPLE_FILES
-from tests.conftest import IN_CI, REPO_ROOT, SAMPLE_DIR
+from tests.conftest import IN_CI, REPO_ROOT, SAMPLE_DIR, free_port
 
 pytestmark = pytest.mark.browser
 
@@ -45,12 +44,6 @@ RUN = {  # 2 h at 3.50 USD/h = 7.00; target 0.80 first reached at 3600 s of 7200
     "target_metric": 0.80,
     "eval_history": [{"elapsed_s": 1800, "value": 0.70}, {"elapsed_s": 3600, "value": 0.85}],
 }
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def wait_until_healthy(base_url: str, server: subprocess.Popen, log: Path,

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import math
 import shutil
-import socket
 import subprocess
 import threading
 import time
@@ -19,7 +18,7 @@ import pytest
 from ingest.engine import warehouse as wh
 from ingest.importers import prometheus
 from mlcost import cli
-from tests.conftest import IN_CI
+from tests.conftest import IN_CI, free_port
 
 STEP_S = 2
 RESTART_AT = 5  # the vLLM server restarts before its 5th scrape: its counters start again
@@ -77,12 +76,6 @@ class Exporter(BaseHTTPRequestHandler):
 
     def log_message(self, *args):
         pass
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def get_json(url: str) -> dict:

@@ -23,7 +23,7 @@ import duckdb
 import pytest
 
 from tests.conftest import REPO_ROOT, SAMPLE_DIR
-from tests.lake_fixtures import SETTINGS, mlcost, moto_s3, new_bucket, sample_pair, upload_folder  # noqa: F401
+from tests.lake_fixtures import SETTINGS, lake_of, mlcost, moto_s3, new_bucket, sample_pair  # noqa: F401  (fixtures)
 
 TRACES = sorted((SAMPLE_DIR / "gpu_traces").glob("*.csv.gz"))
 PAGES = sorted(p.name for p in (REPO_ROOT / "app" / "app_pages").glob("*.py") if p.name != "__init__.py")
@@ -301,13 +301,7 @@ def test_every_warehouse_table_reads_the_same_from_the_lake(sample_pair, kind, t
     from ingest.engine import warehouse
 
     db, folder = sample_pair
-    url = str(folder)
-    if kind == "s3":
-        moto = request.getfixturevalue("moto_s3")
-        url = new_bucket(moto)
-        upload_folder(moto, folder, url)
-        for name, value in moto.items():
-            monkeypatch.setenv(name, value)
+    url = lake_of(folder, kind, request, monkeypatch)
     monkeypatch.setenv("MLCOST_CONFIG", str(SETTINGS))
     monkeypatch.delenv("MLCOST_LAKE", raising=False)
     with warehouse.read(db) as con:
@@ -342,13 +336,7 @@ def test_every_page_shows_the_same_figures_from_the_lake(sample_pair, kind, tmp_
     """Each page rendered over the embedded file and over the lake: the same metrics and tables
     (the Data page lists loads by id, which differ by construction: its metrics only)."""
     db, folder = sample_pair
-    url = str(folder)
-    if kind == "s3":
-        moto = request.getfixturevalue("moto_s3")
-        url = new_bucket(moto)
-        upload_folder(moto, folder, url)
-        for name, value in moto.items():
-            monkeypatch.setenv(name, value)
+    url = lake_of(folder, kind, request, monkeypatch)
     monkeypatch.setenv("MLCOST_CONFIG", str(SETTINGS))
     copy = tmp_path / "embedded.duckdb"
     shutil.copyfile(db, copy)

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from tests.lake_fixtures import SETTINGS, moto_s3, new_bucket, sample_pair, upload_folder  # noqa: F401
+from tests.lake_fixtures import SETTINGS, lake_of, moto_s3, sample_pair  # noqa: F401  (fixtures)
 from tests.test_browser import WAIT_MS, browser_page, chromium, running_dashboard  # noqa: F401
 
 pytestmark = pytest.mark.browser
@@ -45,13 +45,7 @@ def test_every_page_from_a_lake_shows_the_embedded_warehouses_figures(chromium, 
     from playwright.sync_api import expect
 
     db, folder = sample_pair
-    url = str(folder)
-    if kind == "s3":
-        moto = request.getfixturevalue("moto_s3")
-        url = new_bucket(moto)
-        upload_folder(moto, folder, url)
-        for name, value in moto.items():
-            monkeypatch.setenv(name, value)
+    url = lake_of(folder, kind, request, monkeypatch)
     copy = tmp_path / "embedded.duckdb"
     shutil.copyfile(db, copy)
     monkeypatch.delenv("MLCOST_LAKE", raising=False)

@@ -8,11 +8,6 @@ from __future__ import annotations
 import gzip
 import io
 import json
-import shutil
-import socket
-import subprocess
-import time
-import urllib.request
 from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
@@ -25,7 +20,7 @@ import pytest
 from ingest.pipeline import s3_fetch
 from mlcost import cli
 from ingest.engine import warehouse as wh
-from tests.conftest import IN_CI
+from tests.moto import moto_server
 
 CASES = Path(__file__).parent / "cases" / "billing"
 BUCKET = "bills"
@@ -33,47 +28,13 @@ LEGACY_DIR = "cur/mlcost/20260801-20260901"
 LEGACY_CSV = f"{LEGACY_DIR}/7f3a/mlcost-00001.csv.gz"
 STALE_CSV = f"{LEGACY_DIR}/1b2c/mlcost-00001.csv.gz"  # an older delivery: no manifest lists it
 CUR2_PARQUET = "cur/exports/data/BILLING_PERIOD=2026-08/mlcost2-00001.snappy.parquet"
-START_S = 30
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
 def moto_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A moto_server subprocess on a free local port; its URL."""
-    command = shutil.which("moto_server")
-    if command is None:
-        if IN_CI:
-            pytest.fail("moto_server is missing in CI: pip install -e '.[test]'")
-        pytest.skip("moto_server is missing (pip install 'moto[server]')")
-    port = free_port()
-    log = tmp_path_factory.mktemp("moto") / "moto.log"
-    with log.open("w") as output:
-        server = subprocess.Popen([command, "-H", "127.0.0.1", "-p", str(port)],
-                                  stdout=output, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + START_S
-        while True:
-            try:
-                urllib.request.urlopen(f"{url}/moto-api/", timeout=2).close()
-                break
-            except OSError:
-                if server.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail(f"moto_server did not start:\n{log.read_text()}")
-                time.sleep(0.2)
+    with moto_server(tmp_path_factory.mktemp("moto")) as url:
         yield url
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait(timeout=10)
 
 
 @pytest.fixture
