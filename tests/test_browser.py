@@ -308,6 +308,30 @@ def test_idle_gpus_page_renders_on_the_sample_data(chromium, sample_dashboard, t
         shutil.copyfile(tmp_path / "idle_gpus.png", Path("/tmp/mlcost_browser_idle_gpus.png"))
 
 
+def test_serving_page_shows_the_last_24_hours_the_alert_compares(chromium, sample_dashboard, tmp_path):
+    """The Serving page's 24-hour section names the services over the cost_per_1k_jump threshold,
+    computed here from the sample's serving file (tests/test_serving_alerts.py), and states the
+    two spans the alert compares."""
+    from playwright.sync_api import expect
+
+    from tests.test_serving_alerts import sample_serving_expectations
+
+    jumps = sample_serving_expectations()["jumps"]
+    assert jumps, "the sample has a cost-per-1k jump (vision-tagger v3.2)"
+    base_url, _ = sample_dashboard
+    with browser_page(chromium) as page:
+        page.goto(f"{base_url}/serving")
+        expect(page.get_by_role("heading", name="The last 24 hours of data against the 24 hours before")).to_be_visible()
+        expect(page.get_by_text("2026-11-21 00:00 to 2026-11-22 00:00 UTC against "
+                                "2026-11-20 00:00 to 2026-11-21 00:00 UTC", exact=False)).to_be_visible()
+        expect(page.get_by_text(f"Over the alert's threshold: {', '.join(sorted(jumps))}.")).to_be_visible()
+        expect(page.get_by_role("heading", name="Every model version")).to_be_visible(timeout=60_000)
+        expect(page.get_by_test_id("stException")).to_have_count(0)
+        page.get_by_text("Over the alert's threshold").scroll_into_view_if_needed()
+        page.screenshot(path=tmp_path / "serving.png")
+        shutil.copyfile(tmp_path / "serving.png", Path("/tmp/mlcost_browser_serving.png"))
+
+
 def test_budget_burn_page_renders_on_the_sample_data(chromium, sample_dashboard, tmp_path):
     """The Budgets page over the sample bills: the first budget's spend to date and days to breach
     equal the figures computed from the bill files, the burn chart draws, no error."""

@@ -1,10 +1,12 @@
 """Serving: cost and energy per 1k requests by model version, over time, and the versions that made it worse."""
+from datetime import datetime, timezone
+
 import pandas as pd
 import streamlit as st
 
 from app import cache, settings as settings_page
 from app.hour_of_week import zone_picker
-from metrics import queries
+from metrics import budgets, queries, serving_health
 from present import charts
 from app.tables import show
 from present.format import md, usd
@@ -42,6 +44,33 @@ if totals["windows_with_cost"] < windows:
                "cost_usd, and no price for their instance type (or GPU) in the catalog, so the cost figures "
                "leave them out. Prices go in mlcost.toml `[prices.instance_usd_per_hour]` and apply to "
                "files loaded after.")
+
+st.subheader("The last 24 hours of data against the 24 hours before")
+through = budgets.as_of_day(datetime.now(timezone.utc).date())
+if through is None:
+    st.caption("No data before today.")
+else:
+    last, before, change = cache.derived("serving_24h", (through,), lambda: serving_health.cost_per_1k_24h(through))
+    st.caption(f"Per service, every window (the sidebar's filters do not apply): {last.text()} against "
+               f"{before.text()}, the figure the `cost_per_1k_jump` alert compares (it fires at "
+               f"{rule.cost_per_1k_jump_ratio:g}× with at least {rule.cost_per_1k_min_requests:,} requests on "
+               "both days).")
+    if change.empty:
+        st.info("No serving windows in these 48 hours.")
+    else:
+        jumps = cache.derived("serving_24h_jumps", (through, rule.cost_per_1k_jump_ratio, rule.cost_per_1k_min_requests),
+                              lambda: serving_health.cost_per_1k_jumps(through, rule.cost_per_1k_jump_ratio,
+                                                                       rule.cost_per_1k_min_requests)[2])
+        if not jumps.empty:
+            st.warning(f"Over the alert's threshold: {', '.join(md(s) for s in sorted(jumps['service']))}.")
+        show(change.drop(columns=["new_versions_started_at"]),
+             labels={"requests_before": "Requests, 24 h before", "requests_after": "Requests, last 24 h",
+                     "cost_before_usd": "Cost, 24 h before (USD)", "cost_after_usd": "Cost, last 24 h (USD)",
+                     "cost_per_1k_before_usd": "Per 1k requests, 24 h before (USD)",
+                     "cost_per_1k_after_usd": "Per 1k requests, last 24 h (USD)",
+                     "ratio": "Last 24 h / before (×)", "new_versions": "Versions new in the last 24 h"},
+             kinds={"requests_before": "count", "requests_after": "count", "ratio": "number"},
+             first=("service", "ratio", "new_versions"))
 
 versions = cache.fetch(queries.serving_by_version, picked)
 over_time = cache.fetch(queries.serving_over_time, picked)
