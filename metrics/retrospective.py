@@ -700,7 +700,7 @@ def _right_size(ctx: Context) -> list[Recommendation]:
     for c in candidates.itertuples():
         if c.run_gpu_h < ctx.settings.retrospective.right_size_min_gpu_h:
             continue
-        evidence = f"{c.mean_util_pct:.1f}%"
+        evidence = f"{c.mean_util_pct:.1f} %"
         found.append(Recommendation(
             "right_size",
             f"{c.host} GPU {c.gpu_index} ({c.gpu_name}) averaged {evidence} utilization over "
@@ -732,7 +732,7 @@ def _regressions(ctx: Context) -> list[Recommendation]:
     changes = version_changes(ctx)
     found = []
     for c in changes[changes["is_regression"]].itertuples() if not changes.empty else ():
-        evidence = f"{c.change_pct:.1f}%"
+        evidence = f"{c.change_pct:.1f} %"
         what = ("costs", "per 1k successful requests", f"${c.before:,.4f} → ${c.after:,.4f}") \
             if c.metric == "cost_per_1k_success_usd" else \
             ("uses", "energy per 1k successful requests", f"{c.before:,.2f} → {c.after:,.2f} Wh")
@@ -762,7 +762,7 @@ def _idle_share(ctx: Context) -> list[Recommendation]:
     share = float(gpus["idle_h"].sum() / gpus["observed_h"].sum() * 100)
     if share <= ctx.settings.retrospective.idle_share_pct:
         return []
-    evidence = f"{share:.0f}%"
+    evidence = f"{share:.0f} %"
     found = ctx.idle(ctx.current_range)
     cost = "".join(f" ({idle.parts_text(parts)})" for parts in found.billed.values())
     return [Recommendation(
@@ -788,7 +788,7 @@ def _spend_change(ctx: Context) -> list[Recommendation]:
         detail = (f"{_money_text(figure.previous, figure.unit)} → {_money_text(figure.current, figure.unit)}, "
                   f"{ctx.window.label('previous')} against {ctx.window.label('current')}")
         if abs(change) > ctx.settings.retrospective.spend_change_pct:
-            evidence = f"{change:+.1f}%"
+            evidence = f"{change:+.1f} %"
             if figure.tiny_base:  # "+5800%" of almost nothing says less than the amount
                 evidence = _money_text(Decimal(str(figure.change)), figure.unit)
                 evidence = evidence if evidence.startswith("-") else "+" + evidence
@@ -820,17 +820,17 @@ def _budget_overrun(ctx: Context) -> list[Recommendation]:
     for burn in budget_burns(ctx, ctx.current_range.end):
         budget = burn.budget
         if burn.spent > budget.amount:
-            evidence = f"{burn.used_pct:.0f}%"
+            evidence = f"{burn.used_pct:.0f} %"
             text = (f"Budget {budget.name} ({budget.scope_label}) spent {evidence} of its "
                     f"{_money_text(budget.amount, budget.currency)}/{budget.period}")
         elif burn.days_left > 0 and burn.forecast > budget.amount:
-            evidence = f"{burn.forecast_pct:.0f}%"
+            evidence = f"{burn.forecast_pct:.0f} %"
             text = (f"Budget {budget.name} ({budget.scope_label}) is forecast to spend {evidence} of its "
                     f"{_money_text(budget.amount, budget.currency)}/{budget.period}")
         else:
             continue
         found.append(Recommendation("budget_overrun", text + ": raise the budget deliberately or cut the top "
-                                    "spenders on the Budgets page.", evidence, float(evidence.rstrip("%"))))
+                                    "spenders on the Budgets page.", evidence, float(evidence.rstrip(" %"))))
     return found
 
 

@@ -11,7 +11,7 @@ from decimal import Decimal
 
 import pandas as pd
 
-from present.format import html_code, md_code, md_inline, text_table
+from present.format import Column, cell, html_code, md_code, md_inline, text_table, unit_column
 from metrics.retrospective import Figure, Retrospective, Section, is_missing
 
 TITLE = "Efficiency retrospective"
@@ -31,44 +31,29 @@ ol.recs li { margin: .35rem 0; } .partial { background: #fff4d6; padding: .4rem 
 # --- numbers as text ----------------------------------------------------------------------
 
 def number(value: object, unit: str) -> str:
-    """`value` written for `unit`: '$1,234.56' for USD, '1,234.56 EUR', '12.5 kWh', '3.1%', '—' when unknown."""
+    """`value` written for `unit` as every table writes that kind (present.format.cell):
+    '$1,234.56' for USD, '1,234.56 EUR', '12.5 kWh', '3.1 %', '—' when unknown."""
     if is_missing(value):
         return "—"
-    if isinstance(value, (bool,)):
+    if isinstance(value, bool):
         return "yes" if value else "no"
-    if unit == "USD":
-        amount = Decimal(str(value))
-        return f"{'-' if amount < 0 else ''}${abs(amount):,.2f}"
-    if unit == "USD/1k":
-        return f"${float(value):,.4f}"
-    if len(unit) == 3 and unit.isalpha() and unit.isupper():  # another currency code
-        return f"{Decimal(str(value)):,.2f} {unit}"
-    if unit in ("count", "runs", "requests"):
-        return f"{int(value):,}"
-    if unit == "date":
-        return f"{pd.Timestamp(value):%Y-%m-%d}"
-    if unit == "decimal":
-        return f"{float(value):,.4f}"
-    if unit == "%":
-        return f"{float(value):,.1f}%"
-    if unit in ("kWh", "kg CO2e", "GPU-h", "Wh"):
-        return f"{float(value):,.1f} {unit}"
-    if isinstance(value, float):
-        return f"{value:,.4g}"
-    if isinstance(value, pd.Timestamp):
-        return value.strftime("%Y-%m-%d %H:%M")
-    return str(value)
+    spec, suffix = unit_column(unit)
+    if spec is None:
+        if isinstance(value, float):
+            return f"{value:,.4g}"
+        return cell(value, Column("", "datetime")) if isinstance(value, pd.Timestamp) else str(value)
+    return cell(value, spec) + suffix
 
 
 def change(figure: Figure) -> str:
-    """'+12.5%'; on a tiny base (Figure.tiny_base) the difference itself, '+$1,234.56'."""
+    """'+12.5 %'; on a tiny base (Figure.tiny_base) the difference itself, '+$1,234.56'."""
     difference = figure.change
     if difference is None:
         return "—"
     if figure.tiny_base or figure.change_pct is None:
         text = number(abs(difference), figure.unit)
         return f"{'-' if difference < 0 else '+'}{text}"
-    return f"{figure.change_pct:+.1f}%"
+    return f"{figure.change_pct:+.1f} %"
 
 
 def _month(retro: Retrospective, which: str) -> str:

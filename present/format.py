@@ -370,6 +370,27 @@ def number_format(spec: Column, currency: str | None = None) -> str | None:
     return None
 
 
+# A figure's unit (metrics/retrospective.Figure.unit) as the column kind that writes it, and the
+# unit written after the number.
+_UNIT_COLUMNS = {"USD": (Column("", "money", 2, "USD"), ""), "USD/1k": (Column("", "money", 4, "USD"), ""),
+                 "count": (Column("", "count"), ""), "runs": (Column("", "count"), ""),
+                 "requests": (Column("", "count"), ""), "date": (Column("", "date"), ""),
+                 "decimal": (Column("", "number", 4), ""), "%": (Column("", "percent", 1), "")}
+_UNITS_AFTER = ("kWh", "kg CO2e", "GPU-h", "Wh")
+
+
+def unit_column(unit: str) -> tuple[Column | None, str]:
+    """(the column kind writing a figure in `unit`, the text after it); (None, '') for a unit
+    without one. A three-letter upper-case unit is a currency code."""
+    if unit in _UNIT_COLUMNS:
+        return _UNIT_COLUMNS[unit]
+    if len(unit) == 3 and unit.isalpha() and unit.isupper():
+        return Column("", "money", 2, unit), ""
+    if unit in _UNITS_AFTER:
+        return Column("", "number", 1), f" {unit}"
+    return None, ""
+
+
 def cell(value: object, spec: Column, currency: str | None = None) -> str:
     """One value as text for a report, Slack or CLI table: money rounded to the column's decimals with
     its currency and separators, counts with separators, dates as dates, '' when missing."""

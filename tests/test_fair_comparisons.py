@@ -66,13 +66,13 @@ def test_the_bill_of_a_partial_month_is_compared_over_the_same_days_only(novembe
     assert report.change(billed) == "—"
     charges = november.figure("Charges for the month (USD)")
     assert charges.change_pct is not None
-    assert all(f"{charges.change_pct:+.1f}%" in r.text for r in november.recommendations if r.rule == "spend_change")
+    assert all(f"{charges.change_pct:+.1f} %" in r.text for r in november.recommendations if r.rule == "spend_change")
 
 
 @pytest.mark.parametrize("current, previous, unit, shown", [
     (Decimal("590.00"), Decimal("10.00"), "USD", "+$580.00"),       # +5800 %: the amount says more
-    (Decimal("10.00"), Decimal("590.00"), "USD", "-98.3%"),         # a fall is a percentage of a real base
-    (Decimal("110"), Decimal("100"), "USD", "+10.0%"),
+    (Decimal("10.00"), Decimal("590.00"), "USD", "-98.3 %"),         # a fall is a percentage of a real base
+    (Decimal("110"), Decimal("100"), "USD", "+10.0 %"),
     (Decimal("250"), Decimal("0"), "USD", "+$250.00"),
     (Decimal("-50"), Decimal("-20"), "USD", "-$30.00"),             # credits: no base to divide by
     (12.0, 1.0, "kWh", "+11.0 kWh"),

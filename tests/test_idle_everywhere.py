@@ -272,7 +272,7 @@ def test_the_reports_budget_outcomes_and_bill_change_compare_the_same_days(on_sa
     november_1_21 = sum((by_day.get(date(2026, 11, d), Decimal(0)) for d in range(1, 22)), Decimal(0))
     whole_october = sum((v for d, v in by_day.items() if d.month == 10), Decimal(0))
     assert october_1_21 < whole_october
-    change = f"{(november_1_21 / october_1_21 - 1) * 100:+.1f}%"
+    change = f"{(november_1_21 / october_1_21 - 1) * 100:+.1f} %"
 
     header = "| Figure | 2026-10 (1-21) | 2026-11 (1-21) | Change |"
     assert header in report

@@ -180,7 +180,7 @@ def test_chat_assistant_regression_is_recommended_with_its_number(october):
     ws = [w for w in october_windows() if w["service"] == regression["service"]]
     before = cost_per_1k_success([w for w in ws if w["model_version"] == regression["from_version"]])
     after = cost_per_1k_success([w for w in ws if w["model_version"] == regression["to_version"]])
-    expected = f"{(after / before - 1) * 100:.1f}%"
+    expected = f"{(after / before - 1) * 100:.1f} %"
     (found,) = [r for r in rule(october, "serving_regression") if "per 1k successful requests than" in r.text
                 and "costs" in r.text]
     assert found.evidence == expected
@@ -200,7 +200,7 @@ def test_right_size_candidate_matches_truth(october):
     (found,) = rule(october, "right_size")
     assert found.text.startswith(f"{candidate['host']} GPU {candidate['gpu_index']} ")
     assert found.value == pytest.approx(weighted, abs=0.05)  # truth's utilisation is rounded to 0.01
-    assert found.evidence == f"{found.value:.1f}%" and found.evidence in found.text
+    assert found.evidence == f"{found.value:.1f} %" and found.evidence in found.text
 
 
 def test_dominated_runs_match_brute_force(october):
@@ -423,7 +423,7 @@ def test_a_budget_forecast_over_its_amount_is_recommended_with_its_number(sample
     want = expected_burn(spend_by_day("team:genai"), Decimal(14000), date(2026, 11, 1),
                          date(2026, 12, 1), date(2026, 11, 21))
     found = [r for r in rule(november, "budget_overrun") if "genai team" in r.text]
-    assert len(found) == 1 and found[0].evidence == f"{want['forecast'] * 100 / 14000:.0f}%"
+    assert len(found) == 1 and found[0].evidence == f"{want['forecast'] * 100 / 14000:.0f} %"
     assert found[0].evidence in found[0].text
     assert not [r for r in rule(november, "budget_overrun") if "search-ranking" in r.text]  # 26 % forecast
 
