@@ -401,9 +401,18 @@ SELECT CAST(run_id AS VARCHAR) AS run_id, CAST(host AS VARCHAR) AS host, CAST(gp
        CAST(util_pct_s AS DOUBLE) AS util_pct_s
 FROM run_gpu_days_of('run_gpu_time');
 
--- Per traced GPU and UTC day, what the idle figures add up from its minutes (gpu_minute_use): the
--- seconds observed, idle (allocated: a run held the GPU that minute; unallocated), busy, with a
--- busy utilization, energy; the GPU's last known uuid and name and the minute each was seen.
+-- The idle seconds of one GPU-minute that no run held: its idle seconds, never more than the
+-- seconds of the minute runs did not hold (`held_s`: the runs' seconds in it, NULL for none). The
+-- one rule for "idle, not held by any run": the allocation's idle_gpu bucket, gpu_days, the Idle
+-- GPUs page and metrics/idle.py all read it.
+CREATE OR REPLACE MACRO idle_not_held_s(idle_s, held_s) AS
+    least(idle_s, greatest(0, 60 - least(60, coalesce(held_s, 0))));
+
+-- Per traced GPU and UTC day, what the idle figures add up from its minutes: the seconds
+-- observed, idle (unallocated: the idle seconds no run held, idle_not_held_s; allocated: the rest,
+-- idle while a run held the GPU), busy, with a busy utilization, energy (a minute's idle energy
+-- split between the two in proportion to its seconds); the GPU's last known uuid and name and the
+-- minute each was seen.
 -- Pages sum days instead of joining millions of minutes to gpu_minutes_allocated. Stored by
 -- ingest/derived/derived.py with gpu_minutes_allocated (macro over a table of gpu_minutes rows);
 -- created filled in a warehouse from before it.
@@ -415,15 +424,17 @@ SELECT m.host, m.gpu_index, utc_day(m.minute)                                   
        max(m.minute) FILTER (WHERE m.gpu_name IS NOT NULL)                          AS gpu_name_at,
        sum(m.coverage_s)                                                            AS coverage_s,
        sum(m.idle_s)                                                                AS idle_s,
-       coalesce(sum(m.idle_s) FILTER (WHERE a.minute IS NOT NULL), 0)               AS allocated_idle_s,
-       coalesce(sum(m.idle_s) FILTER (WHERE a.minute IS NULL), 0)                   AS unallocated_idle_s,
+       coalesce(sum(m.idle_s - idle_not_held_s(m.idle_s, a.held_s)), 0)             AS allocated_idle_s,
+       coalesce(sum(idle_not_held_s(m.idle_s, a.held_s)), 0)                        AS unallocated_idle_s,
        sum(m.busy_s)                                                                AS busy_s,
        sum(m.busy_s) FILTER (WHERE m.util_pct_busy_mean IS NOT NULL)                AS busy_util_s,
        sum(m.util_pct_busy_mean * m.busy_s)                                         AS util_busy_pct_s,
        sum(m.energy_kwh)                                                            AS energy_kwh,
        sum(m.idle_energy_kwh)                                                       AS idle_energy_kwh,
-       sum(m.idle_energy_kwh) FILTER (WHERE a.minute IS NOT NULL)                   AS allocated_idle_energy_kwh,
-       sum(m.idle_energy_kwh) FILTER (WHERE a.minute IS NULL)                       AS unallocated_idle_energy_kwh
+       sum(m.idle_energy_kwh * (1 - idle_not_held_s(m.idle_s, a.held_s) / nullif(m.idle_s, 0)))
+                                                                                    AS allocated_idle_energy_kwh,
+       sum(m.idle_energy_kwh * idle_not_held_s(m.idle_s, a.held_s) / nullif(m.idle_s, 0))
+                                                                                    AS unallocated_idle_energy_kwh
 FROM query_table(minute_table) m LEFT JOIN gpu_minutes_allocated a USING (host, gpu_index, minute)
 GROUP BY m.host, m.gpu_index, utc_day(m.minute);
 
@@ -442,7 +453,7 @@ FROM gpu_days_of('gpu_minutes');
 
 -- gpu_minutes with whether a run held the GPU in that minute (idle there is "allocated but idle").
 CREATE OR REPLACE VIEW gpu_minute_use AS
-SELECT m.*, a.minute IS NOT NULL AS allocated
+SELECT m.*, a.minute IS NOT NULL AS allocated, a.held_s
 FROM gpu_minutes m
 LEFT JOIN gpu_minutes_allocated a USING (host, gpu_index, minute);
 
@@ -699,7 +710,7 @@ WITH lines AS MATERIALIZED (
     FROM node_line_minutes nm JOIN run_minutes r USING (host, minute) JOIN held h USING (host, gpu_index, minute)
     GROUP BY ALL
 ), node_idle AS (   -- idle seconds of the GPU-minutes, never more than no run held (least() skips NULLs: coalesce first)
-    SELECT nm.line_key, sum(least(m.idle_s, greatest(0, 60 - least(60, coalesce(h.held_s, 0))))) AS weight
+    SELECT nm.line_key, sum(idle_not_held_s(m.idle_s, h.held_s)) AS weight
     FROM node_line_minutes nm JOIN gpu_minutes m USING (host, minute)
     LEFT JOIN held h USING (host, gpu_index, minute)
     GROUP BY nm.line_key

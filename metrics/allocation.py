@@ -219,7 +219,8 @@ def unbilled_nodes(start: date, end: date, billed_hosts: tuple[str, ...],
         span = {"start": datetime.combine(start, time(), timezone.utc),
                 "end": datetime.combine(end, time(), timezone.utc)}
         exact = warehouse.query("""
-            SELECT host, sum(idle_s) FILTER (WHERE NOT allocated) / 3600.0 AS idle_gpu_hours
+            SELECT host, CASE WHEN bool_and(allocated) AND sum(idle_not_held_s(idle_s, held_s)) = 0 THEN NULL
+                              ELSE sum(idle_not_held_s(idle_s, held_s)) / 3600.0 END AS idle_gpu_hours
             FROM gpu_minute_use WHERE minute >= $start AND minute < $end AND list_contains($hosts::VARCHAR[], host)
             GROUP BY host
         """, {**span, "hosts": unsure})

@@ -34,7 +34,7 @@ CENT, MICRO = Decimal("0.01"), Decimal("0.000001")
 
 # Per node line of the allocation: its rate (effective cost over the GPU-hours its pieces share),
 # its idle_gpu piece, and the idle seconds of its GPU-minutes that runs held, with the allocation's
-# own rule for a minute (idle no run held = least(idle_s, 60 - held_s)): the rest of idle_s is held.
+# own rule for a minute (schema.sql's idle_not_held_s): the rest of idle_s is held.
 IDLE_SQL = allocation.PIECES + """
 , node_pieces AS (   -- a node line's pieces add up to its effective cost (every line keeps its key)
     SELECT line_key, any_value(host) AS host, any_value(billing_currency) AS billing_currency,
@@ -47,7 +47,7 @@ IDLE_SQL = allocation.PIECES + """
     SELECT n.*, date_trunc('minute', b.charge_period_start) AS line_start, b.charge_period_end AS line_end
     FROM node_pieces n JOIN billing_lines b USING (line_key)
 ), held_idle AS (   -- only the GPU-minutes a run held (gpu_minutes_allocated), idle in part
-    SELECT m.host, m.minute, m.idle_s - least(m.idle_s, greatest(0, 60 - least(60, a.held_s))) AS held_idle_s
+    SELECT m.host, m.minute, m.idle_s - idle_not_held_s(m.idle_s, a.held_s) AS held_idle_s
     FROM gpu_minutes m JOIN gpu_minutes_allocated a USING (host, gpu_index, minute)
     WHERE m.idle_s > 0 AND m.minute >= (SELECT min(line_start) FROM node_lines)
       AND m.minute < (SELECT max(line_end) FROM node_lines)
@@ -70,8 +70,8 @@ ORDER BY n.billing_currency, n.host
 # Traced hosts without a bill line: both parts per host over the period's GPU-minutes (same rule).
 UNBILLED_SQL = """
 SELECT m.host, arg_max(m.gpu_name, m.minute) AS gpu_name,
-       sum(least(m.idle_s, greatest(0, 60 - least(60, coalesce(a.held_s, 0))))) / 3600.0 AS unallocated_gpu_hours,
-       sum(m.idle_s - least(m.idle_s, greatest(0, 60 - least(60, coalesce(a.held_s, 0))))) / 3600.0 AS held_gpu_hours
+       sum(idle_not_held_s(m.idle_s, a.held_s)) / 3600.0 AS unallocated_gpu_hours,
+       sum(m.idle_s - idle_not_held_s(m.idle_s, a.held_s)) / 3600.0 AS held_gpu_hours
 FROM gpu_minutes m LEFT JOIN gpu_minutes_allocated a USING (host, gpu_index, minute)
 WHERE m.minute >= $start AND m.minute < $end AND NOT list_contains($billed::VARCHAR[], m.host)
 GROUP BY m.host ORDER BY m.host

@@ -402,14 +402,8 @@ def test_idle_rule_follows_the_settings(sample_db, tmp_path, monkeypatch, capsys
             assert abs(Fraction(Decimal(nodes[host]["idle_gpu"])) - node.idle_gpu) <= EXACT
 
 
-# --- findings: where the program differs from the documented rule ----------------------------------
+# --- the idle seconds no run held: one rule for the allocation, gpu_days and the Idle GPUs page ----
 
-@pytest.mark.xfail(strict=True, reason=(
-    "Idle GPUs page / alerts / report (gpu_days) count a minute's idle seconds as 'allocated' when a run "
-    "held the GPU for any part of that minute, while the allocation (Costs, docs/allocation.md) counts "
-    "the idle seconds no run held. Run 10:00:30-10:30:30 on a GPU idle all hour: the run held 0.5 GPU-h, "
-    "the allocation prices 0.5 idle GPU-h no run held ($0.50 of a $1 line), but idle_by_gpu says "
-    "0.516667 h allocated and 0.483333 h unallocated idle ($0.483333): two values for one figure."))
 def test_unallocated_idle_is_one_figure_when_a_run_starts_mid_minute(warehouse, tmp_path, capsys):
     from ingest.pipeline import loader
     from metrics import queries

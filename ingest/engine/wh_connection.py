@@ -447,7 +447,9 @@ def _put_schema(con: duckdb.DuckDBPyConnection) -> None:
     con.execute(text)
     with transaction(con):
         # a warehouse from before these were stored
-        if "run_gpu_energy" not in stored_before:
+        # a warehouse from before run_gpu_energy, or whose stored GPU days and run energy an older
+        # schema.sql computed (its rules may differ): store them again
+        if "run_gpu_energy" not in stored_before or _has_rows(con, "gpu_minutes") or _has_rows(con, "runs"):
             derived.refresh_run_energy(con)
         if "billing_line_runs" not in stored_before and _has_rows(con, "billing_lines"):
             derived.refresh_billing_runs(con)
