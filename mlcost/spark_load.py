@@ -83,19 +83,21 @@ def _expand_s3(url: str) -> tuple[list[RawFile], list[FileSummary]]:
     from ingest.lake.store import Lake, LakeError
     from ingest.pipeline import loader
 
+    rules = []
     try:
         fs = Lake(url).fs
         root = url.removeprefix("s3://").rstrip("/")
         if fs.isfile(root):
             return [RawFile(url, int(fs.info(root).get("size") or 0))], []
         listing = fs.find(root, detail=True) if fs.exists(root) else {}
-    except (LakeError, OSError, ValueError) as error:
-        return [], [FileSummary(url, error=f"{url}: cannot be listed ({error})")]
-    rules = []
-    for key in sorted(k for k in listing if PurePosixPath(k).name == loader.NOT_DATA):
-        text = fs.cat_file(key).decode("utf-8", errors="replace")
-        rules += [(PurePosixPath(key).parent, line.strip()) for line in text.splitlines()
-                  if line.strip() and not line.lstrip().startswith("#")]
+        for key in sorted(k for k in listing if PurePosixPath(k).name == loader.NOT_DATA):
+            text = fs.cat_file(key).decode("utf-8", errors="replace")
+            rules += [(PurePosixPath(key).parent, line.strip()) for line in text.splitlines()
+                      if line.strip() and not line.lstrip().startswith("#")]
+    except LakeError as error:
+        return [], [FileSummary(url, error=f"{url}: {error}")]
+    except Exception as error:  # storage refusing (no credentials, no such bucket): this path fails, not the run
+        return [], [FileSummary(url, error=f"{url}: cannot be listed ({type(error).__name__}: {_first_line(error)})")]
     files, skipped = [], []
     for key, info in sorted(listing.items()):
         name = PurePosixPath(key)
@@ -121,7 +123,7 @@ def load_one(raw: RawFile, settings: LoadSettings) -> FileSummary:
         with _task_settings(settings):
             return _load_one(raw, settings)
     except Exception as error:  # the per-file barrier: one file never stops the others
-        detail = (str(error).strip().splitlines() or [""])[0][:300]
+        detail = _first_line(error)
         return FileSummary(raw.name, settings.kind, error=f"{raw.name}: could not be loaded ({type(error).__name__}"
                                                           f"{': ' + detail if detail else ''}); nothing from it was loaded")
 
@@ -149,6 +151,11 @@ def _load_one(raw: RawFile, settings: LoadSettings) -> FileSummary:
             return FileSummary(raw.name, settings.kind, error=f"{raw.name}: cannot read ({error})")
         return lake_load.load_file(lake, local, settings.kind, tz, settings.host, None, None, None, options, None,
                                    loader, display_name=raw.name)
+
+
+def _first_line(error: BaseException) -> str:
+    """An error's first line of text, at most 300 characters (never a traceback)."""
+    return (str(error).strip().splitlines() or [""])[0][:300]
 
 
 class _task_settings:
@@ -234,7 +241,7 @@ def run(spark, paths: list[str], settings: LoadSettings, as_json: bool = False) 
     try:
         summaries = skipped + load(spark, files, settings)
     except Exception as error:  # a task that died (a lost executor, a killed worker): the job stops
-        detail = (str(error).strip().splitlines() or [""])[0][:300]
+        detail = _first_line(error)
         print(f"mlcost-spark: the Spark job stopped ({type(error).__name__}: {detail}); files already "
               "committed stay loaded, run the same command again to load the rest", flush=True)
         return 1
@@ -298,5 +305,7 @@ def main(args, session) -> int:
         return problem("pyspark is not installed: pip install 'mlcost[spark]' (and Java 17)")
     try:
         return run(spark, args.paths, settings, args.json)
-    except (LakeError, OSError) as error:
+    except LakeError as error:
         return problem(f"the lake {args.lake} cannot be used: {error}", 1)
+    except Exception as error:  # the driver's vacuum of the lake: storage refusing, no credentials
+        return problem(f"the lake {args.lake} cannot be used ({type(error).__name__}: {_first_line(error)})", 1)
