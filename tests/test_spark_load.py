@@ -237,6 +237,11 @@ def test_raw_files_on_s3_into_a_lake_on_s3(moto_s3: dict, cli_lake: Path, inputs
     assert {name: r["rows_loaded"] + r["rows_rejected"] for name, r in by_name.items()
             if r["status"] == "loaded"} == local
     assert [r["line"] for r in by_name["bad_runs.jsonl"]["rejects"]] == inputs["bad_lines"]
+    totals = report["totals"]  # add up over the files
+    assert totals["files"] == len(report["files"]) == len(local) + 2
+    assert (totals["loaded"], totals["not_data"], totals["failed"]) == (len(local), 1, 1)
+    assert totals["rows_loaded"] == sum(r["rows_loaded"] for r in report["files"]) == sum(local.values()) - 2
+    assert totals["rows_rejected"] == sum(r["rows_rejected"] for r in report["files"]) == 2
 
     entries = {int(Path(name).stem): json.loads(fs.cat_file(name))
                for name in fs.find(f"{lake.removeprefix('s3://')}/_ledger") if name.endswith(".json")}
@@ -278,3 +283,25 @@ def test_a_task_never_raises(tmp_path: Path, inputs: dict) -> None:
     missing = spark_load.load_one(spark_load.RawFile(str(tmp_path / "gone.csv")), settings)
     assert missing.status == "failed" and "gone.csv" in missing.error
     assert not (lake / layout.LEDGER).exists() or not list((lake / layout.LEDGER).iterdir())
+
+
+def test_the_settings_file_reaches_the_tasks(tmp_path: Path) -> None:
+    """--config's [ingest] max_line_bytes, read on the driver, rules on the executors (whose
+    environment names no settings file): exactly the runs lines longer than it are rejected."""
+    need_spark()
+    settings = tmp_path / "tight.toml"
+    settings.write_text("[ingest]\nmax_line_bytes = 1024\n")
+    lines = [line for line in (SAMPLE_DIR / "runs.jsonl").read_bytes().decode().splitlines() if line.strip()]
+    long = [n for n, line in enumerate(lines, 1) if len(line.encode()) > 1024]
+    assert 0 < len(long) < len(lines)
+    done = mlcost_spark("load", "--json", "--lake", str(tmp_path / "lake"), "--config", str(settings),
+                        str(SAMPLE_DIR / "runs.jsonl"))
+    assert done.returncode == 1, done.stdout + done.stderr
+    (record,) = json_of(done.stdout)["files"]
+    assert (record["rows_loaded"], record["rows_rejected"]) == (len(lines) - len(long), len(long))
+    con = duckdb.connect()
+    files = [str(tmp_path / "lake" / f) for entry in ledger(tmp_path / "lake").values()
+             for f in entry["files"]["rejects"]]
+    rejected = con.execute(f"SELECT line, reason FROM read_parquet({files!r}) ORDER BY line").fetchall()
+    assert [line for line, _ in rejected] == long
+    assert all("max_line_bytes" in reason for _, reason in rejected)
