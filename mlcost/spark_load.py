@@ -137,7 +137,8 @@ def _load_one(raw: RawFile, settings: LoadSettings) -> FileSummary:
     if tz is None:
         return FileSummary(raw.name, settings.kind, error=f"unknown time zone {settings.tz!r}")
     lake = open_lake(settings.lake)
-    options = warehouse.load_options(settings.tz, settings.host, None, None, None)
+    # the zone's canonical name, as lake_load.load_files names it: 'utc' and 'UTC' give one load id
+    options = warehouse.load_options(getattr(tz, "key", None) or str(tz), settings.host, None, None, None)
     if not raw.name.startswith("s3://"):
         return lake_load.load_file(lake, Path(raw.name).resolve(), settings.kind, tz, settings.host, None, None, None,
                                    options, None, loader, display_name=raw.name)

@@ -305,3 +305,18 @@ def test_the_settings_file_reaches_the_tasks(tmp_path: Path) -> None:
     rejected = con.execute(f"SELECT line, reason FROM read_parquet({files!r}) ORDER BY line").fetchall()
     assert [line for line, _ in rejected] == long
     assert all("max_line_bytes" in reason for _, reason in rejected)
+
+
+@pytest.mark.parametrize("zone", ["utc", " Europe/Paris "])
+def test_a_task_names_the_load_as_the_cli_does(tmp_path: Path, zone: str) -> None:
+    """The same file, zone and options give the same load id through a task as through lake_load.load_files
+    (what `mlcost load --lake --tz` runs), however the zone is spelt: a file is never loaded twice."""
+    from ingest.engine import values
+    from ingest.pipeline import lake_load
+    from mlcost import spark_load
+
+    path = SAMPLE_DIR / "runs.jsonl"
+    task = spark_load.load_one(spark_load.RawFile(str(path)), spark_load.LoadSettings(str(tmp_path / "task"), tz=zone))
+    (cli,) = lake_load.load_files(str(tmp_path / "cli"), [path], tz=values.zone(zone))
+    assert task.status == cli.status == "loaded"
+    assert ledger(tmp_path / "task").keys() == ledger(tmp_path / "cli").keys() and len(ledger(tmp_path / "cli")) == 1
