@@ -309,8 +309,9 @@ def test_the_settings_file_reaches_the_tasks(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("zone", ["utc", " Europe/Paris "])
 def test_a_task_names_the_load_as_the_cli_does(tmp_path: Path, zone: str) -> None:
-    """The same file, zone and options give the same load id through a task as through lake_load.load_files
-    (what `mlcost load --lake --tz` runs), however the zone is spelt: a file is never loaded twice."""
+    """The same file and zone give the same load id through a task as through lake_load.load_files
+    (what `mlcost load --lake --tz` runs), however the zone is spelt, and a task finds the CLI's load
+    of it: a file is never loaded twice."""
     from ingest.engine import values
     from ingest.pipeline import lake_load
     from mlcost import spark_load
@@ -320,3 +321,6 @@ def test_a_task_names_the_load_as_the_cli_does(tmp_path: Path, zone: str) -> Non
     (cli,) = lake_load.load_files(str(tmp_path / "cli"), [path], tz=values.zone(zone))
     assert task.status == cli.status == "loaded"
     assert ledger(tmp_path / "task").keys() == ledger(tmp_path / "cli").keys() and len(ledger(tmp_path / "cli")) == 1
+    again = spark_load.load_one(spark_load.RawFile(str(path)), spark_load.LoadSettings(str(tmp_path / "cli"), tz=zone))
+    assert (again.status, again.rows_loaded) == ("already_loaded", 0)
+    assert len(ledger(tmp_path / "cli")) == 1
