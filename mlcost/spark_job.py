@@ -166,7 +166,12 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--config", help="the settings file (default: $MLCOST_CONFIG, else ./mlcost.toml)")
     run.add_argument("--master", help="Spark master when not set by spark-submit (default local[2])")
     run.add_argument("--driver-memory", default="1g", help="driver memory for a local master (default 1g)")
+    from mlcost import spark_load  # `load`: raw files into the lake as Spark tasks (mlcost/spark_load.py)
+
+    spark_load.add_parser(commands)
     args = parser.parse_args(argv)
+    if args.command == "load":
+        return spark_load.main(args, session)
     try:
         settings = config.load(Path(args.config)) if args.config else config.load()
     except config.ConfigError as problem:

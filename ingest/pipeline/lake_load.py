@@ -47,11 +47,12 @@ def load_files(url: str, paths: list[Path], kind: str | None = None, tz: tzinfo 
 
 
 def load_file(lake: Lake, path: Path, kind, tz, host, at, started_at, scrape_interval_s, options: str,
-              after_commit, loader):
-    """One file (see load_files); its FileSummary."""
+              after_commit, loader, display_name: str | None = None):
+    """One file (see load_files); its FileSummary. `display_name` (default: the path) is the name
+    its ledger entry and rejects carry: mlcost-spark's tasks read a local copy of an s3:// object."""
     from ingest.engine import wh_connection
 
-    name = str(path)
+    name = display_name or str(path)
     try:
         sha256 = _sha256(path)
     except OSError as error:
@@ -65,8 +66,8 @@ def load_file(lake: Lake, path: Path, kind, tz, host, at, started_at, scrape_int
     with tempfile.TemporaryDirectory(prefix="mlcost-lake-") as scratch:
         private = Path(scratch) / "private.duckdb"
         with wh_connection.private(private):
-            summary = loader.ingest_file(path, kind, tz, host=host, at=at, started_at=started_at,
-                                         scrape_interval_s=scrape_interval_s)
+            summary = loader.ingest_file(path, kind, tz, display_name=name, host=host, at=at,
+                                         started_at=started_at, scrape_interval_s=scrape_interval_s)
         if summary.status not in ("loaded", "rejected"):
             return summary
         con = duckdb.connect(str(private), read_only=True)
