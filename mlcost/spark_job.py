@@ -163,9 +163,11 @@ def derive(spark, lake_root: str, settings: derived_sql.Settings, budgets=(), ge
 
         rows = derived_sql.wanted_rows(budgets, days["first"], days["last"] + timedelta(days=1))
     spark.createDataFrame([tuple(r.values()) for r in rows], WANTED_SCHEMA).createOrReplaceTempView("wanted")
+    prices = derived_sql.price_rows(settings, spark.sql(spark_sql.to_spark(derived_sql.GPU_NAMES)).collect())
+    spark.createDataFrame(prices, "gpu_name STRING, price STRING").createOrReplaceTempView("gpu_prices")
     for step in derived_sql.late_steps(settings):
         store(step.name, query(spark, step.sql, f"{step.name}_"), step.stored)
-    pointer = {"generation": generation, "tables": written,
+    pointer = {"format": 1, "generation": generation, "tables": written, "loads": [str(load) for load, _ in loads],
                "written_at": datetime.now(timezone.utc).isoformat(), "engine": f"spark {spark.version}"}
     lake.write_text(f"{lake.root}/derived/_current.json", json.dumps(pointer, indent=1))
     timings["total"] = time.perf_counter() - started

@@ -33,12 +33,22 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from ingest.settings import config
 from tests.conftest import REPO_ROOT, SAMPLE_DIR, need_spark
 from tests.test_spark_derived import _burn_figures, _burn_found, _team_figures, _team_found
 from tests.test_spark_fleet import _rows, _same
 
+# Jobs imported from Slurm (no cost of their own): 3001 on the changed node (an A100, priced in the
+# catalog below), 3002 on the other node (an L4, the default catalog's price), 3003 on an untraced node.
+SACCT = """JobID|JobName|User|Account|Partition|AllocTRES|Start|End|Elapsed|State|NodeList
+3001|finetune|alice|nlp|gpu|cpu=16,gres/gpu=2,node=1|2026-10-14T05:00:00|2026-10-14T09:00:00|04:00:00|COMPLETED|gpu-node-1
+3002|eval|bob|cv|gpu|cpu=8,gres/gpu=1,node=1|2026-10-15T10:00:00|2026-10-15T12:00:00|02:00:00|COMPLETED|gpu-node-2
+3003|prep|carol|data|gpu|cpu=8,gres/gpu=1,node=1|2026-10-16T10:00:00|2026-10-16T11:00:00|01:00:00|COMPLETED|gpu-node-9
+"""
+A100_USD_PER_HOUR = Decimal("4.1")
 BILL = "focus_2026-10.csv"
 TRACE = "gpu-node-1_2026-10.csv"
+OTHER_TRACE = "gpu-node-2_2026-10.csv.gz"  # loaded twice unchanged
 WINDOWS = "serving_windows.jsonl"
 RESTATED, REMOVED = "li-202610-000002", "li-202610-000003"  # x_LineItemId of the changed bill lines
 CHANGED_GPU, CHANGED_FROM, CHANGED_HOURS = "3", datetime(2026, 10, 14, 6), 6
@@ -106,12 +116,6 @@ def _second_windows(windows: list[dict]) -> tuple[list[dict], dict]:
     return [new if w is old else w for w in windows], old
 
 
-@pytest.fixture(autouse=True)
-def sample_settings(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The sample's settings (its budgets) for the figures computed here, as for the commands."""
-    monkeypatch.setenv("MLCOST_CONFIG", str(SAMPLE_DIR / "mlcost.toml"))
-
-
 def _cli(args: list[str], env: dict) -> str:
     done = subprocess.run([sys.executable, "-m", *args], cwd=REPO_ROOT, capture_output=True, text=True,
                           timeout=900, env=env, check=False)
@@ -131,11 +135,16 @@ def reloaded(tmp_path_factory: pytest.TempPathFactory) -> dict:
         trace = source.read()
     windows = _windows()
     shutil.copy(SAMPLE_DIR / "runs.jsonl", data / "runs.jsonl")
+    shutil.copy(SAMPLE_DIR / "gpu_traces" / OTHER_TRACE, data / OTHER_TRACE)
+    (data / "sacct.txt").write_text(SACCT)
+    settings = work / "mlcost.toml"  # the sample's (its budgets) and a catalog price for the A100s
+    settings.write_text((SAMPLE_DIR / "mlcost.toml").read_text()
+                        + f'\n[prices.gpu_usd_per_hour]\n"A100-SXM4-40GB" = {A100_USD_PER_HOUR}\n')
     base = {k: v for k, v in os.environ.items() if k not in ("MLCOST_LAKE", "MLCOST_DB")}
-    base.update({"PYTHONPATH": str(REPO_ROOT), "MLCOST_CONFIG": str(SAMPLE_DIR / "mlcost.toml")})
+    base.update({"PYTHONPATH": str(REPO_ROOT), "MLCOST_CONFIG": str(settings)})
     embedded = {**base, "MLCOST_DB": str(work / "embedded.duckdb")}
     lake = work / "lake"
-    files = [str(data / name) for name in (BILL, TRACE, WINDOWS, "runs.jsonl")]
+    files = [str(data / name) for name in (BILL, TRACE, OTHER_TRACE, WINDOWS, "runs.jsonl", "sacct.txt")]
 
     def load_both() -> None:
         _cli(["mlcost", "ingest", *files], embedded)
@@ -156,7 +165,7 @@ def reloaded(tmp_path_factory: pytest.TempPathFactory) -> dict:
     spark_pointer = json.loads((lake / "derived" / "_current.json").read_text())
     _cli(["mlcost", "derive", "--lake", str(lake)], over_lake)
     duckdb_pointer = json.loads((lake / "derived" / "_current.json").read_text())
-    return {"work": work, "lake": lake, "db": work / "embedded.duckdb", "lines": lines,
+    return {"work": work, "lake": lake, "db": work / "embedded.duckdb", "lines": lines, "settings": settings,
             "old_window": old_window, "pointers": {"spark": spark_pointer, "duckdb": duckdb_pointer}}
 
 
@@ -231,6 +240,7 @@ def test_idle_gpu_hours_see_the_changed_samples(both: duckdb.DuckDBPyConnection)
 
 def test_allocation_by_month_and_team_to_the_cent(both: duckdb.DuckDBPyConnection, reloaded: dict,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MLCOST_CONFIG", str(reloaded["settings"]))
     months = [m for (m,) in both.execute("SELECT DISTINCT month FROM wh.bill_allocation_days").fetchall()]
     expected = _team_figures(reloaded["db"], months, monkeypatch)
     assert len(expected) > 5
@@ -238,6 +248,23 @@ def test_allocation_by_month_and_team_to_the_cent(both: duckdb.DuckDBPyConnectio
 
 
 def test_budget_burn_by_day(both: duckdb.DuckDBPyConnection, reloaded: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MLCOST_CONFIG", str(reloaded["settings"]))
     expected = _burn_figures(reloaded["db"], both, monkeypatch)
     assert len(expected) > 20
     assert _burn_found(both) == expected
+
+
+def test_run_cost_estimates_are_the_embedded_runs_costs(both: duckdb.DuckDBPyConnection, reloaded: dict) -> None:
+    """The imported runs' cost columns the lake keeps apart (run_cost_estimates, applied by the runs
+    view) equal those the embedded warehouse set on its runs (run_trace_costs.refresh)."""
+    columns = "run_id, cost_usd, price_per_hour_usd, cost_source, flags"
+    stored = sorted(both.execute(f"SELECT {columns} FROM wh.runs WHERE source_kind = 'slurm'").fetchall())
+    found = sorted(both.execute(f"SELECT {columns} FROM run_cost_estimates").fetchall())
+    assert [row[0] for row in stored] == ["slurm-3001", "slurm-3002", "slurm-3003"]
+    assert found == stored
+    costs, settings = {row[0]: row for row in found}, reloaded["settings"]
+    # 2 of gpu-node-1's 8 traced GPUs for 4 h: a quarter of each GPU, 8 GPU-hours at the catalog price
+    assert costs["slurm-3001"][1:4:2] == (A100_USD_PER_HOUR * 8, "gpu_traces_catalog")
+    # 1 GPU of gpu-node-2 for 2 h: 2 GPU-hours of an L4 at the default catalog's price
+    assert costs["slurm-3002"][1] == config.load(settings).prices.gpu("NVIDIA L4") * 2
+    assert costs["slurm-3003"][1] is None  # no traces of its node: no estimate
