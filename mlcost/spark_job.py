@@ -5,8 +5,8 @@
 
 Reads the committed files of the lake's base tables (<lake>/tables/<table>/..., only loads named
 in <lake>/_ledger/ and not superseded) and keeps the rows readers see (the latest committed load
-winning per key: ingest/lake/visible.py, the SELECT DuckDB readers run), runs ingest/derived/sql's SELECTs translated to Spark SQL
-(ingest/derived/sql/spark.py), writes each derived table to
+winning per key: ingest/lake/visible.py, the SELECT DuckDB readers run), runs ingest/derived/sql's
+SELECTs translated to Spark SQL (ingest/derived/sql/spark.py), writes each derived table to
 <lake>/derived/<table>/generation=<generation>/ and then, last, <lake>/derived/_current.json naming
 that generation and its tables: readers see the old generation or the new one, never part of one.
 Paths go through Hadoop's FileSystem, so a folder, file://, hdfs:// and s3a:// all work.
@@ -88,6 +88,10 @@ class Lake:
         (ingest/lake/visible.visible_loads, the order every reader gives them)."""
         return visible.visible_loads([json.loads(self.read_text(p)) for p in self._files("_ledger")
                                       if p.endswith(".json")])
+
+    def loads(self) -> set[str]:
+        """The visible load ids (decimal text): in the ledger, not superseded by another load."""
+        return {str(load) for load, _ in self.visible_loads()}
 
     def committed(self, table: str, loads: set[str]) -> list[str]:
         """The Parquet files of `table` that committed loads wrote."""
