@@ -4,8 +4,9 @@
     mlcost-spark derive --lake /path/to/lake            (local[2] when no master is set)
 
 Reads the committed files of the lake's base tables (<lake>/tables/<table>/..., only loads named
-in <lake>/_ledger/ and not superseded), runs ingest/derived/sql's SELECTs translated to Spark SQL
-(ingest/derived/sql/spark.py), writes each derived table to
+in <lake>/_ledger/ and not superseded) and keeps the rows readers see (the latest committed load
+winning per key: ingest/lake/visible.py, the SELECT DuckDB readers run), runs ingest/derived/sql's
+SELECTs translated to Spark SQL (ingest/derived/sql/spark.py), writes each derived table to
 <lake>/derived/<table>/generation=<generation>/ and then, last, <lake>/derived/_current.json naming
 that generation and its tables: readers see the old generation or the new one, never part of one.
 Paths go through Hadoop's FileSystem, so a folder, file://, hdfs:// and s3a:// all work.
@@ -20,10 +21,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from ingest.derived import sql as derived_sql
-from ingest.settings import config
 from ingest.derived.sql import spark as spark_sql
+from ingest.lake import visible
+from ingest.settings import config
 
 BASE_TABLES = ("runs", "gpu_samples", "billing_lines", "serving_windows")
+LOADS_SCHEMA = "load_id BIGINT, seq INT"
 WANTED_SCHEMA = ("budget_no INT, scope STRING, value STRING, tag_key STRING, tag_value STRING, "
                  "currency STRING, start_day DATE, end_day DATE")
 
@@ -80,10 +83,15 @@ class Lake:
         finally:
             stream.close()
 
+    def visible_loads(self) -> list[tuple[int, int]]:
+        """(load_id, seq) of the visible loads: in the ledger, not superseded, in commit order
+        (ingest/lake/visible.visible_loads, the order every reader gives them)."""
+        return visible.visible_loads([json.loads(self.read_text(p)) for p in self._files("_ledger")
+                                      if p.endswith(".json")])
+
     def loads(self) -> set[str]:
-        """The committed load ids: in the ledger, not superseded by a later load."""
-        entries = [json.loads(self.read_text(p)) for p in self._files("_ledger") if p.endswith(".json")]
-        return ({e["load_id"] for e in entries} - {s for e in entries for s in e.get("supersedes", [])})
+        """The visible load ids (decimal text): in the ledger, not superseded by another load."""
+        return {str(load) for load, _ in self.visible_loads()}
 
     def committed(self, table: str, loads: set[str]) -> list[str]:
         """The Parquet files of `table` that committed loads wrote."""
@@ -109,14 +117,6 @@ def derive(spark, lake_root: str, settings: derived_sql.Settings, budgets=(), ge
     lake = Lake(spark, lake_root)
     generation = generation or datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
     started = time.perf_counter()
-    loads = lake.loads()
-    for table in BASE_TABLES:
-        files = lake.committed(table, loads)
-        if not files:
-            raise SystemExit(f"{lake_root}: no committed files of table {table}")
-        frame = spark.read.option("basePath", f"{lake.root}/tables/{table}").parquet(*files)
-        frame.drop("month").createOrReplaceTempView(table)
-    timings["read"] = time.perf_counter() - started
     written = {}
 
     def store(name: str, frame, kept: bool) -> None:
@@ -129,6 +129,24 @@ def derive(spark, lake_root: str, settings: derived_sql.Settings, budgets=(), ge
         if kept:
             written[name] = folder
         timings[name] = time.perf_counter() - at
+
+    loads = lake.visible_loads()
+    spark.createDataFrame(loads, LOADS_SCHEMA).createOrReplaceTempView("lake_loads")
+    names = {str(load) for load, _ in loads}
+    for table in BASE_TABLES:
+        files = lake.committed(table, names)
+        if not files:
+            raise SystemExit(f"{lake_root}: no committed files of table {table}")
+        frame = spark.read.option("basePath", f"{lake.root}/tables/{table}").parquet(*files)
+        frame.drop("month").createOrReplaceTempView(f"lake_rows_{table}")
+        # the rows readers see: latest committed load wins per key (the SELECT views.py runs on DuckDB)
+        rows = spark.sql(spark_sql.to_spark(visible.visible(table, f"lake_rows_{table}")))
+        rows = rows.drop(*visible.HELPER_COLUMNS)
+        if table == "gpu_samples":  # read once (by sample_intervals, which is written)
+            rows.createOrReplaceTempView(table)
+        else:  # read by several steps: computed once
+            store(table, rows, kept=False)
+    timings["read"] = time.perf_counter() - started
 
     for step in derived_sql.base_steps(settings):
         store(step.name, query(spark, step.sql, f"{step.name}_"), step.stored)
@@ -149,9 +167,11 @@ def derive(spark, lake_root: str, settings: derived_sql.Settings, budgets=(), ge
 
         rows = derived_sql.wanted_rows(budgets, days["first"], days["last"] + timedelta(days=1))
     spark.createDataFrame([tuple(r.values()) for r in rows], WANTED_SCHEMA).createOrReplaceTempView("wanted")
+    prices = derived_sql.price_rows(settings, spark.sql(spark_sql.to_spark(derived_sql.GPU_NAMES)).collect())
+    spark.createDataFrame(prices, "gpu_name STRING, price STRING").createOrReplaceTempView("gpu_prices")
     for step in derived_sql.late_steps(settings):
         store(step.name, query(spark, step.sql, f"{step.name}_"), step.stored)
-    pointer = {"generation": generation, "tables": written,
+    pointer = {"format": 1, "generation": generation, "tables": written, "loads": [str(load) for load, _ in loads],
                "written_at": datetime.now(timezone.utc).isoformat(), "engine": f"spark {spark.version}"}
     lake.write_text(f"{lake.root}/derived/_current.json", json.dumps(pointer, indent=1))
     timings["total"] = time.perf_counter() - started

@@ -1,8 +1,11 @@
-"""A test stand-in for the lake writer (issue 24; swap for lake24's writer at merge): export an
-embedded warehouse's base tables into the lake layout with DuckDB COPY and commit one load.
+"""A quick stand-in for `mlcost load --lake` (docs/lake.md): export an embedded warehouse's base
+tables into the lake layout with DuckDB COPY and commit them as one load.
 
     <lake>/tables/<table>/month=YYYY-MM/<load_id>-<n>.parquet   (UTC month of the table's time column)
     <lake>/_ledger/<load_id>.json                                  (written last: commits the load)
+
+As the real writer, every row's load_id is the lake load's id (a positive integer), which is how
+readers give each row its load's place in the commit order (ingest/lake/visible.py).
 """
 from __future__ import annotations
 
@@ -17,7 +20,7 @@ TABLES = {"runs": "started_at", "gpu_samples": "sampled_at", "billing_lines": "c
           "serving_windows": "window_start"}
 
 
-def export(db: Path, lake: Path, load_id: str = "load0001", tables: dict[str, str] = TABLES,
+def export(db: Path, lake: Path, load_id: int = 1, tables: dict[str, str] = TABLES,
            uncommitted: bool = False) -> None:
     """Copy `tables` of warehouse `db` into `lake` as load `load_id` (no ledger entry with `uncommitted`)."""
     con = duckdb.connect(str(db), read_only=True)
@@ -26,7 +29,8 @@ def export(db: Path, lake: Path, load_id: str = "load0001", tables: dict[str, st
         for table, column in tables.items():
             target = lake / "tables" / table
             target.mkdir(parents=True, exist_ok=True)
-            con.execute(f"COPY (SELECT *, strftime({column}, '%Y-%m') AS month FROM {table}) TO '{target}' "
+            con.execute(f"COPY (SELECT * REPLACE (CAST({int(load_id)} AS BIGINT) AS load_id), "
+                        f"strftime({column}, '%Y-%m') AS month FROM {table}) TO '{target}' "
                         f"(FORMAT parquet, PARTITION_BY (month), OVERWRITE_OR_IGNORE, "
                         f"FILENAME_PATTERN '{load_id}-{{i}}')")
     finally:
@@ -34,14 +38,14 @@ def export(db: Path, lake: Path, load_id: str = "load0001", tables: dict[str, st
     if not uncommitted:
         (lake / "_ledger").mkdir(parents=True, exist_ok=True)
         (lake / "_ledger" / f"{load_id}.json").write_text(json.dumps(
-            {"load_id": load_id, "tables": sorted(tables), "supersedes": [],
+            {"load_id": str(load_id), "tables": sorted(tables), "supersedes": [],
              "committed_at": datetime.now(timezone.utc).isoformat()}))
 
 
 def committed_files(lake: Path, table: str) -> list[str]:
     """The Parquet files of `table` whose load is in the ledger (and not superseded)."""
     ledger = [json.loads(p.read_text()) for p in (lake / "_ledger").glob("*.json")]
-    loads = {entry["load_id"] for entry in ledger} - {s for entry in ledger for s in entry.get("supersedes", [])}
+    loads = {str(entry["load_id"]) for entry in ledger} - {str(s) for entry in ledger for s in entry.get("supersedes", [])}
     return sorted(str(p) for p in (lake / "tables" / table).rglob("*.parquet")
                   if p.name.rsplit("-", 1)[0] in loads)
 

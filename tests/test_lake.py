@@ -383,3 +383,34 @@ def test_the_settings_files_lake_is_where_load_writes_and_the_warehouse_reads(tm
     no_lake = subprocess.run([sys.executable, "-m", "mlcost", "derive"], cwd=elsewhere, capture_output=True, text=True,
                              env={**clean, "PYTHONPATH": str(REPO_ROOT), "MLCOST_CONFIG": ""}, timeout=300)
     assert no_lake.returncode == 2 and "--lake" in no_lake.stderr + no_lake.stdout
+
+
+def test_vacuum_keeps_only_the_current_derived_generation(tmp_path):
+    """`mlcost derive --lake` twice, then vacuum: the first generation's files (and intermediates
+    under derived/_work/) go; the current one's stay, and readers still read it."""
+    url, env = str(tmp_path / "lake"), {"MLCOST_CONFIG": str(SETTINGS)}
+    assert mlcost(env, "load", "--lake", url, str(SAMPLE_DIR / "runs.jsonl"), str(TRACES[0])).returncode == 0
+    first = mlcost(env, "derive", "--lake", url)
+    assert first.returncode == 0, first.stderr
+    old = json.loads((tmp_path / "lake" / "derived" / "_current.json").read_text())
+    second = mlcost(env, "derive", "--lake", url)
+    assert second.returncode == 0, second.stderr
+    current = json.loads((tmp_path / "lake" / "derived" / "_current.json").read_text())
+    assert current["generation"] != old["generation"]
+    work = tmp_path / "lake" / "derived" / "_work" / "sample_intervals" / f"generation={current['generation']}"
+    work.mkdir(parents=True)
+    (work / "part-0.parquet").write_bytes(b"an intermediate no reader reads")
+
+    def derived_files() -> set[str]:
+        return {p.relative_to(tmp_path / "lake").as_posix() for p in (tmp_path / "lake" / "derived").rglob("*")
+                if p.is_file()}
+
+    kept = {f"{folder}/0.parquet" for folder in current["tables"].values()} | {"derived/_current.json"}
+    assert kept < derived_files() and any(old["generation"] in f for f in derived_files())
+    assert mlcost(env, "lake", "vacuum", "--lake", url).returncode == 0  # young files stay
+    assert any(old["generation"] in f for f in derived_files())
+    vacuumed = mlcost(env, "lake", "vacuum", "--lake", url, "--older-than", "0")
+    assert vacuumed.returncode == 0, vacuumed.stderr
+    assert derived_files() == kept
+    days = read_through_mlcost(url, env, tmp_path, "SELECT count(*) FROM gpu_days")
+    assert days[0][0] == current["rows"]["gpu_days"] > 0

@@ -27,9 +27,10 @@ REPLACE_BY: dict[str, tuple[str, ...]] = {
     "gpu_samples": ("host", "gpu_index", "sampled_at"),
     "serving_windows": ("window_key",),  # and overlapping windows of a series (views.py)
 }
-# Tables the derive step computes from the loaded ones (ingest/derived/derived.py, ingest/derived/gpu_rollups.py),
-# written under derived/<generation>/<table>/. run_cost_estimates holds what run_trace_costs.refresh
-# sets on imported runs (cost from traced GPU-hours), applied by the runs view.
+# Tables the derive step (DuckDB or Spark, both running ingest/derived/sql) computes from the loaded
+# ones, written under derived/<table>/generation=<id>/. run_cost_estimates holds what
+# run_trace_costs.refresh sets on imported runs in the embedded file (cost from traced GPU-hours),
+# applied by the runs view.
 DERIVED: tuple[str, ...] = (
     "gpu_minutes", "gpu_gaps", "gpu_rollup_settings", "run_gpu_time", "gpu_minutes_allocated",
     "run_gpu_energy", "run_gpu_days", "gpu_days", "billing_line_runs", "billing_match_settings",

@@ -9,7 +9,8 @@ in the local DuckDB file.
 - loads: the ledger's visible loads (committed, not superseded);
 - each loaded table (layout.LOADED): the rows of visible loads, latest committed load winning
   per layout.REPLACE_BY key (a serving window also gives way to a later load's overlapping window
-  of the same series), as the embedded merge keeps them;
+  of the same series), as the embedded merge keeps them: ingest/lake/visible.py's SELECT, the one
+  the Spark job runs too;
 - each derived table (layout.DERIVED): the files of the generation derived/_current.json names,
   empty before the first `mlcost derive --lake`;
 - runs: with the derived run_cost_estimates applied (an imported run's cost from its traced GPU-hours).
@@ -18,11 +19,10 @@ from __future__ import annotations
 
 import duckdb
 
-from ingest.lake import layout
+from ingest.lake import layout, visible
 from ingest.lake.store import open_lake
 
 _LOADS_COLUMNS = ("load_id", "path", "sha256", "kind", "rows_loaded", "rows_rejected", "loaded_at", "options")
-SERVING_SERIES = ("service", "model_version")
 
 
 def attach(con: duckdb.DuckDBPyConnection, url: str, with_estimates: bool = True, with_derived: bool = True) -> None:
@@ -64,21 +64,11 @@ def attach(con: duckdb.DuckDBPyConnection, url: str, with_estimates: bool = True
 
 
 def _loaded(table: str, columns: list[tuple[str, str]], files: list[str], db: str, estimates: list[str]) -> str:
-    """The SELECT of a loaded table's view: its visible rows, latest load winning per key."""
+    """The SELECT of a loaded table's view: its visible rows (ingest/lake/visible.py, the rule
+    Spark runs too), with the derived run cost estimates applied to runs."""
     if not files:
         return f"SELECT * FROM {db}.main.{table} WHERE false"
-    rows = f"(SELECT f.*, l.seq AS lake_seq FROM {_parquet(files)} f JOIN lake_loads l USING (load_id))"
-    keys = layout.REPLACE_BY.get(table)
-    if table == "serving_windows":
-        later = " AND ".join(f"n.{c} = w.{c}" for c in SERVING_SERIES)
-        rows = (f"(SELECT * FROM {rows} w WHERE NOT EXISTS (SELECT 1 FROM {rows} n WHERE n.lake_seq > w.lake_seq "
-                f"AND (n.window_key = w.window_key OR ({later} AND coalesce(n.host, '') = coalesce(w.host, '') "
-                f"AND w.window_start < n.window_end AND n.window_start < w.window_end))))")
-    elif table == "run_evals":
-        rows = f"(SELECT * FROM {rows} QUALIFY lake_seq = max(lake_seq) OVER (PARTITION BY run_id))"
-    elif keys:
-        rows = (f"(SELECT * FROM {rows} QUALIFY row_number() OVER (PARTITION BY {', '.join(keys)} "
-                "ORDER BY lake_seq DESC) = 1)")
+    rows = f"({visible.visible(table, _parquet(files))})"
     if table == "runs" and estimates:
         overrides = ", ".join(f"CASE WHEN e.run_id IS NULL THEN r.{c} ELSE e.{c} END AS {c}"
                               for c in layout.RUN_COST_COLUMNS)

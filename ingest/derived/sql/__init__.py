@@ -15,12 +15,14 @@ Nothing here opens a connection: steps() returns text, run_duckdb() runs it on a
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date, timedelta
 from functools import lru_cache
 from importlib import resources
+from typing import Any
 
 from ingest.derived import rollup_sql as gpu_rollups
+from ingest.derived import run_trace_costs
 
 # Per GPU and minute: seconds held by runs (added over runs); the embedded path stores the same
 # (derived.refresh_run_energy reads this text).
@@ -77,6 +79,90 @@ GROUP BY w.budget_no, c.day
 """
 
 
+# An imported run's cost from its traced GPU-hours (run_trace_costs.refresh, which updates the
+# embedded warehouse's runs in place, as one SELECT over the runs as loaded): per run of
+# run_trace_costs.KINDS, its run_id, load_id and the four cost columns as refresh() leaves them.
+# An earlier estimate is taken back first (its flags lose the priced note and gain the no-cost
+# one; every run loses an unpriced note); then an ended run without a cost or source gets the
+# GPU-hours it held per GPU model (run_gpu_time x gpu_minutes' GPU name) x the catalog's price of
+# that model (table gpu_prices: gpu_name, price as decimal text), or, when a model has no price,
+# a flag naming it. The lake keeps these rows in run_cost_estimates; its runs view applies them.
+RUN_COST_ESTIMATES = """
+WITH imported AS (
+    SELECT run_id, load_id, ended_at,
+           CASE WHEN cost_source = $estimate_source THEN NULL ELSE cost_usd END AS cost_usd,
+           CASE WHEN cost_source = $estimate_source THEN NULL ELSE price_per_hour_usd END AS price_per_hour_usd,
+           CASE WHEN cost_source = $estimate_source THEN NULL ELSE cost_source END AS cost_source,
+           list_filter(CASE WHEN cost_source = $estimate_source
+                            THEN list_concat(list_filter(coalesce(flags, CAST([] AS VARCHAR[])),
+                                                         lambda f: NOT starts_with(f, $priced_flag)), [$no_cost_flag])
+                            ELSE flags END,
+                       lambda f: NOT starts_with(f, $unpriced_flag)) AS flags
+    FROM runs WHERE source_kind IN ($kinds)
+), hours AS (
+    SELECT t.run_id, m.gpu_name, sum(t.run_s) / 3600.0 AS gpu_hours,
+           array_to_string(list_sort(list_distinct(list(t.host))), ', ') AS hosts
+    FROM run_gpu_time t
+    JOIN gpu_minutes m ON m.host = t.host AND m.gpu_index = t.gpu_index AND m.minute = t.minute
+    JOIN imported r ON r.run_id = t.run_id
+    WHERE r.cost_usd IS NULL AND r.cost_source IS NULL AND r.ended_at IS NOT NULL
+    GROUP BY t.run_id, m.gpu_name HAVING sum(t.run_s) > 0
+), costs AS (
+    SELECT h.run_id, bool_and(p.price IS NOT NULL) AS priced,
+           sum(round(CAST(h.gpu_hours AS DECIMAL(38, 12)) * CAST(p.price AS DECIMAL(38, 12)), 6)) AS cost_usd,
+           string_agg(printf('%.4f GPU-hours of %s on %s x %s USD per GPU-hour', h.gpu_hours,
+                             coalesce(h.gpu_name, '(unnamed GPU)'), h.hosts, p.price), '; ' ORDER BY h.gpu_name)
+               AS detail,
+           array_to_string(list_sort(list_distinct(list(CASE WHEN p.price IS NULL
+                                                             THEN coalesce(h.gpu_name, '(unnamed GPU)') END))),
+                           ', ') AS unpriced
+    FROM hours h LEFT JOIN gpu_prices p ON p.gpu_name = h.gpu_name
+    GROUP BY h.run_id
+)
+SELECT r.run_id, r.load_id,
+       CASE WHEN c.priced THEN CAST(c.cost_usd AS DECIMAL(38, 12)) ELSE r.cost_usd END AS cost_usd,
+       r.price_per_hour_usd,
+       CASE WHEN c.priced THEN $estimate_source ELSE r.cost_source END AS cost_source,
+       CASE WHEN c.priced
+            THEN list_concat(list_filter(coalesce(r.flags, CAST([] AS VARCHAR[])),
+                                         lambda f: NOT starts_with(f, 'no cost')),
+                             [$priced_flag || ' (an estimate from the price catalog, not billed): ' || c.detail])
+            WHEN NOT c.priced
+            THEN list_concat(coalesce(r.flags, CAST([] AS VARCHAR[])), [$unpriced_flag || ' ' || c.unpriced])
+            ELSE r.flags END AS flags
+FROM imported r LEFT JOIN costs c ON c.run_id = r.run_id
+"""
+# The distinct GPU models the traces name: the names gpu_prices is asked about.
+GPU_NAMES = "SELECT DISTINCT gpu_name FROM gpu_minutes WHERE gpu_name IS NOT NULL ORDER BY gpu_name"
+
+
+def price_rows(settings: "Settings", names) -> list[tuple[str, str]]:
+    """The rows of table `gpu_prices` (gpu_name, price as decimal text): the catalog's GPU-hour
+    price of each GPU model of `names` it knows (GPU_NAMES' rows)."""
+    catalog = {name: settings.prices.gpu(name) if settings.prices is not None else None for (name,) in names}
+    return [(name, str(price)) for name, price in catalog.items() if price is not None]
+
+
+def settings_steps(settings: "Settings") -> list["Step"]:
+    """The rows saying which settings the stored tables were computed with (gpu_rollup_settings,
+    billing_match_settings, bill_allocation_settings): pages use the stored tables only when these
+    are their own settings."""
+    gpu = settings.gpu
+    now = "CAST(current_timestamp AS TIMESTAMPTZ) AS computed_at"
+    return [
+        Step("gpu_rollup_settings", f"SELECT CAST({literal(gpu['idle_util_max_pct'])} AS DOUBLE) AS idle_util_max_pct, "
+             f"CAST({literal(gpu['idle_power_max_w'])} AS DOUBLE) AS idle_power_max_w, "
+             f"CAST({literal(gpu['idle_min_s'])} AS DOUBLE) AS idle_min_s, "
+             f"CAST({literal(gpu['max_gap_s'])} AS DOUBLE) AS max_gap_s, CAST(1 AS BIGINT) AS rollups, {now}"),
+        Step("billing_match_settings", f"SELECT {literal(settings.run_tag)} AS run_id_tag, "
+             f"CAST({literal(settings.slack_s)} AS DOUBLE) AS match_slack_s, {now}"),
+        Step("bill_allocation_settings", f"SELECT {literal(settings.run_tag)} AS run_id_tag, "
+             f"CAST({literal(settings.slack_s)} AS DOUBLE) AS match_slack_s, "
+             f"{literal(settings.service_tag)} AS service_tag, {literal(list(settings.families))} AS gpu_families, "
+             f"{literal(list(settings.words))} AS gpu_words, {now}"),
+    ]
+
+
 @dataclass(frozen=True)
 class Step:
     """One derived table: its name, its SELECT (DuckDB dialect, settings bound) and whether it is
@@ -90,8 +176,8 @@ class Step:
 @dataclass(frozen=True)
 class Settings:
     """What the derived tables depend on besides the data: the [gpu] idle and gap rule, the
-    [reconciliation] tags and slack, the [billing] GPU families and words, and the budgets (rows of
-    `wanted`)."""
+    [reconciliation] tags and slack, the [billing] GPU families and words, the price catalog (rows
+    of `gpu_prices`) and the budgets (rows of `wanted`)."""
 
     gpu: dict
     run_tag: str
@@ -101,6 +187,7 @@ class Settings:
     project_tag: str
     families: tuple[str, ...]
     words: tuple[str, ...]
+    prices: Any = field(default=None, compare=False)  # the price catalog (config.Prices: .gpu(name))
 
     @classmethod
     def of(cls, config) -> "Settings":
@@ -108,7 +195,8 @@ class Settings:
         return cls(gpu=gpu_rollups.params(config.gpu), run_tag=rec.run_id_tag,
                    slack_s=float(rec.match_slack_minutes * 60), service_tag=rec.service_tag,
                    team_tag=rec.team_tag, project_tag=rec.project_tag,
-                   families=tuple(bill.gpu_instance_families), words=tuple(bill.gpu_sku_words))
+                   families=tuple(bill.gpu_instance_families), words=tuple(bill.gpu_sku_words),
+                   prices=config.prices)
 
 
 def literal(value) -> str:
@@ -314,8 +402,15 @@ MONTHS = ("SELECT DISTINCT month FROM billing_costs WHERE effective_cost IS NOT 
 
 
 def late_steps(settings: Settings) -> list[Step]:
-    """The derived tables read from bill_allocation_days (after every month of it is computed)."""
-    return [Step("idle_cost_days", IDLE_COST_DAYS),
+    """The derived tables computed after every month of bill_allocation_days: those read from it,
+    the run cost estimates (reading table gpu_prices) and the settings rows."""
+    estimates = _bind(RUN_COST_ESTIMATES, {"estimate_source": run_trace_costs.SOURCE,
+                                           "priced_flag": run_trace_costs.PRICED_FLAG,
+                                           "unpriced_flag": run_trace_costs.UNPRICED_FLAG,
+                                           "no_cost_flag": run_trace_costs.NO_COST_FLAG})
+    estimates = estimates.replace("$kinds", ", ".join(literal(k) for k in run_trace_costs.KINDS))
+    return [Step("run_cost_estimates", estimates), *settings_steps(settings),
+            Step("idle_cost_days", IDLE_COST_DAYS),
             Step("allocation_month_team", ALLOCATION_MONTH_TEAM.format(team_tag=literal(settings.team_tag))),
             Step("budget_burn_days", _bind(BUDGET_DAILY_BILLED, {"project_tag": settings.project_tag,
                                                                  "team_tag": settings.team_tag}))]
@@ -337,7 +432,8 @@ def months_of(rows) -> list[date]:
 def run_duckdb(con, settings: Settings, budgets=()) -> list[str]:
     """Compute every derived table as a temp table on DuckDB connection `con`, whose current
     database holds the base tables (runs, gpu_samples, billing_lines, serving_windows; tables or
-    views): the same SELECTs Spark runs. Budget burn reads `budgets` over the bill's days.
+    views): the same SELECTs Spark runs. Budget burn reads `budgets` over the bill's days, the run
+    cost estimates the settings' price catalog.
     Returns the stored tables' names, in order."""
     stored = []
     for step in base_steps(settings):
@@ -354,6 +450,10 @@ def run_duckdb(con, settings: Settings, budgets=()) -> list[str]:
                 "tag_key VARCHAR, tag_value VARCHAR, currency VARCHAR, start_day DATE, end_day DATE)")
     if rows:
         con.executemany("INSERT INTO wanted VALUES (?, ?, ?, ?, ?, ?, ?, ?)", [list(r.values()) for r in rows])
+    con.execute("CREATE OR REPLACE TEMP TABLE gpu_prices (gpu_name VARCHAR, price VARCHAR)")
+    prices = price_rows(settings, con.execute(GPU_NAMES).fetchall())
+    if prices:
+        con.executemany("INSERT INTO gpu_prices VALUES (?, ?)", prices)
     for step in late_steps(settings):
         con.execute(f"CREATE OR REPLACE TEMP TABLE {step.name} AS {step.sql}")
         stored.append(step.name)
