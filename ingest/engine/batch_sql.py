@@ -127,7 +127,7 @@ def totals(definition: Definition, con) -> dict:
     """The definition's summary figures over the staged rows (a repeated key counted once)."""
     table = definition.table
     staging.keep_last(con, table)
-    sql = {"rows": "count(*)", "sum": "coalesce(sum({c}), 0)", "money": "sum({c})", "float": "sum({c})",
+    sql = {"rows": "count(*)", "sum": "coalesce(sum({c}), 0)", "money": "sum({c})", "float": "fsum({c})",
            "present": "count({c})", "absent": "count(*) - count({c})", "equals": "count(*) FILTER (WHERE {c} = ?)"}
     figures = definition.totals
     params = [t.value for t in figures if t.how == "equals"]
@@ -276,6 +276,7 @@ def _json_fields(definition: Definition, source: str = "batch") -> str:
     scalars, lists, maps = _scalars(definition), _lists(definition), _maps(definition)
     names = [name for f in scalars for name in f.spellings] + [f.column for f in lists]
     names += [f.column for f in maps] + [items.field for items in definition.items]
+    names += [name for f in lists for name in f.spellings[1:]]  # a list's other spelling: the reader's
     structure = "{" + ", ".join(f'"{name}": "JSON"' for name in names) + "}"
     position = {name: index + 1 for index, name in enumerate(names)}
     value, kind = {}, {}
@@ -292,6 +293,7 @@ def _json_fields(definition: Definition, source: str = "batch") -> str:
     list_fields = "".join(f""",
                    CASE WHEN t_{position[f.column]} = 'ARRAY' THEN {f.column}_items END AS {f.column}_list,
                    coalesce(t_{position[f.column]}, 'NULL') IN ('NULL', 'ARRAY')
+                       {"".join(f" AND coalesce(t_{position[n]}, 'NULL') = 'NULL'" for n in f.spellings[1:])}
                        AND coalesce(list_bool_and(list_transform({f.column}_types, lambda x: x = 'VARCHAR')), true)
                        AS {f.column}_plain""" for f in lists)
     list_texts += "".join(f""",

@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
+import math
 from datetime import datetime, timedelta
 from decimal import Decimal, localcontext
 
@@ -315,7 +316,7 @@ def totals(definition: Definition, parsed: Parsed) -> dict:
     rows = parsed.tables.get(definition.table, [])
     figures: dict[str, object] = {}
     for total in definition.totals:
-        present = [r[total.column] for r in rows if total.column and r[total.column] is not None]
+        present = [r[total.column] for r in rows if total.column and r.get(total.column) is not None]
         if total.how == "rows":
             figures[total.name] = len(rows)
         elif total.how == "sum":
@@ -323,7 +324,7 @@ def totals(definition: Definition, parsed: Parsed) -> dict:
         elif total.how == "money":
             figures[total.name] = str(sum(present, Decimal(0)).quantize(CENT)) if present else None
         elif total.how == "float":
-            figures[total.name] = round(sum(present), 9) if present else None
+            figures[total.name] = round(math.fsum(present), 9) if present else None
         elif total.how == "present":
             figures[total.name] = len(present)
         elif total.how == "absent":
