@@ -27,7 +27,7 @@ from ingest.settings import config
 from ingest.engine.contract import ParseContext
 from ingest.engine import reader
 from ingest.engine.definition import (COUNT, MONEY, NUMBER, PERCENT, TEXT, TEXT_LIST, TEXT_MAP, TIME, CatalogCost, CountOf,
-                                      Definition, Field, HashedId, Items, OneOf, Required, Since, Span, SumAtMost, csv_header,
+                                      Default, Definition, Field, HashedId, Items, OneOf, Required, Since, Span, SumAtMost, csv_header,
                                       header_problem, is_csv_header)
 from ingest.engine.staging import Source, Staged
 
@@ -508,6 +508,13 @@ def _typed_sql(definition: Definition, ctx: ParseContext, fields_sql: str, csv: 
         out[count.column] = f"coalesce({count.column}, CASE WHEN len({count.items}) > 0 THEN len({count.items}) END)"
     for one in definition.rules(OneOf):
         out[one.column] = f"CASE lower({one.column}) {' '.join(f'WHEN {_quote(k)} THEN {_quote(v)}' for k, v in one.spellings)} END"
+    for default in definition.rules(Default):
+        value = _quote(default.value)
+        if default.words:
+            words = ", ".join(_quote(w) for w in default.words)
+            value = (f"CASE WHEN list_has_any(regexp_split_to_array(lower(coalesce({out[default.of]}, '')), '[^a-z0-9]+'), "
+                     f"[{words}]) THEN {_quote(default.then)} ELSE {value} END")
+        out[default.column] = f"coalesce({out[default.column]}, {value})"
     for hashed in definition.rules(HashedId):
         parts = [_iso_utc(f"({out[p]})") if definition.field(p).type == TIME else f"coalesce(CAST(({out[p]}) AS VARCHAR), '')"
                  for p in hashed.parts]
@@ -580,6 +587,8 @@ def _checks(definition: Definition, json_strict: bool) -> list[tuple[str, str | 
                        (f"({end} IS NOT NULL OR ({length} * 1e6 = round({length} * 1e6) AND {length} < 1e9))", None)]
         elif isinstance(step, Required):
             checks.append((f"{step.column} IS NOT NULL", _quote(step.reason)))
+        elif isinstance(step, Default) and step.words:  # words of plain ASCII only: lower() and the split as Python's
+            checks.append((f"({step.column} IS NOT NULL OR regexp_full_match(coalesce({step.of}, ''), '[\\x20-\\x7e]*'))", None))
         elif isinstance(step, OneOf):  # plain ASCII spellings only: lower() as Python's; another text, the reader's reason
             spelled = ", ".join(_quote(k) for k, _ in step.spellings)
             checks.append((f"({step.column} IS NULL OR (regexp_full_match({step.column}, '[\\x20-\\x7e]*') "

@@ -15,6 +15,7 @@ The rules (`Definition.steps`) apply in order and the first that fails names the
 - `Span`: a time window from its start and its end or its length in seconds.
 - `CountOf`, `CatalogCost`: values derived when the record does not give them.
 - `OneOf`: a text read through a table of spellings (synonyms, any case) to the value it stands for.
+- `Default`: a text's value when the record gives none (it may hang on the words of another text).
 - `HashedId`: an identity made from other values when the record gives none.
 - `Items`: a list of objects read into a second table, one row per item, each item read by its
   own Fields (and `Required`, `Since`), the reason naming the item ("eval_history[2].value ...").
@@ -163,6 +164,18 @@ class OneOf:
 
 
 @dataclass(frozen=True)
+class Default:
+    """Where `column` (text) is absent: `then` when one of `words` is a word of the text `of`
+    (lower-cased, split at anything but a-z and 0-9), else `value`."""
+
+    column: str
+    value: str
+    of: str = ""
+    words: tuple[str, ...] = ()
+    then: str = ""
+
+
+@dataclass(frozen=True)
 class HashedId:
     """Where `column` is absent (or one of `stand_ins`, such as 'unknown'): `prefix` + the first
     `length` hex digits of the SHA-256 of `parts` joined with '|' (an absent part as '', a time in
@@ -208,7 +221,7 @@ class Items:
         return tuple(step for step in self.steps if isinstance(step, Field))
 
 
-Step = Field | Required | SumAtMost | Span | CountOf | CatalogCost | OneOf | HashedId | Items
+Step = Field | Required | SumAtMost | Span | CountOf | CatalogCost | OneOf | Default | HashedId | Items
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ import csv
 import hashlib
 import json
 import math
+import re
 from datetime import datetime, timedelta
 from decimal import Decimal, localcontext
 
@@ -18,7 +19,7 @@ from ingest.engine import values
 from ingest.settings import config
 from ingest.engine.contract import BadValue, Lines, ParseContext, Parsed, Reject
 from ingest.engine.definition import (COUNT, MONEY, NUMBER, PERCENT, TEXT, TEXT_LIST, TEXT_MAP, TIME, CatalogCost,
-                                      CountOf, Definition, Field, HashedId, Items, OneOf, Required, Since, Span,
+                                      CountOf, Default, Definition, Field, HashedId, Items, OneOf, Required, Since, Span,
                                       SumAtMost, csv_header, header_problem, is_csv_header)
 
 CENT = Decimal("0.01")
@@ -42,7 +43,7 @@ def build_record(definition: Definition, record: object, line: int, ctx: ParseCo
     for step in definition.steps:
         if isinstance(step, Field):
             named[step.column] = _name(record, step)
-            got[step.column] = _read(step, record, named[step.column], ctx)
+            got[step.column] = _read(step, record, named[step.column], ctx, separators=definition.list_separators)
         elif isinstance(step, Span):
             got[step.end], got[step.length] = _span(step, got, named)
         elif isinstance(step, Required):
@@ -72,6 +73,10 @@ def build_record(definition: Definition, record: object, line: int, ctx: ParseCo
                 if found is None:
                     raise BadValue(step.reason.format(value=got[step.column]))
                 got[step.column] = found
+        elif isinstance(step, Default):
+            if got[step.column] is None:
+                words = re.split(r"[^a-z0-9]+", (got.get(step.of) or "").lower()) if step.words else []
+                got[step.column] = step.then if any(word in step.words for word in words) else step.value
         elif isinstance(step, HashedId):
             if got[step.column] is None or got[step.column] in step.stand_ins:
                 identity = "|".join(_key_part(got[part]) for part in step.parts)
@@ -151,7 +156,8 @@ def _name(record: dict, field: Field) -> str:
     return next((n for n in field.spellings if not values.is_absent(record.get(n))), field.column)
 
 
-def _read(field: Field, record: dict, name: str, ctx: ParseContext, key: str | None = None) -> object:
+def _read(field: Field, record: dict, name: str, ctx: ParseContext, key: str | None = None,
+          separators: tuple[str, ...] = (",", ";")) -> object:
     """One field's value (under `key`, by default `name`) as its type; BadValue, naming it `name`,
     when it cannot be read or is out of bounds."""
     raw = record.get(name if key is None else key)
@@ -161,7 +167,7 @@ def _read(field: Field, record: dict, name: str, ctx: ParseContext, key: str | N
     if kind == TIME:
         return values.timestamp(raw, name, ctx.tz)
     if kind == TEXT_LIST:
-        return _text_list(raw, name)
+        return _text_list(raw, name, separators)
     if kind == TEXT_MAP:
         return _text_map(raw, name)
     if kind == COUNT:
@@ -209,11 +215,14 @@ def _span(span: Span, got: dict, named: dict) -> tuple[datetime, float]:
         raise BadValue(f"{length_name} {length:g} is too long") from None
 
 
-def _text_list(value: object, name: str) -> list[str] | None:
-    """A list, or text separated by commas or semicolons (CSV)."""
+def _text_list(value: object, name: str, separators: tuple[str, ...] = (",", ";")) -> list[str] | None:
+    """A list, or text separated by `separators` (CSV)."""
     if values.is_absent(value):
         return None
-    items = value.replace(";", ",").split(",") if isinstance(value, str) else value
+    if isinstance(value, str):
+        for separator in separators[1:]:
+            value = value.replace(separator, separators[0])
+    items = value.split(separators[0]) if isinstance(value, str) else value
     if not isinstance(items, list):
         raise BadValue(f"{name} must be a list")
     return [values.text(item, name) for item in items if not values.is_absent(item)] or None

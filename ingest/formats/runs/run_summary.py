@@ -12,7 +12,6 @@ listing every difference. What the vocabulary cannot say yet (so the switch wait
 - the cost: price_per_hour_usd x hours to the micro-dollar, the catalog's price for a run
   (GPU price x GPUs when it names its GPUs, else the instance's), cost_source given/derived/catalog;
 - examples from throughput x hours, energy from average power x hours;
-- the goal's default from the words of the metric's name (loss, error, ... -> min);
 - gpu_indices (a list of whole numbers, or one number);
 - spellings that must agree (price_per_hour with price_per_hour_usd), the seed's measures kept
   as tags in their unit, fields outside the vocabulary kept as tags (and named in a warning);
@@ -23,7 +22,7 @@ from __future__ import annotations
 from functools import partial
 
 from ingest.engine import batch_sql, reader
-from ingest.engine.definition import (COUNT, MONEY, NUMBER, TEXT, TEXT_LIST, TEXT_MAP, TIME, Definition, Detect, Field,
+from ingest.engine.definition import (COUNT, MONEY, NUMBER, TEXT, TEXT_LIST, TEXT_MAP, TIME, Default, Definition, Detect, Field,
                                       HashedId, Items, Key, OneOf, Required, Since, Total, sniff as _sniff)
 
 KIND = "runs"
@@ -32,6 +31,7 @@ MAX_GPUS = 1_000_000
 STATUSES = (("completed", "completed"), ("failed", "failed"), ("preempted", "preempted"), ("running", "running"),
             ("success", "completed"), ("succeeded", "completed"), ("finished", "completed"),
             ("error", "failed"), ("crashed", "failed"))
+MIN_GOAL_WORDS = ("loss", "error", "wer", "cer", "perplexity", "mae", "mse", "rmse", "latency")  # a smaller value is better
 GOALS = (("max", "max"), ("maximize", "max"), ("higher", "max"), ("min", "min"), ("minimize", "min"), ("lower", "min"))
 
 RUNS = Definition(
@@ -52,6 +52,7 @@ RUNS = Definition(
         Field("throughput_examples_per_s", NUMBER, names=("throughput_examples_per_sec",), unit="examples/s"),
         Field("examples", COUNT, unit="examples"),
         Field("val_metric_name", TEXT),
+        Default("val_metric_name", "val_metric"),
         Field("run_id", TEXT),
         Field("project", TEXT),
         Field("team", TEXT),
@@ -67,6 +68,7 @@ RUNS = Definition(
         Field("val_metric", NUMBER, names=("val_metric", "best_val_metric"), minimum=None),
         Field("metric_goal", TEXT, names=("goal",)),
         OneOf("metric_goal", GOALS, "goal {value!r} must be max or min"),
+        Default("metric_goal", "max", of="val_metric_name", words=MIN_GOAL_WORDS, then="min"),
         Field("target_metric", NUMBER, minimum=None),
         Field("emissions_kg", NUMBER, unit="kg CO2e"),
         Field("tags", TEXT_MAP),
@@ -80,6 +82,7 @@ RUNS = Definition(
                      Field("step", COUNT, minimum=None))),
     ),
     key=Key("run_id", ("run_id",)),
+    list_separators=(",",),
     totals=(
         Total("runs", "rows"),
         Total("cost_usd_total", "money", "cost_usd"),
