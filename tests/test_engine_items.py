@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ingest.engine import batch_sql, reader, staging
 from ingest.engine.contract import ParseContext
-from ingest.engine.definition import (COUNT, NUMBER, TEXT, TEXT_MAP, TIME, Definition, Detect, Field, HashedId, Items,
+from ingest.engine.definition import (COUNT, COUNT_LIST, NUMBER, TEXT, TEXT_LIST, TEXT_MAP, TIME, Definition, Detect, CountOf, Field, HashedId, Items,
                                       Key, OneOf, Required, Since, Total)
 
 UTC = timezone.utc
@@ -36,6 +36,11 @@ TOY = Definition(
         OneOf("status", STATUS, "status {value!r} is not one of completed, failed, running"),
         Field("examples", COUNT),
         Field("tags", TEXT_MAP),
+        Field("gpu_uuids", TEXT_LIST, keep_empty=True),
+        Field("gpu_indices", COUNT_LIST, names=("gpu_indices", "gpu_index"), maximum=64),
+        Field("gpu_count", COUNT),
+        CountOf("gpu_count", "gpu_uuids"),
+        CountOf("gpu_count", "gpu_indices"),
         HashedId("run_id", ("project", "host", "started_at"), stand_ins=("unknown",)),
         Items("eval_history", "run_evals", parent="run_id", seq="seq", not_list="eval_history must be a list",
               steps=(Field("value", NUMBER, minimum=None), Required("value", "{item} has no value"),
@@ -71,8 +76,12 @@ def expected(record: dict, line: int) -> tuple[dict, list[tuple]]:
         if elapsed is None and "time" in point:
             elapsed = (instant(point["time"]) - start).total_seconds()
         points.append((run_id, seq, point.get("step"), None if elapsed is None else float(elapsed), float(point["value"])))
+    uuids = None if "gpu_uuids" not in record else [u for u in record["gpu_uuids"] if u]
+    indices = record.get("gpu_indices", record.get("gpu_index"))
+    indices = [indices] if isinstance(indices, int) else [i for i in indices if i is not None] if indices else None
+    count = record.get("gpu_count") or (len(uuids) if uuids else len(indices) if indices else None)
     return {"run_id": run_id, "started_at": start, "status": status, "examples": record.get("examples"),
-            "tags": tags, "source_line": line}, points
+            "tags": tags, "gpu_uuids": uuids, "gpu_indices": indices or None, "gpu_count": count, "source_line": line}, points
 
 
 def generated(seed: int, count: int) -> list[dict]:
@@ -97,6 +106,14 @@ def generated(seed: int, count: int) -> list[dict]:
                                       for step in range(rng.randrange(5))]
         if rng.random() < 0.05:
             record["eval_history"] = [{"value": 1.0, "time": "2026-10-29T00:00:00Z"}]
+        if rng.random() < 0.3:
+            record["gpu_uuids"] = rng.choice([[], ["GPU-a", ""], ["GPU-b", "GPU-c"]])
+        if rng.random() < 0.3:
+            record["gpu_indices"] = rng.choice([[], [0, 1], [3, None], [63]])
+        elif rng.random() < 0.05:
+            record["gpu_index"] = rng.choice([2, 7])  # one number, another spelling: the reader's
+        if rng.random() < 0.2:
+            record["gpu_count"] = rng.choice([1, 8])
         if rng.random() < 0.05 and record.get("status"):
             record["status"] = " " + record["status"].upper()
         records.append(record)
@@ -105,7 +122,7 @@ def generated(seed: int, count: int) -> list[dict]:
 
 def reader_only(record: dict) -> bool:
     """Whether the SQL pass leaves the record to the reader (what the test knows of its spellings)."""
-    return (any("time" in p for p in record.get("eval_history", []))
+    return ("gpu_index" in record or any("time" in p for p in record.get("eval_history", []))
             or record.get("status", "x") != record.get("status", "x").strip())
 
 
@@ -124,6 +141,10 @@ BAD = [
      "eval_history[0].value must be a number, got 'x'", False),
     ({"run_id": "b9", "start_time": "2026-10-01T00:00:00Z", "eval_history": [{"value": 1, "elapsed_s": -1}]},
      "eval_history[0].elapsed_s is negative (-1)", False),
+    ({"run_id": "b11", "start_time": "2026-10-01T00:00:00Z", "gpu_indices": [1, 65]},
+     "gpu_indices 65 is too large (at most 64)", False),
+    ({"run_id": "b12", "start_time": "2026-10-01T00:00:00Z", "gpu_indices": {"a": 1}},
+     "gpu_indices must be a list of whole numbers", False),
     ({"run_id": "b10", "start_time": "2026-10-02T00:00:00Z", "eval_history": [{"value": 1, "time": "2026-10-01T00:00:00Z"}]},
      "eval_history[0] is before the run started", False),
 ]
@@ -140,7 +161,8 @@ def staged(path: Path, caplog):
         with caplog.at_level(logging.DEBUG, logger=LOGGER):
             caplog.clear()
             result = stage_toy(staging.Source.of(path), con, ParseContext(str(path), UTC))
-        runs = con.execute("SELECT run_id, started_at, status, examples, tags, source_line FROM runs").df()
+        runs = con.execute("SELECT run_id, started_at, status, examples, tags, gpu_uuids, gpu_indices, gpu_count, "
+                           "source_line FROM runs").df()
         evals = con.execute("SELECT run_id, seq, step, elapsed_s, value FROM run_evals").fetchall()
         rejects = dict(con.execute("SELECT line, reason FROM rejects").fetchall())
     finally:
@@ -152,6 +174,9 @@ def staged(path: Path, caplog):
         row["tags"] = None if not isinstance(row["tags"], dict) else dict(row["tags"])
         row["examples"] = None if row["examples"] is None or row["examples"] != row["examples"] else int(row["examples"])
         row["source_line"] = int(row["source_line"])
+        row["gpu_uuids"] = None if row["gpu_uuids"] is None else list(row["gpu_uuids"])
+        row["gpu_indices"] = None if row["gpu_indices"] is None else [int(i) for i in row["gpu_indices"]]
+        row["gpu_count"] = None if row["gpu_count"] != row["gpu_count"] or row["gpu_count"] is None else int(row["gpu_count"])
         rows[row["run_id"]] = row
     lines = {line for r in caplog.records if r.name == LOGGER for line in getattr(r, "reader_lines", [])}
     return rows, sorted(evals, key=repr), rejects, lines, result
@@ -182,7 +207,8 @@ def test_nested_values_load_alike_in_sql_and_the_reader(tmp_path, caplog):
 
     # the reader alone, line by line, gives the same
     parsed = reader.parse(TOY, staging.lines(staging.Source.of(path)), ParseContext(str(path), UTC))
-    assert {r["run_id"]: {k: r[k] for k in ("run_id", "started_at", "status", "examples", "tags", "source_line")}
+    assert {r["run_id"]: {k: r[k] for k in ("run_id", "started_at", "status", "examples", "tags", "gpu_uuids", "gpu_indices",
+                                             "gpu_count", "source_line")}
             for r in parsed.tables["runs"]} == want_rows
     assert sorted(((p["run_id"], p["seq"], p["step"], p["elapsed_s"], p["value"]) for p in parsed.tables["run_evals"]),
                   key=repr) == evals

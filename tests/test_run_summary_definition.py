@@ -42,9 +42,6 @@ GAPS = {
     "examples": "derived from throughput x hours",
     "examples_source": "given / derived",
     "energy_kwh": "derived from average_power_watts x hours",
-    "gpu_indices": "a list of whole numbers",
-    "gpu_count": "counted from gpu_indices",
-    "gpu_uuids": "[] for an empty list (the engine: NULL)",
     "tags": "fields outside the vocabulary and the seed's measures kept as tags",
     "source_line": "the run's later record is refused by one path only (listed in REASONS)",
     "run_id": "hashed from the record's raw values (str(None) is 'None'); the engine hashes the values read",
@@ -60,7 +57,6 @@ REASONS = [
     # gaps: rules the definition does not state yet (the old path refuses, the definition loads; or the reverse)
     (r"duration_hours .*", r"", "gap: duration_hours"),
     (r"throughput_examples_per_sec .* is more examples than the warehouse holds.*", r"", "gap: examples"),
-    (r"gpu_indices .*", r"", "gap: gpu_indices"),
     (r"end_time .* is before start_time .*", r"", "gap: the span"),
     (r"", r"no start_time \(and no end_time with duration_hours to derive it\)", "gap: start from end - duration"),
 ]

@@ -26,7 +26,7 @@ from ingest.engine import line_sql, staging, values
 from ingest.settings import config
 from ingest.engine.contract import ParseContext
 from ingest.engine import reader
-from ingest.engine.definition import (COUNT, MONEY, NUMBER, PERCENT, TEXT, TEXT_LIST, TEXT_MAP, TIME, CatalogCost, CountOf,
+from ingest.engine.definition import (COUNT, COUNT_LIST, MONEY, NUMBER, PERCENT, TEXT, TEXT_LIST, TEXT_MAP, TIME, CatalogCost, CountOf,
                                       Default, Definition, Field, HashedId, Items, OneOf, Required, Since, Span, SumAtMost, csv_header,
                                       header_problem, is_csv_header)
 from ingest.engine.staging import Source, Staged
@@ -192,7 +192,22 @@ def _scalars(definition: Definition, *types: str) -> list:
 
 
 def _lists(definition: Definition) -> list:
-    return [f for f in definition.fields if f.type == TEXT_LIST]
+    return [f for f in definition.fields if f.type in (TEXT_LIST, COUNT_LIST)]
+
+
+def _list_item_plain(f: Field) -> str:
+    """SQL over an item's JSON type `x` (and text `u`): a list item SQL reads as the reader does."""
+    if f.type == COUNT_LIST:  # whole numbers within bounds; null items are skipped
+        return "x IN ('UBIGINT', 'BIGINT', 'NULL')"
+    return "x = 'VARCHAR'"
+
+
+def _count_items_plain(f: Field) -> str:
+    """SQL: a count list's every item within the field's bounds (either sign), else the reader's."""
+    if f.type != COUNT_LIST:
+        return ""
+    return (f"AND coalesce(list_bool_and(list_transform({f.column}_items, lambda u: u IS NULL "
+            f"OR coalesce(abs(TRY_CAST(u AS BIGINT)) <= {f.maximum}, false))), true)")
 
 
 def _maps(definition: Definition) -> list:
@@ -294,8 +309,8 @@ def _json_fields(definition: Definition, source: str = "batch") -> str:
                    CASE WHEN t_{position[f.column]} = 'ARRAY' THEN {f.column}_items END AS {f.column}_list,
                    coalesce(t_{position[f.column]}, 'NULL') IN ('NULL', 'ARRAY')
                        {"".join(f" AND coalesce(t_{position[n]}, 'NULL') = 'NULL'" for n in f.spellings[1:])}
-                       AND coalesce(list_bool_and(list_transform({f.column}_types, lambda x: x = 'VARCHAR')), true)
-                       AS {f.column}_plain""" for f in lists)
+                       AND coalesce(list_bool_and(list_transform({f.column}_types, lambda x: {_list_item_plain(f)})), true)
+                       {_count_items_plain(f)} AS {f.column}_plain""" for f in lists)
     list_texts += "".join(f""",
                    CASE WHEN object THEN j.{f.column} END AS {f.column}_json""" for f in maps)
     list_texts += "".join(f""",
@@ -444,7 +459,11 @@ def _csv_fields(definition: Definition, header: list[str]) -> str:
     lists = []
     for f in _lists(definition):
         at = f"f[{where[f.column]}]" if f.column in where else "CAST(NULL AS VARCHAR)"
-        lists.append(f"CASE WHEN unquoted AND trim({at}) <> '' THEN string_split({at}, '{separator}') END AS {f.column}_list")
+        if f.type == COUNT_LIST:  # numbers written in CSV: the reader's
+            nested.append(f"coalesce(trim({at}) = '', true)")
+            lists.append(f"CAST(NULL AS VARCHAR[]) AS {f.column}_list")
+        else:
+            lists.append(f"CASE WHEN unquoted AND trim({at}) <> '' THEN string_split({at}, '{separator}') END AS {f.column}_list")
     return f"""
         split AS (
             SELECT line, raw, NOT regexp_matches(raw, $quirk) AS unquoted, string_split(raw, ',') AS f
@@ -477,7 +496,7 @@ def _typed_sql(definition: Definition, ctx: ParseContext, fields_sql: str, csv: 
     checks = _checks(definition, json_strict=not (csv or lenient))
     if not lenient:
         texts = [f"coalesce({f.column}, '')" for f in _scalars(definition, TEXT)]
-        texts += [f"coalesce(array_to_string({f.column}_list, chr(1)), '')" for f in lists]
+        texts += [f"coalesce(array_to_string({f.column}_list, chr(1)), '')" for f in lists if f.type == TEXT_LIST]
         plain_check = (" AND ".join(plain) + f" AND NOT regexp_matches(concat_ws(chr(1), {', '.join(texts)}), '{EDGE_BLANK}')")
         typed = [f"CASE WHEN {_time_ok(ctx, f'{f.column}_text')} THEN TRY_CAST({f.column}_text AS TIMESTAMPTZ) END AS {f.column}"
                  for f in _scalars(definition, TIME)]
@@ -486,7 +505,9 @@ def _typed_sql(definition: Definition, ctx: ParseContext, fields_sql: str, csv: 
         typed += [f"CASE WHEN regexp_full_match({f.column}_text, '{CSV_MONEY if csv else MONEY_TEXT}') "
                   f"THEN CAST({f.column}_text AS DECIMAL(38, 12)) END AS {f.column}" for f in _scalars(definition, MONEY)]
         typed += [f"{f.column}_text AS {f.column}" for f in _scalars(definition, TEXT)]
-        typed += [f"list_filter({f.column}_list, lambda u: u <> '') AS {f.column}" for f in lists]
+        typed += [f"list_filter({f.column}_list, lambda u: u <> '') AS {f.column}" for f in lists if f.type == TEXT_LIST]
+        typed += [f"list_transform(list_filter({f.column}_list, lambda u: u IS NOT NULL), lambda u: CAST(u AS BIGINT)) AS {f.column}"
+                  for f in lists if f.type == COUNT_LIST]
         typed += [f"CASE WHEN {f.column}_entries IS NOT NULL THEN map_from_entries(list_sort(list_transform({f.column}_entries, "
                   f"lambda e: {{'key': e.key, 'value': {_map_value('e.value')}}}))) END AS {f.column}"
                   for f in _maps(definition)]
@@ -503,9 +524,9 @@ def _typed_sql(definition: Definition, ctx: ParseContext, fields_sql: str, csv: 
         out[end] = f"coalesce({end}, CASE WHEN {length} < 1e9 THEN {start} + to_microseconds(CAST({length} * 1e6 AS BIGINT)) END)"
         out[length] = f"CASE WHEN {end} IS NOT NULL THEN epoch({end} - {start}) ELSE {length} END"
     for f in lists:
-        out[f.column] = f"CASE WHEN len({f.column}) > 0 THEN {f.column} END"
-    for count in definition.rules(CountOf):
-        out[count.column] = f"coalesce({count.column}, CASE WHEN len({count.items}) > 0 THEN len({count.items}) END)"
+        out[f.column] = f.column if f.keep_empty else f"CASE WHEN len({f.column}) > 0 THEN {f.column} END"
+    for count in definition.rules(CountOf):  # several of one column: the first list with items
+        out[count.column] = f"coalesce({out[count.column]}, CASE WHEN len({count.items}) > 0 THEN len({count.items}) END)"
     for one in definition.rules(OneOf):
         out[one.column] = f"CASE lower({one.column}) {' '.join(f'WHEN {_quote(k)} THEN {_quote(v)}' for k, v in one.spellings)} END"
     for default in definition.rules(Default):

@@ -35,7 +35,8 @@ TIME = "time"            # ISO-8601 (naive text in the zone of --tz) or epoch se
 MONEY = "money"          # an exact Decimal (12 places), under 10^15
 TEXT_LIST = "text_list"  # a JSON list of text, or text separated by commas or semicolons (CSV)
 TEXT_MAP = "text_map"    # a JSON object of name: single value, as a MAP of text sorted by name (null as '')
-TYPES = (TEXT, COUNT, NUMBER, PERCENT, TIME, MONEY, TEXT_LIST, TEXT_MAP)
+COUNT_LIST = "count_list"  # a JSON list of whole numbers (each at most Field.maximum in size), one number, or text lists
+TYPES = (TEXT, COUNT, NUMBER, PERCENT, TIME, MONEY, TEXT_LIST, TEXT_MAP, COUNT_LIST)
 INTEGER_MAX = 2**31 - 1
 
 
@@ -50,7 +51,8 @@ class Field:
     names: tuple[str, ...] = ()
     unit: str = ""
     minimum: float | None = 0
-    maximum: int = values.BIGINT_MAX  # counts only
+    maximum: int = values.BIGINT_MAX  # counts only (and each item of a count list, either sign)
+    keep_empty: bool = False  # lists: a list given empty (or of absent items only) is kept as [] rather than absent
 
     @property
     def spellings(self) -> tuple[str, ...]:
@@ -90,7 +92,8 @@ class Span:
 
 @dataclass(frozen=True)
 class CountOf:
-    """Where `column` is absent, the number of items of the list `items` (when there are any)."""
+    """Where `column` is absent, the number of items of the list `items` (when there are any);
+    several CountOf of one column: the first list with items."""
 
     column: str
     items: str

@@ -18,7 +18,7 @@ from decimal import Decimal, localcontext
 from ingest.engine import values
 from ingest.settings import config
 from ingest.engine.contract import BadValue, Lines, ParseContext, Parsed, Reject
-from ingest.engine.definition import (COUNT, MONEY, NUMBER, PERCENT, TEXT, TEXT_LIST, TEXT_MAP, TIME, CatalogCost,
+from ingest.engine.definition import (COUNT, COUNT_LIST, MONEY, NUMBER, PERCENT, TEXT, TEXT_LIST, TEXT_MAP, TIME, CatalogCost,
                                       CountOf, Default, Definition, Field, HashedId, Items, OneOf, Required, Since, Span,
                                       SumAtMost, csv_header, header_problem, is_csv_header)
 
@@ -166,8 +166,9 @@ def _read(field: Field, record: dict, name: str, ctx: ParseContext, key: str | N
         return values.text(raw, name)
     if kind == TIME:
         return values.timestamp(raw, name, ctx.tz)
-    if kind == TEXT_LIST:
-        return _text_list(raw, name, separators)
+    if kind in (TEXT_LIST, COUNT_LIST):
+        found = _text_list(raw, name, separators) if kind == TEXT_LIST else _count_list(raw, name, separators, field.maximum)
+        return found or ([] if field.keep_empty and found is not None else None)
     if kind == TEXT_MAP:
         return _text_map(raw, name)
     if kind == COUNT:
@@ -225,7 +226,22 @@ def _text_list(value: object, name: str, separators: tuple[str, ...] = (",", ";"
     items = value.split(separators[0]) if isinstance(value, str) else value
     if not isinstance(items, list):
         raise BadValue(f"{name} must be a list")
-    return [values.text(item, name) for item in items if not values.is_absent(item)] or None
+    return [values.text(item, name) for item in items if not values.is_absent(item)]
+
+
+def _count_list(value: object, name: str, separators: tuple[str, ...], maximum: int) -> list[int] | None:
+    """A list of whole numbers, one number, or text separated by `separators`."""
+    if values.is_absent(value):
+        return None
+    if isinstance(value, (int, float, Decimal)) and not isinstance(value, bool):
+        value = [value]
+    if isinstance(value, str):
+        for separator in separators[1:]:
+            value = value.replace(separator, separators[0])
+    items = value.split(separators[0]) if isinstance(value, str) else value
+    if not isinstance(items, list):
+        raise BadValue(f"{name} must be a list of whole numbers")
+    return [values.integer(item, name, maximum) for item in items if not values.is_absent(item)]
 
 
 # --- lines to records --------------------------------------------------------------------------

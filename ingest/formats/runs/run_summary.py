@@ -12,7 +12,6 @@ listing every difference. What the vocabulary cannot say yet (so the switch wait
 - the cost: price_per_hour_usd x hours to the micro-dollar, the catalog's price for a run
   (GPU price x GPUs when it names its GPUs, else the instance's), cost_source given/derived/catalog;
 - examples from throughput x hours, energy from average power x hours;
-- gpu_indices (a list of whole numbers, or one number);
 - spellings that must agree (price_per_hour with price_per_hour_usd), the seed's measures kept
   as tags in their unit, fields outside the vocabulary kept as tags (and named in a warning);
 - a file that is one JSON value (an array of runs, or one object over many lines).
@@ -22,7 +21,7 @@ from __future__ import annotations
 from functools import partial
 
 from ingest.engine import batch_sql, reader
-from ingest.engine.definition import (COUNT, MONEY, NUMBER, TEXT, TEXT_LIST, TEXT_MAP, TIME, Default, Definition, Detect, Field,
+from ingest.engine.definition import (COUNT, COUNT_LIST, MONEY, NUMBER, TEXT, TEXT_LIST, TEXT_MAP, TIME, CountOf, Default, Definition, Detect, Field,
                                       HashedId, Items, Key, OneOf, Required, Since, Total, sniff as _sniff)
 
 KIND = "runs"
@@ -46,8 +45,11 @@ RUNS = Definition(
         Required("started_at", "no start_time (and no end_time with duration_hours to derive it)"),
         Field("price_per_hour_usd", MONEY, names=("price_per_hour_usd", "price_per_hour"), unit="USD/h"),
         Field("cost_given_usd", MONEY, names=("estimated_cost_usd",), unit="USD"),
-        Field("gpu_uuids", TEXT_LIST, names=("gpu_uuids", "gpu_uuid")),
+        Field("gpu_uuids", TEXT_LIST, names=("gpu_uuids", "gpu_uuid"), keep_empty=True),
+        Field("gpu_indices", COUNT_LIST, names=("gpu_indices", "gpu_index"), maximum=MAX_GPUS, keep_empty=True),
         Field("gpu_count", COUNT, unit="GPUs", maximum=MAX_GPUS),
+        CountOf("gpu_count", items="gpu_uuids"),
+        CountOf("gpu_count", items="gpu_indices"),
         Field("energy_kwh", NUMBER, unit="kWh"),
         Field("throughput_examples_per_s", NUMBER, names=("throughput_examples_per_sec",), unit="examples/s"),
         Field("examples", COUNT, unit="examples"),
