@@ -27,7 +27,7 @@ from ingest.settings import config
 from ingest.engine.contract import ParseContext
 from ingest.engine import reader
 from ingest.engine.definition import (COUNT, COUNT_LIST, MONEY, NUMBER, PERCENT, TEXT, TEXT_LIST, TEXT_MAP, TIME, CatalogCost, CountOf,
-                                      Default, Definition, Field, HashedId, Items, OneOf, Required, Since, Span, SumAtMost, csv_header,
+                                      Default, Definition, Field, HashedId, Items, OneOf, Required, Span, SumAtMost, csv_header,
                                       header_problem, is_csv_header)
 from ingest.engine.staging import Source, Staged
 
