@@ -26,8 +26,9 @@ from ingest.engine import line_sql, staging, values
 from ingest.settings import config
 from ingest.engine.contract import ParseContext
 from ingest.engine import reader
-from ingest.engine.definition import (COUNT, MONEY, NUMBER, PERCENT, TEXT, TEXT_LIST, TIME, CatalogCost, CountOf,
-                                      Definition, Field, Required, Span, SumAtMost, csv_header, header_problem, is_csv_header)
+from ingest.engine.definition import (COUNT, COUNT_LIST, MONEY, NUMBER, PERCENT, TEXT, TEXT_LIST, TEXT_MAP, TIME, CatalogCost, CountOf,
+                                      Default, Definition, Field, HashedId, Items, OneOf, Required, Span, SumAtMost, csv_header,
+                                      header_problem, is_csv_header)
 from ingest.engine.staging import Source, Staged
 
 ISO_WITH_OFFSET = (r"\d{4}-\d{2}-\d{2}[T ]([01]\d|2[0-3]):[0-5]\d(:[0-5]\d(\.\d{1,6})?)?"
@@ -50,6 +51,11 @@ EARLIEST, LATEST = "TIMESTAMPTZ '1990-01-01 00:00:00+00'", "TIMESTAMPTZ '2100-01
 VECTOR_ROWS = 2048  # DuckDB's vector size
 JOINED_BYTES = 64 << 20  # lines typed by one pass
 SCALARS = (TEXT, TIME, COUNT, NUMBER, PERCENT, MONEY)
+# An item's number or count (Items) read alike by DuckDB and Python: no exponent, no more digits than a double keeps.
+ITEM_NUMBER = r"-?(0|[1-9][0-9]{0,14})(\.[0-9]{1,16})?"
+ITEM_COUNT = r"-?(0|[1-9][0-9]{0,17})"
+# A map's single value as Python's str() writes it: text, a whole number, true or false, null ('').
+MAP_VALUE_TYPES = "('VARCHAR', 'UBIGINT', 'BIGINT', 'BOOLEAN', 'NULL')"
 log = logging.getLogger(__name__)
 
 
@@ -57,6 +63,9 @@ def stage(definition: Definition, src: Source, con, ctx: ParseContext) -> Staged
     """Stage a file's rows and rejects in `con`, JSON lines or CSV, a batch at a time."""
     prices = config.load().prices
     accepted, header, header_line, passes = 0, None, 0, None
+    for items in definition.items:  # an item's row with its record's line, until repeated keys are settled
+        con.execute(f"CREATE OR REPLACE TEMP TABLE {_by_line(items)} AS SELECT *, 0::BIGINT AS source_line "
+                    f"FROM {items.table} LIMIT 0")
     for batch in _joined(staging.line_batches(src), JOINED_BYTES):
         # in DuckDB-sized chunks: one Arrow chunk would be scanned by one thread
         con.register("batch", pa.Table.from_batches(batch.to_batches(max_chunksize=VECTOR_ROWS)))
@@ -80,7 +89,23 @@ def stage(definition: Definition, src: Source, con, ctx: ParseContext) -> Staged
             accepted += _stage_batch(definition, con, src, ctx, prices, passes, header, header_line)
         finally:
             con.unregister("batch")
-    return Staged(accepted, totals(definition, con))
+    figures = totals(definition, con)
+    _settle_items(definition, con)
+    return Staged(accepted, figures)
+
+
+def _by_line(items: Items) -> str:
+    return f"{items.table}_by_line"
+
+
+def _settle_items(definition: Definition, con) -> None:
+    """Into each Items' table: the items of the records kept (a record replaced by a later one
+    with the same key takes its items with it)."""
+    for items in definition.items:
+        con.execute(f"INSERT INTO {items.table} BY NAME SELECT i.* EXCLUDE (source_line) FROM {_by_line(items)} i "
+                    f"SEMI JOIN {definition.table} r ON r.{definition.key.column} = i.{items.parent} "
+                    "AND r.source_line = i.source_line")
+        con.execute(f"DROP TABLE {_by_line(items)}")
 
 
 def _joined(batches, limit: int):
@@ -102,7 +127,7 @@ def totals(definition: Definition, con) -> dict:
     """The definition's summary figures over the staged rows (a repeated key counted once)."""
     table = definition.table
     staging.keep_last(con, table)
-    sql = {"rows": "count(*)", "sum": "coalesce(sum({c}), 0)", "money": "sum({c})", "float": "sum({c})",
+    sql = {"rows": "count(*)", "sum": "coalesce(sum({c}), 0)", "money": "sum({c})", "float": "fsum({c})",
            "present": "count({c})", "absent": "count(*) - count({c})", "equals": "count(*) FILTER (WHERE {c} = ?)"}
     figures = definition.totals
     params = [t.value for t in figures if t.how == "equals"]
@@ -143,6 +168,8 @@ def _stage_batch(definition: Definition, con, src: Source, ctx: ParseContext, pr
         for cost in definition.rules(CatalogCost):
             _price_from_catalog(definition, cost, con, prices)
         accepted += con.execute(_insert_typed(definition)).fetchall()[0][0]
+        for items in definition.items:
+            con.execute(_insert_items(definition, items))
         con.execute(f"INSERT INTO rejects (path, line, reason, raw) SELECT $path, line, reason, left(raw, 500) "
                     f"FROM typed JOIN {source} USING (line) WHERE reason IS NOT NULL", {"path": src.name})
         con.execute(f"CREATE OR REPLACE TEMP TABLE rest AS SELECT line, raw FROM typed JOIN {source} USING (line) "
@@ -153,6 +180,8 @@ def _stage_batch(definition: Definition, con, src: Source, ctx: ParseContext, pr
         log.debug("%s: %d lines read by the generic reader", src.name, len(suspects),
                   extra={"reader_lines": [line for line, _ in suspects]})  # which lines took which path
         parsed = reader.read_lines(definition, suspects, ctx, prices, header)
+        for items in definition.items:
+            parsed.tables[_by_line(items)] = parsed.tables.pop(items.table, [])
         staging.insert_parsed(con, parsed, src.name)
         accepted += parsed.accepted
     return accepted
@@ -163,7 +192,76 @@ def _scalars(definition: Definition, *types: str) -> list:
 
 
 def _lists(definition: Definition) -> list:
-    return [f for f in definition.fields if f.type == TEXT_LIST]
+    return [f for f in definition.fields if f.type in (TEXT_LIST, COUNT_LIST)]
+
+
+def _list_item_plain(f: Field) -> str:
+    """SQL over an item's JSON type `x` (and text `u`): a list item SQL reads as the reader does."""
+    if f.type == COUNT_LIST:  # whole numbers within bounds; null items are skipped
+        return "x IN ('UBIGINT', 'BIGINT', 'NULL')"
+    return "x = 'VARCHAR'"
+
+
+def _count_items_plain(f: Field) -> str:
+    """SQL: a count list's every item within the field's bounds (either sign), else the reader's."""
+    if f.type != COUNT_LIST:
+        return ""
+    return (f"AND coalesce(list_bool_and(list_transform({f.column}_items, lambda u: u IS NULL "
+            f"OR coalesce(abs(TRY_CAST(u AS BIGINT)) <= {f.maximum}, false))), true)")
+
+
+def _maps(definition: Definition) -> list:
+    return [f for f in definition.fields if f.type == TEXT_MAP]
+
+
+def _iso_utc(value: str) -> str:
+    """SQL for a TIMESTAMPTZ as Python's isoformat() of the UTC instant."""
+    micro = f"microsecond({value}) % 1000000"  # DuckDB's microsecond() counts from the minute
+    return (f"strftime({value} AT TIME ZONE 'UTC', '%Y-%m-%dT%H:%M:%S') || CASE WHEN {micro} <> 0 "
+            f"THEN '.' || lpad(CAST({micro} AS VARCHAR), 6, '0') ELSE '' END || '+00:00'")
+
+
+def _item_plain(items: Items, x: str) -> str:
+    """SQL: the JSON item `x` is one SQL reads as the reader does: an object without a repeated
+    key or another key, each field of its JSON type in a plain spelling, a required one given, no
+    time (a Since is worked out by the reader)."""
+    known = [name for f in items.fields for name in f.spellings]
+    checks = [f"json_type({x}) = 'OBJECT'", f"len(json_keys({x})) = len(list_distinct(json_keys({x})))",
+              f"list_has_all({known!r}, json_keys({x}))"]
+    for f in items.fields:
+        for name in f.spellings:
+            kind, text = f"json_type({x}, '$.{name}')", f"json_extract_string({x}, '$.{name}')"
+            absent = f"coalesce({kind}, 'NULL') = 'NULL'"
+            if f.type == COUNT:
+                shape = f"{kind} IN ('UBIGINT', 'BIGINT') AND regexp_full_match({text}, '{ITEM_COUNT}')"
+            elif f.type in (NUMBER, PERCENT):
+                low = "" if f.minimum is None else f" AND TRY_CAST({text} AS DOUBLE) >= {f.minimum}"
+                high = " AND TRY_CAST({text} AS DOUBLE) <= 100" if f.type == PERCENT else ""
+                shape = f"{kind} IN ('UBIGINT', 'BIGINT', 'DOUBLE') AND regexp_full_match({text}, '{ITEM_NUMBER}'){low}{high}"
+            else:  # text, times and the rest: the reader's
+                shape = "false"
+            checks.append(f"({absent} OR ({shape}))")
+    for rule in items.steps:
+        if isinstance(rule, Required):
+            f = next(f for f in items.fields if f.column == rule.column)
+            checks.append("(" + " OR ".join(f"coalesce(json_type({x}, '$.{n}'), 'NULL') <> 'NULL'" for n in f.spellings) + ")")
+    return " AND ".join(f"coalesce({c}, false)" for c in checks)
+
+
+def _insert_items(definition: Definition, items: Items) -> str:
+    """INSERT the items of the plain rows of `typed` into the Items' by-line table."""
+    cast = {COUNT: "BIGINT", NUMBER: "DOUBLE", PERCENT: "DOUBLE"}
+    columns = []
+    for f in items.fields:
+        if f.type in cast:
+            found = [f"TRY_CAST(json_extract_string(item, '$.{n}') AS {cast[f.type]})" for n in f.spellings]
+            columns.append(f"coalesce({', '.join(found)}) AS {f.column}")
+    return f"""
+        INSERT INTO {_by_line(items)} BY NAME
+        SELECT {items.parent}, seq, {", ".join(columns)}, line AS source_line
+        FROM (SELECT line, {definition.key.column} AS {items.parent}, unnest({items.field}_items) AS item,
+                     unnest(range(len({items.field}_items))) AS seq
+              FROM typed WHERE ok AND {items.field}_items IS NOT NULL)"""
 
 
 def _insert_typed(definition: Definition) -> str:
@@ -171,16 +269,18 @@ def _insert_typed(definition: Definition) -> str:
     key_parts = []
     for part in definition.key.parts:
         if definition.field(part).type == TIME:  # as Python's isoformat() of the UTC instant
-            key_parts.append(f"strftime({part} AT TIME ZONE 'UTC', '%Y-%m-%dT%H:%M:%S') || CASE WHEN microsecond({part}) <> 0 "
-                             f"THEN '.' || lpad(CAST(microsecond({part}) AS VARCHAR), 6, '0') ELSE '' END || '+00:00'")
+            key_parts.append(_iso_utc(part))
         else:
             key_parts.append(f"coalesce(CAST({part} AS VARCHAR), '')")
+    key = f"concat_ws('|', {', '.join(key_parts)}) AS {definition.key.column}, "
+    if definition.key.parts == (definition.key.column,):  # a field is the key
+        key = ""
     given = [f"CASE WHEN {g.of} IS NOT NULL THEN 'given' END AS {g.column}" for g in definition.given]
     derived = [f"{c.source}, {c.price}" for c in definition.rules(CatalogCost)]
     columns = [f.column for f in definition.fields] + derived + given
     return f"""
         INSERT INTO {definition.table} BY NAME
-        SELECT concat_ws('|', {", ".join(key_parts)}) AS {definition.key.column}, {", ".join(columns)},
+        SELECT {key}{", ".join(columns)},
                '{definition.kind}' AS source_kind, line AS source_line
         FROM typed WHERE ok"""
 
@@ -188,8 +288,10 @@ def _insert_typed(definition: Definition) -> str:
 def _json_fields(definition: Definition, source: str = "batch") -> str:
     """CTEs ending in `fields` for JSON lines: each field's value as text (`<c>_text`, the first
     spelling present), its JSON type (`<c>_type`), whether the line is one plain object, each list."""
-    scalars, lists = _scalars(definition), _lists(definition)
+    scalars, lists, maps = _scalars(definition), _lists(definition), _maps(definition)
     names = [name for f in scalars for name in f.spellings] + [f.column for f in lists]
+    names += [f.column for f in maps] + [items.field for items in definition.items]
+    names += [name for f in lists for name in f.spellings[1:]]  # a list's other spelling: the reader's
     structure = "{" + ", ".join(f'"{name}": "JSON"' for name in names) + "}"
     position = {name: index + 1 for index, name in enumerate(names)}
     value, kind = {}, {}
@@ -206,8 +308,29 @@ def _json_fields(definition: Definition, source: str = "batch") -> str:
     list_fields = "".join(f""",
                    CASE WHEN t_{position[f.column]} = 'ARRAY' THEN {f.column}_items END AS {f.column}_list,
                    coalesce(t_{position[f.column]}, 'NULL') IN ('NULL', 'ARRAY')
-                       AND coalesce(list_bool_and(list_transform({f.column}_types, lambda x: x = 'VARCHAR')), true)
-                       AS {f.column}_plain""" for f in lists)
+                       {"".join(f" AND coalesce(t_{position[n]}, 'NULL') = 'NULL'" for n in f.spellings[1:])}
+                       AND coalesce(list_bool_and(list_transform({f.column}_types, lambda x: {_list_item_plain(f)})), true)
+                       {_count_items_plain(f)} AS {f.column}_plain""" for f in lists)
+    list_texts += "".join(f""",
+                   CASE WHEN object THEN j.{f.column} END AS {f.column}_json""" for f in maps)
+    list_texts += "".join(f""",
+                   CASE WHEN object THEN json_extract(j.{i.field}, '$[*]') END AS {i.field}_each""" for i in definition.items)
+    for f in maps:  # an object without a repeated name, each value single; an empty name is the reader's
+        t = f"t_{position[f.column]}"
+        list_fields += f""",
+                   CASE WHEN {t} = 'OBJECT' AND len(json_keys({f.column}_json)) = len(list_distinct(json_keys({f.column}_json)))
+                        THEN map_entries(CAST({f.column}_json AS MAP(VARCHAR, JSON))) END AS {f.column}_entries,
+                   coalesce({t}, 'NULL') = 'NULL' OR ({f.column}_entries IS NOT NULL AND coalesce(list_bool_and(list_transform(
+                       {f.column}_entries, lambda e: e.key <> ''
+                           AND coalesce(json_type(e.value) IN {MAP_VALUE_TYPES}, true)
+                           AND (coalesce(json_type(e.value) NOT IN ('UBIGINT', 'BIGINT'), true)
+                                OR regexp_full_match(CAST(e.value AS VARCHAR), '{ITEM_COUNT}')))), true)) AS {f.column}_plain"""
+    for i in definition.items:
+        t = f"t_{position[i.field]}"
+        list_fields += f""",
+                   CASE WHEN {t} = 'ARRAY' THEN {i.field}_each END AS {i.field}_items,
+                   coalesce({t}, 'NULL') = 'NULL' OR ({t} = 'ARRAY'
+                       AND coalesce(list_bool_and(list_transform({i.field}_each, lambda x: {_item_plain(i, 'x')})), true)) AS {i.field}_plain"""
     return f"""
         parsed AS (  -- each line's JSON read twice: its keys, and the JSON text of each field's value
             SELECT line, raw, TRY(json_keys(raw)) AS keys, TRY(json_transform(raw, '{structure}')) AS j
@@ -253,7 +376,8 @@ def _quirk(definition: Definition) -> str:
         rf'"(?:{keys(COUNT)})"\s*:\s*(?:[^-0-9n\s]|-[^0-9]|n[^u]|-?[0-9]+[.eE])',
         rf'"(?:{keys(NUMBER, PERCENT, MONEY)})"\s*:\s*(?:[^-0-9n\s]|-[^0-9]|n[^u])',
         rf'"(?:{keys(TEXT, TIME)})"\s*:\s*(?:[^"n\s]|n[^u])',
-        *(rf'"{f.column}"\s*:' for f in _lists(definition)),  # lists: the strict read
+        *(rf'"{f.column}"\s*:' for f in _lists(definition) + _maps(definition)),  # lists, maps: the strict read
+        *(rf'"{items.field}"\s*:' for items in definition.items),
         rf':\s*"{BLANK}', rf'{BLANK}"\s*[,}}\]]',    # a string starting or ending with a blank
     ))
 
@@ -284,6 +408,8 @@ def _lenient_fields(definition: Definition, ctx: ParseContext) -> str:
     typed += [f"CASE WHEN regexp_full_match({f.column}_text, '{MONEY_TEXT}') THEN CAST({f.column}_text AS DECIMAL(38, 12)) "
               f"END AS {f.column}" for f in _scalars(definition, MONEY)]
     typed += [f"CAST(NULL AS VARCHAR[]) AS {f.column}" for f in _lists(definition)]
+    typed += [f"CAST(NULL AS MAP(VARCHAR, VARCHAR)) AS {f.column}" for f in _maps(definition)]
+    typed += [f"CAST(NULL AS JSON[]) AS {items.field}_items" for items in definition.items]
     return f"""
         read AS (
             SELECT line, raw, TRY(json_transform(raw, '{structure}')) AS v, regexp_matches(raw, '{_quirk(definition)}') AS quirk
@@ -321,21 +447,35 @@ def _csv_fields(definition: Definition, header: list[str]) -> str:
                          f"WHEN {f.column}_text IS NOT NULL THEN 'TEXT' END AS {f.column}_type")
         else:
             kinds.append(f"CASE WHEN {f.column}_text IS NOT NULL THEN 'VARCHAR' END AS {f.column}_type")
+    nested = []  # a map or items written in CSV: the reader's (it refuses them, or reads them absent)
+    for name in [f.column for f in _maps(definition)] + [items.field for items in definition.items]:
+        if name in where:
+            nested.append(f"coalesce(trim(f[{where[name]}]) = '', true)")
+    for f in _maps(definition):
+        columns.append(f"CAST(NULL AS STRUCT(key VARCHAR, value JSON)[]) AS {f.column}_entries, true AS {f.column}_plain")
+    for items in definition.items:
+        columns.append(f"CAST(NULL AS JSON[]) AS {items.field}_items, true AS {items.field}_plain")
     separator = definition.list_separators[-1]  # a comma cannot be inside an unquoted CSV field
     lists = []
     for f in _lists(definition):
         at = f"f[{where[f.column]}]" if f.column in where else "CAST(NULL AS VARCHAR)"
-        lists.append(f"CASE WHEN unquoted AND trim({at}) <> '' THEN string_split({at}, '{separator}') END AS {f.column}_list")
+        if f.type == COUNT_LIST:  # numbers written in CSV: the reader's
+            nested.append(f"coalesce(trim({at}) = '', true)")
+            lists.append(f"CAST(NULL AS VARCHAR[]) AS {f.column}_list")
+        else:
+            lists.append(f"CASE WHEN unquoted AND trim({at}) <> '' THEN string_split({at}, '{separator}') END AS {f.column}_list")
     return f"""
         split AS (
             SELECT line, raw, NOT regexp_matches(raw, $quirk) AS unquoted, string_split(raw, ',') AS f
             FROM batch WHERE line > $header_line AND NOT regexp_full_match(raw, $blank)
         ), cut AS (
-            SELECT line, raw, unquoted AS object, {", ".join(columns + lists)}
+            SELECT line, raw, unquoted {"".join(" AND " + n for n in nested)} AS object, {", ".join(columns + lists)}
             FROM split WHERE NOT unquoted OR len(f) = {len(header)}
         ), fields AS (
             SELECT line, raw, object, {", ".join(kinds)},
                    {", ".join(f"{f.column}_text" for f in scalars)}
+                   {"".join(f", {f.column}_entries, {f.column}_plain" for f in _maps(definition))}
+                   {"".join(f", {i.field}_items, {i.field}_plain" for i in definition.items)}
                    {"".join(f", {f.column}_list, true AS {f.column}_plain" for f in _lists(definition))}
             FROM cut
         )"""
@@ -351,11 +491,12 @@ def _typed_sql(definition: Definition, ctx: ParseContext, fields_sql: str, csv: 
                MONEY: "('UBIGINT', 'BIGINT', 'DOUBLE')"}
     scalars, lists = _scalars(definition), _lists(definition)
     plain = [f"coalesce({f.column}_type IN {allowed[f.type]}, true)" for f in scalars]
-    plain += [f"{f.column}_plain" for f in lists]
+    plain += [f"{f.column}_plain" for f in lists + _maps(definition)]
+    plain += [f"{items.field}_plain" for items in definition.items]
     checks = _checks(definition, json_strict=not (csv or lenient))
     if not lenient:
         texts = [f"coalesce({f.column}, '')" for f in _scalars(definition, TEXT)]
-        texts += [f"coalesce(array_to_string({f.column}_list, chr(1)), '')" for f in lists]
+        texts += [f"coalesce(array_to_string({f.column}_list, chr(1)), '')" for f in lists if f.type == TEXT_LIST]
         plain_check = (" AND ".join(plain) + f" AND NOT regexp_matches(concat_ws(chr(1), {', '.join(texts)}), '{EDGE_BLANK}')")
         typed = [f"CASE WHEN {_time_ok(ctx, f'{f.column}_text')} THEN TRY_CAST({f.column}_text AS TIMESTAMPTZ) END AS {f.column}"
                  for f in _scalars(definition, TIME)]
@@ -364,7 +505,12 @@ def _typed_sql(definition: Definition, ctx: ParseContext, fields_sql: str, csv: 
         typed += [f"CASE WHEN regexp_full_match({f.column}_text, '{CSV_MONEY if csv else MONEY_TEXT}') "
                   f"THEN CAST({f.column}_text AS DECIMAL(38, 12)) END AS {f.column}" for f in _scalars(definition, MONEY)]
         typed += [f"{f.column}_text AS {f.column}" for f in _scalars(definition, TEXT)]
-        typed += [f"list_filter({f.column}_list, lambda u: u <> '') AS {f.column}" for f in lists]
+        typed += [f"list_filter({f.column}_list, lambda u: u <> '') AS {f.column}" for f in lists if f.type == TEXT_LIST]
+        typed += [f"list_transform(list_filter({f.column}_list, lambda u: u IS NOT NULL), lambda u: CAST(u AS BIGINT)) AS {f.column}"
+                  for f in lists if f.type == COUNT_LIST]
+        typed += [f"CASE WHEN {f.column}_entries IS NOT NULL THEN map_from_entries(list_sort(list_transform({f.column}_entries, "
+                  f"lambda e: {{'key': e.key, 'value': {_map_value('e.value')}}}))) END AS {f.column}"
+                  for f in _maps(definition)]
         typed_cte = f""", typed AS (
             SELECT *, {", ".join(typed)}
             FROM fields
@@ -378,10 +524,26 @@ def _typed_sql(definition: Definition, ctx: ParseContext, fields_sql: str, csv: 
         out[end] = f"coalesce({end}, CASE WHEN {length} < 1e9 THEN {start} + to_microseconds(CAST({length} * 1e6 AS BIGINT)) END)"
         out[length] = f"CASE WHEN {end} IS NOT NULL THEN epoch({end} - {start}) ELSE {length} END"
     for f in lists:
-        out[f.column] = f"CASE WHEN len({f.column}) > 0 THEN {f.column} END"
-    for count in definition.rules(CountOf):
-        out[count.column] = f"coalesce({count.column}, CASE WHEN len({count.items}) > 0 THEN len({count.items}) END)"
-    derived = []
+        out[f.column] = f.column if f.keep_empty else f"CASE WHEN len({f.column}) > 0 THEN {f.column} END"
+    for count in definition.rules(CountOf):  # several of one column: the first list with items
+        out[count.column] = f"coalesce({out[count.column]}, CASE WHEN len({count.items}) > 0 THEN len({count.items}) END)"
+    for one in definition.rules(OneOf):
+        out[one.column] = f"CASE lower({one.column}) {' '.join(f'WHEN {_quote(k)} THEN {_quote(v)}' for k, v in one.spellings)} END"
+    for default in definition.rules(Default):
+        value = _quote(default.value)
+        if default.words:
+            words = ", ".join(_quote(w) for w in default.words)
+            value = (f"CASE WHEN list_has_any(regexp_split_to_array(lower(coalesce({out[default.of]}, '')), '[^a-z0-9]+'), "
+                     f"[{words}]) THEN {_quote(default.then)} ELSE {value} END")
+        out[default.column] = f"coalesce({out[default.column]}, {value})"
+    for hashed in definition.rules(HashedId):
+        parts = [_iso_utc(f"({out[p]})") if definition.field(p).type == TIME else f"coalesce(CAST(({out[p]}) AS VARCHAR), '')"
+                 for p in hashed.parts]
+        stand_ins = ", ".join(_quote(s) for s in hashed.stand_ins)
+        absent = f"{hashed.column} IS NULL" + (f" OR {hashed.column} IN ({stand_ins})" if stand_ins else "")
+        out[hashed.column] = (f"CASE WHEN {absent} THEN {_quote(hashed.prefix)} || left(sha256(concat_ws('|', {', '.join(parts)})), "
+                              f"{hashed.length}) ELSE {out[hashed.column]} END")
+    derived = [f"{items.field}_items" for items in definition.items]
     for cost in definition.rules(CatalogCost):
         derived += [f"CASE WHEN {cost.column} IS NOT NULL THEN 'given' END AS {cost.source}",
                     f"CAST(NULL AS DECIMAL(38, 12)) AS {cost.price}"]
@@ -393,12 +555,19 @@ def _typed_sql(definition: Definition, ctx: ParseContext, fields_sql: str, csv: 
                       END AS verdict  -- NULL: loads; '': the reader's; else the reason it is refused
             FROM typed
         )
-        SELECT line, verdict IS NULL AS ok, nullif(verdict, '') AS reason, {", ".join(f"{sql} AS {column}" for column, sql in out.items())}, {", ".join(derived)}
+        SELECT line, verdict IS NULL AS ok, nullif(verdict, '') AS reason, {", ".join([f"{sql} AS {column}" for column, sql in out.items()] + derived)}
         FROM checked"""
 
 
 def _quote(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
+
+
+def _map_value(value: str) -> str:
+    """SQL for a map's JSON value as the reader writes it (Python's str(); null as '')."""
+    return (f"CASE WHEN {value} IS NULL THEN '' ELSE CASE json_type({value}) WHEN 'VARCHAR' THEN json_extract_string({value}, '$') "
+            f"WHEN 'BOOLEAN' THEN CASE WHEN CAST({value} AS VARCHAR) = 'true' THEN 'True' ELSE 'False' END "
+            f"WHEN 'NULL' THEN '' ELSE CAST({value} AS VARCHAR) END END")
 
 
 def _checks(definition: Definition, json_strict: bool) -> list[tuple[str, str | None]]:
@@ -439,6 +608,12 @@ def _checks(definition: Definition, json_strict: bool) -> list[tuple[str, str | 
                        (f"({end} IS NOT NULL OR ({length} * 1e6 = round({length} * 1e6) AND {length} < 1e9))", None)]
         elif isinstance(step, Required):
             checks.append((f"{step.column} IS NOT NULL", _quote(step.reason)))
+        elif isinstance(step, Default) and step.words:  # words of plain ASCII only: lower() and the split as Python's
+            checks.append((f"({step.column} IS NOT NULL OR regexp_full_match(coalesce({step.of}, ''), '[\\x20-\\x7e]*'))", None))
+        elif isinstance(step, OneOf):  # plain ASCII spellings only: lower() as Python's; another text, the reader's reason
+            spelled = ", ".join(_quote(k) for k, _ in step.spellings)
+            checks.append((f"({step.column} IS NULL OR (regexp_full_match({step.column}, '[\\x20-\\x7e]*') "
+                           f"AND lower({step.column}) IN ({spelled})))", None))
         elif isinstance(step, SumAtMost):
             pieces = re.split(r"\{(\w+)\}", step.reason)  # text, column, text, column, ...
             reason = " || ".join(_quote(piece) if i % 2 == 0 else f"CAST(coalesce({piece}, 0) AS VARCHAR)"

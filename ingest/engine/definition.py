@@ -14,6 +14,11 @@ The rules (`Definition.steps`) apply in order and the first that fails names the
 - `Required`, `SumAtMost`: checks between read values.
 - `Span`: a time window from its start and its end or its length in seconds.
 - `CountOf`, `CatalogCost`: values derived when the record does not give them.
+- `OneOf`: a text read through a table of spellings (synonyms, any case) to the value it stands for.
+- `Default`: a text's value when the record gives none (it may hang on the words of another text).
+- `HashedId`: an identity made from other values when the record gives none.
+- `Items`: a list of objects read into a second table, one row per item, each item read by its
+  own Fields (and `Required`, `Since`), the reason naming the item ("eval_history[2].value ...").
 """
 from __future__ import annotations
 
@@ -29,7 +34,9 @@ PERCENT = "percent"      # a number from 0 to 100
 TIME = "time"            # ISO-8601 (naive text in the zone of --tz) or epoch seconds: a UTC instant
 MONEY = "money"          # an exact Decimal (12 places), under 10^15
 TEXT_LIST = "text_list"  # a JSON list of text, or text separated by commas or semicolons (CSV)
-TYPES = (TEXT, COUNT, NUMBER, PERCENT, TIME, MONEY, TEXT_LIST)
+TEXT_MAP = "text_map"    # a JSON object of name: single value, as a MAP of text sorted by name (null as '')
+COUNT_LIST = "count_list"  # a JSON list of whole numbers (each at most Field.maximum in size), one number, or text lists
+TYPES = (TEXT, COUNT, NUMBER, PERCENT, TIME, MONEY, TEXT_LIST, TEXT_MAP, COUNT_LIST)
 INTEGER_MAX = 2**31 - 1
 
 
@@ -44,7 +51,8 @@ class Field:
     names: tuple[str, ...] = ()
     unit: str = ""
     minimum: float | None = 0
-    maximum: int = values.BIGINT_MAX  # counts only
+    maximum: int = values.BIGINT_MAX  # counts only (and each item of a count list, either sign)
+    keep_empty: bool = False  # lists: a list given empty (or of absent items only) is kept as [] rather than absent
 
     @property
     def spellings(self) -> tuple[str, ...]:
@@ -84,7 +92,8 @@ class Span:
 
 @dataclass(frozen=True)
 class CountOf:
-    """Where `column` is absent, the number of items of the list `items` (when there are any)."""
+    """Where `column` is absent, the number of items of the list `items` (when there are any);
+    several CountOf of one column: the first list with items."""
 
     column: str
     items: str
@@ -142,7 +151,80 @@ class Detect:
     any_of: tuple[str, ...]
 
 
-Step = Field | Required | SumAtMost | Span | CountOf | CatalogCost
+@dataclass(frozen=True)
+class OneOf:
+    """The text `column` is one of `spellings` (lower-cased spelling -> the value it stands for:
+    synonyms map to one value); another text is refused with `reason`, a template over `{value!r}`
+    (the text as read)."""
+
+    column: str
+    spellings: tuple[tuple[str, str], ...]
+    reason: str
+
+    @property
+    def mapping(self) -> dict[str, str]:
+        return dict(self.spellings)
+
+
+@dataclass(frozen=True)
+class Default:
+    """Where `column` (text) is absent: `then` when one of `words` is a word of the text `of`
+    (lower-cased, split at anything but a-z and 0-9), else `value`."""
+
+    column: str
+    value: str
+    of: str = ""
+    words: tuple[str, ...] = ()
+    then: str = ""
+
+
+@dataclass(frozen=True)
+class HashedId:
+    """Where `column` is absent (or one of `stand_ins`, such as 'unknown'): `prefix` + the first
+    `length` hex digits of the SHA-256 of `parts` joined with '|' (an absent part as '', a time in
+    ISO-8601 UTC), so the same record gets the same id in every load. Parts are text, counts or times."""
+
+    column: str
+    parts: tuple[str, ...]
+    prefix: str = "auto-"
+    length: int = 12
+    stand_ins: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Since:
+    """Inside `Items`: where `column` is absent, the seconds from the record's `start` (a TIME
+    column of the record) to the item's `time`; a negative result is refused with `reason` (a
+    template over `{item}`, the item's name: "eval_history[2]")."""
+
+    column: str
+    time: str
+    start: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Items:
+    """The list of objects `field` of a record, one row each in `table`: the row carries the
+    record's `parent` column (its key) and the item's place from 0 in `seq`, and the values its
+    `steps` read. `not_list` is the reason when `field` is no list; an item that is no object is
+    refused as "<field>[i] must be an object"; a step's reason names the item ("<field>[i].<name>
+    ..."; Required's reason is a template over `{item}`). A record replaced by a later one with the
+    same key takes its items with it."""
+
+    field: str
+    table: str
+    parent: str
+    seq: str
+    steps: tuple  # Field | Required | Since
+    not_list: str
+
+    @property
+    def fields(self) -> tuple["Field", ...]:
+        return tuple(step for step in self.steps if isinstance(step, Field))
+
+
+Step = Field | Required | SumAtMost | Span | CountOf | CatalogCost | OneOf | Default | HashedId | Items
 
 
 @dataclass(frozen=True)
@@ -174,6 +256,15 @@ class Definition:
     def span(self) -> Span:
         [span] = self.rules(Span)
         return span
+
+    @property
+    def items(self) -> tuple[Items, ...]:
+        return self.rules(Items)
+
+    @property
+    def tables(self) -> tuple[str, ...]:
+        """The tables a load fills: the record's, then each Items' table."""
+        return (self.table, *(items.table for items in self.items))
 
 
 def sniff(definition: Definition, head: str) -> bool:

@@ -8,16 +8,19 @@ Python values (the serving-metrics importer builds windows through `build_row`).
 from __future__ import annotations
 
 import csv
+import hashlib
 import json
+import math
+import re
 from datetime import datetime, timedelta
 from decimal import Decimal, localcontext
 
 from ingest.engine import values
 from ingest.settings import config
 from ingest.engine.contract import BadValue, Lines, ParseContext, Parsed, Reject
-from ingest.engine.definition import (COUNT, MONEY, NUMBER, PERCENT, TEXT, TEXT_LIST, TIME, CatalogCost, CountOf,
-                                      Definition, Field, Required, Span, SumAtMost, csv_header, header_problem,
-                                      is_csv_header)
+from ingest.engine.definition import (COUNT, COUNT_LIST, MONEY, NUMBER, PERCENT, TEXT, TEXT_LIST, TEXT_MAP, TIME, CatalogCost,
+                                      CountOf, Default, Definition, Field, HashedId, Items, OneOf, Required, Since, Span,
+                                      SumAtMost, csv_header, header_problem, is_csv_header)
 
 CENT = Decimal("0.01")
 SECONDS_PER_HOUR = Decimal(3600)
@@ -25,15 +28,22 @@ SECONDS_PER_HOUR = Decimal(3600)
 
 def build_row(definition: Definition, record: object, line: int, ctx: ParseContext, prices: config.Prices) -> dict:
     """The table row for one record (a dict of source names); raises BadValue with the reason."""
+    return build_record(definition, record, line, ctx, prices)[0]
+
+
+def build_record(definition: Definition, record: object, line: int, ctx: ParseContext,
+                 prices: config.Prices) -> tuple[dict, dict[str, list[dict]]]:
+    """The record's row and its items' rows by table (Items); raises BadValue with the reason."""
     if not isinstance(record, dict):
         raise BadValue(f"expected a JSON object, got {type(record).__name__}")
     got: dict[str, object] = {}    # column -> value read
     named: dict[str, str] = {}     # column -> the spelling the record used (for reasons)
     row: dict[str, object] = {}
+    children: dict[str, list[dict]] = {}
     for step in definition.steps:
         if isinstance(step, Field):
             named[step.column] = _name(record, step)
-            got[step.column] = _read(step, record, named[step.column], ctx)
+            got[step.column] = _read(step, record, named[step.column], ctx, separators=definition.list_separators)
         elif isinstance(step, Span):
             got[step.end], got[step.length] = _span(step, got, named)
         elif isinstance(step, Required):
@@ -57,13 +67,73 @@ def build_row(definition: Definition, record: object, line: int, ctx: ParseConte
                             f"{step.too_large} x hours")
             row[step.price] = price
             row[step.source] = None if got[step.column] is None else "derived" if price is not None else "given"
+        elif isinstance(step, OneOf):
+            if got[step.column] is not None:
+                found = step.mapping.get(got[step.column].lower())
+                if found is None:
+                    raise BadValue(step.reason.format(value=got[step.column]))
+                got[step.column] = found
+        elif isinstance(step, Default):
+            if got[step.column] is None:
+                words = re.split(r"[^a-z0-9]+", (got.get(step.of) or "").lower()) if step.words else []
+                got[step.column] = step.then if any(word in step.words for word in words) else step.value
+        elif isinstance(step, HashedId):
+            if got[step.column] is None or got[step.column] in step.stand_ins:
+                identity = "|".join(_key_part(got[part]) for part in step.parts)
+                got[step.column] = step.prefix + hashlib.sha256(identity.encode()).hexdigest()[:step.length]
+        elif isinstance(step, Items):
+            children[step.table] = _items(step, record.get(step.field), got, ctx)
+    for items in definition.items:  # the parent's key as the record ends up with it
+        for child in children[items.table]:
+            child[items.parent] = got[items.parent]
     row.update(got)
     for given in definition.given:
         row[given.column] = None if got[given.of] is None else "given"
     row[definition.key.column] = "|".join(_key_part(got[part]) for part in definition.key.parts)
     row["source_kind"] = definition.kind
     row["source_line"] = line
-    return row
+    return row, children
+
+
+def _items(step: Items, value: object, got: dict, ctx: ParseContext) -> list[dict]:
+    """One row per object of the list `value` (none when absent), read by the Items' steps."""
+    if values.is_absent(value):
+        return []
+    if not isinstance(value, list):
+        raise BadValue(step.not_list)
+    rows = []
+    for seq, item in enumerate(value):
+        where = f"{step.field}[{seq}]"
+        if not isinstance(item, dict):
+            raise BadValue(f"{where} must be an object")
+        read: dict[str, object] = {}
+        for rule in step.steps:
+            if isinstance(rule, Field):
+                read[rule.column] = _read(rule, item, f"{where}.{_name(item, rule)}", ctx, key=_name(item, rule))
+            elif isinstance(rule, Required):
+                if read[rule.column] is None:
+                    raise BadValue(rule.reason.format(item=where))
+            elif isinstance(rule, Since):
+                if read[rule.column] is None and read[rule.time] is not None:
+                    read[rule.column] = (read[rule.time] - got[rule.start]).total_seconds()
+                    if read[rule.column] < 0:
+                        raise BadValue(rule.reason.format(item=where))
+        rows.append({step.seq: seq, **{f.column: read[f.column] for f in step.fields if f.column != step.parent}})
+    return rows
+
+
+def _text_map(value: object, name: str) -> dict[str, str] | None:
+    """A JSON object of name: single value as text sorted by name (null as '', true as 'True')."""
+    if values.is_absent(value):
+        return None
+    if not isinstance(value, dict):
+        raise BadValue(f"{name} must be an object of name: value")
+    pairs = {}
+    for key, item in sorted(value.items()):
+        if isinstance(item, (dict, list)):
+            raise BadValue(f"{name} {key!r} must be a single value")
+        pairs[str(key)] = "" if item is None else str(item)
+    return pairs
 
 
 def _key_part(value: object) -> str:
@@ -86,16 +156,21 @@ def _name(record: dict, field: Field) -> str:
     return next((n for n in field.spellings if not values.is_absent(record.get(n))), field.column)
 
 
-def _read(field: Field, record: dict, name: str, ctx: ParseContext) -> object:
-    """One field's value as its type; BadValue when it cannot be read or is out of bounds."""
-    raw = record.get(name)
+def _read(field: Field, record: dict, name: str, ctx: ParseContext, key: str | None = None,
+          separators: tuple[str, ...] = (",", ";")) -> object:
+    """One field's value (under `key`, by default `name`) as its type; BadValue, naming it `name`,
+    when it cannot be read or is out of bounds."""
+    raw = record.get(name if key is None else key)
     kind = field.type
     if kind == TEXT:
         return values.text(raw, name)
     if kind == TIME:
         return values.timestamp(raw, name, ctx.tz)
-    if kind == TEXT_LIST:
-        return _text_list(raw, name)
+    if kind in (TEXT_LIST, COUNT_LIST):
+        found = _text_list(raw, name, separators) if kind == TEXT_LIST else _count_list(raw, name, separators, field.maximum)
+        return found or ([] if field.keep_empty and found is not None else None)
+    if kind == TEXT_MAP:
+        return _text_map(raw, name)
     if kind == COUNT:
         value = values.integer(raw, name, field.maximum)
         if value is not None and field.minimum is not None and value < field.minimum:
@@ -141,14 +216,32 @@ def _span(span: Span, got: dict, named: dict) -> tuple[datetime, float]:
         raise BadValue(f"{length_name} {length:g} is too long") from None
 
 
-def _text_list(value: object, name: str) -> list[str] | None:
-    """A list, or text separated by commas or semicolons (CSV)."""
+def _text_list(value: object, name: str, separators: tuple[str, ...] = (",", ";")) -> list[str] | None:
+    """A list, or text separated by `separators` (CSV)."""
     if values.is_absent(value):
         return None
-    items = value.replace(";", ",").split(",") if isinstance(value, str) else value
+    if isinstance(value, str):
+        for separator in separators[1:]:
+            value = value.replace(separator, separators[0])
+    items = value.split(separators[0]) if isinstance(value, str) else value
     if not isinstance(items, list):
         raise BadValue(f"{name} must be a list")
-    return [values.text(item, name) for item in items if not values.is_absent(item)] or None
+    return [values.text(item, name) for item in items if not values.is_absent(item)]
+
+
+def _count_list(value: object, name: str, separators: tuple[str, ...], maximum: int) -> list[int] | None:
+    """A list of whole numbers, one number, or text separated by `separators`."""
+    if values.is_absent(value):
+        return None
+    if isinstance(value, (int, float, Decimal)) and not isinstance(value, bool):
+        value = [value]
+    if isinstance(value, str):
+        for separator in separators[1:]:
+            value = value.replace(separator, separators[0])
+    items = value.split(separators[0]) if isinstance(value, str) else value
+    if not isinstance(items, list):
+        raise BadValue(f"{name} must be a list of whole numbers")
+    return [values.integer(item, name, maximum) for item in items if not values.is_absent(item)]
 
 
 # --- lines to records --------------------------------------------------------------------------
@@ -159,14 +252,16 @@ def parse(definition: Definition, lines: Lines, ctx: ParseContext, prices: confi
     key = definition.key.column
     for line, record, raw in _records(definition, lines, parsed):
         try:
-            row = build_row(definition, record, line, ctx, prices)
+            row, children = build_record(definition, record, line, ctx, prices)
         except BadValue as error:
             parsed.rejects.append(Reject(line, str(error), raw))
             continue
         latest.pop(row[key], None)
-        latest[row[key]] = row
+        latest[row[key]] = row, children
         parsed.accepted += 1
-    parsed.tables[definition.table] = list(latest.values())
+    parsed.tables[definition.table] = [row for row, _ in latest.values()]
+    for items in definition.items:  # a replaced record's items go with it
+        parsed.tables[items.table] = [child for _, children in latest.values() for child in children[items.table]]
     return parsed
 
 
@@ -231,7 +326,10 @@ def read_lines(definition: Definition, lines: Lines, ctx: ParseContext, prices: 
         if record is None:
             continue
         try:
-            parsed.rows(definition.table).append(build_row(definition, record, line, ctx, prices))
+            row, children = build_record(definition, record, line, ctx, prices)
+            parsed.rows(definition.table).append(row)
+            for table, rows in children.items():  # with the record's line: the caller settles replaced records
+                parsed.rows(table).extend({**child, "source_line": line} for child in rows)
             parsed.accepted += 1
         except BadValue as error:
             parsed.rejects.append(Reject(line, str(error), text))
@@ -243,7 +341,7 @@ def totals(definition: Definition, parsed: Parsed) -> dict:
     rows = parsed.tables.get(definition.table, [])
     figures: dict[str, object] = {}
     for total in definition.totals:
-        present = [r[total.column] for r in rows if total.column and r[total.column] is not None]
+        present = [r[total.column] for r in rows if total.column and r.get(total.column) is not None]
         if total.how == "rows":
             figures[total.name] = len(rows)
         elif total.how == "sum":
@@ -251,7 +349,7 @@ def totals(definition: Definition, parsed: Parsed) -> dict:
         elif total.how == "money":
             figures[total.name] = str(sum(present, Decimal(0)).quantize(CENT)) if present else None
         elif total.how == "float":
-            figures[total.name] = round(sum(present), 9) if present else None
+            figures[total.name] = round(math.fsum(present), 9) if present else None
         elif total.how == "present":
             figures[total.name] = len(present)
         elif total.how == "absent":

@@ -1,0 +1,105 @@
+"""Training-run summaries (JSON lines) as one definition read by the generic engine (ingest/engine).
+
+Not the loader's path yet: runs_json (runs_columnar in SQL, json_records + run_record line by line)
+still loads run files. This definition states what the engine's vocabulary can say of the format
+today, and tests/test_run_summary_definition.py compares it with the old path over the run corpus,
+listing every difference. What the vocabulary cannot say yet (so the switch waits for it):
+
+- the run's span in hours: start from end - duration_hours, duration_s = hours x 3600, a
+  duration_hours that disagrees with end - start is a flag, not a refusal (Span refuses);
+- flags (notes on a loaded row: a cost or duration that disagrees, why a run has no cost, energy
+  derived from average_power_watts);
+- the cost: price_per_hour_usd x hours to the micro-dollar, the catalog's price for a run
+  (GPU price x GPUs when it names its GPUs, else the instance's), cost_source given/derived/catalog;
+- examples from throughput x hours, energy from average power x hours;
+- spellings that must agree (price_per_hour with price_per_hour_usd), the seed's measures kept
+  as tags in their unit, fields outside the vocabulary kept as tags (and named in a warning);
+- a file that is one JSON value (an array of runs, or one object over many lines).
+"""
+from __future__ import annotations
+
+from functools import partial
+
+from ingest.engine import batch_sql, reader
+from ingest.engine.definition import (COUNT, COUNT_LIST, MONEY, NUMBER, TEXT, TEXT_LIST, TEXT_MAP, TIME, CountOf, Default, Definition, Detect, Field,
+                                      HashedId, Items, Key, OneOf, Required, Since, Total, sniff as _sniff)
+
+KIND = "runs"
+TABLES = ("runs", "run_evals")
+MAX_GPUS = 1_000_000
+STATUSES = (("completed", "completed"), ("failed", "failed"), ("preempted", "preempted"), ("running", "running"),
+            ("success", "completed"), ("succeeded", "completed"), ("finished", "completed"),
+            ("error", "failed"), ("crashed", "failed"))
+MIN_GOAL_WORDS = ("loss", "error", "wer", "cer", "perplexity", "mae", "mse", "rmse", "latency")  # a smaller value is better
+GOALS = (("max", "max"), ("maximize", "max"), ("higher", "max"), ("min", "min"), ("minimize", "min"), ("lower", "min"))
+
+RUNS = Definition(
+    kind=KIND,
+    table="runs",
+    detect=Detect(all_of=(), any_of=("run_id", "start_time", "price_per_hour_usd", "estimated_cost_usd", "val_metric")),
+    header_requires=("run_id", "started_at"),  # a CSV of runs: not a format of its own (the reader refuses it)
+    header_reason="not a run-summary header",
+    steps=(  # in the order the old reader checked them: the first that fails names the reason
+        Field("started_at", TIME, names=("start_time",)),
+        Field("ended_at", TIME, names=("end_time",)),
+        Required("started_at", "no start_time (and no end_time with duration_hours to derive it)"),
+        Field("price_per_hour_usd", MONEY, names=("price_per_hour_usd", "price_per_hour"), unit="USD/h"),
+        Field("cost_given_usd", MONEY, names=("estimated_cost_usd",), unit="USD"),
+        Field("gpu_uuids", TEXT_LIST, names=("gpu_uuids", "gpu_uuid"), keep_empty=True),
+        Field("gpu_indices", COUNT_LIST, names=("gpu_indices", "gpu_index"), maximum=MAX_GPUS, keep_empty=True),
+        Field("gpu_count", COUNT, unit="GPUs", maximum=MAX_GPUS),
+        CountOf("gpu_count", items="gpu_uuids"),
+        CountOf("gpu_count", items="gpu_indices"),
+        Field("energy_kwh", NUMBER, unit="kWh"),
+        Field("throughput_examples_per_s", NUMBER, names=("throughput_examples_per_sec",), unit="examples/s"),
+        Field("examples", COUNT, unit="examples"),
+        Field("val_metric_name", TEXT),
+        Default("val_metric_name", "val_metric"),
+        Field("run_id", TEXT),
+        Field("project", TEXT),
+        Field("team", TEXT),
+        Field("owner", TEXT),
+        Field("model", TEXT),
+        Field("status", TEXT),
+        OneOf("status", STATUSES, "status {value!r} is not one of completed, failed, preempted, running"),
+        Field("region", TEXT),
+        Field("host", TEXT),
+        Field("instance_type", TEXT),
+        Field("gpu_type", TEXT),
+        HashedId("run_id", ("project", "host", "instance_type", "started_at"), stand_ins=("unknown",)),
+        Field("val_metric", NUMBER, names=("val_metric", "best_val_metric"), minimum=None),
+        Field("metric_goal", TEXT, names=("goal",)),
+        OneOf("metric_goal", GOALS, "goal {value!r} must be max or min"),
+        Default("metric_goal", "max", of="val_metric_name", words=MIN_GOAL_WORDS, then="min"),
+        Field("target_metric", NUMBER, minimum=None),
+        Field("emissions_kg", NUMBER, unit="kg CO2e"),
+        Field("tags", TEXT_MAP),
+        Items("eval_history", "run_evals", parent="run_id", seq="seq",
+              not_list="eval_history must be a list of {elapsed_s or time, step, value} objects",
+              steps=(Field("value", NUMBER, minimum=None),
+                     Required("value", "{item} has no value"),
+                     Field("elapsed_s", NUMBER, unit="s"),
+                     Field("time", TIME),
+                     Since("elapsed_s", "time", "started_at", "{item} is before the run started"),
+                     Field("step", COUNT, minimum=None))),
+    ),
+    key=Key("run_id", ("run_id",)),
+    list_separators=(",",),
+    totals=(
+        Total("runs", "rows"),
+        Total("cost_usd_total", "money", "cost_usd"),
+        Total("runs_with_cost", "present", "cost_usd"),
+        Total("energy_kwh_total", "float", "energy_kwh"),
+        Total("runs_with_energy", "present", "energy_kwh"),
+    ),
+)
+
+
+def sniff(name: str, head: str) -> bool:
+    """A JSON text that names a run-summary field."""
+    return head.lstrip().startswith(("{", "[")) and _sniff(RUNS, head)
+
+
+parse = partial(reader.parse, RUNS)     # (lines, ctx, prices=None) -> Parsed, line by line
+totals = partial(reader.totals, RUNS)   # (parsed) -> the --json figures
+stage = partial(batch_sql.stage, RUNS)  # (src, con, ctx) -> Staged: the SQL pass
