@@ -1,0 +1,275 @@
+"""A bill format as data, and the one engine that reads it in both languages.
+
+A `Bill` says how a bill is detected (the columns its header needs), how its header names are
+normalised, and, in `steps`, how each `billing_lines` column comes from the source columns: which
+spellings, read as what (text, amount, quantity, UTC time, a charge category, tags, ...), and the
+checks, in order, with the reason each gives. The first failing check is a line's reason.
+
+The engine turns that one definition into:
+- `plan(fields)`: SQL over whole columns (ingest/formats/billing/bill_sql.py's Builder and
+  readers), which ingest/formats/billing/bill_stage.py runs in one pass; the lines SQL cannot read
+  (a nested Parquet value, tags that are not plain JSON) are flagged for the reader below;
+- `build(record)`: the same steps over one record with ingest/formats/billing/billing.py's readers,
+  for those lines and for files DuckDB cannot read (JSON lines, a dialect it refuses).
+A format module (billing_focus.py, billing_aws_dbr.py) holds one `Bill` and no parsing code.
+
+Steps name a `billing_lines` column (docs/schema.md); a column named `_...` is a helper later
+steps read and is not stored. `of` names a column an earlier step read.
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from ingest.engine.contract import BadValue
+from ingest.formats.billing import bill_sql, billing
+from ingest.formats.billing.bill_sql import Builder, Fields, Plan, literal
+from ingest.formats.billing.billing import FileValue, Record
+
+
+# --- the vocabulary --------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Text:
+    """Stripped text of the first of `names` with a value. `required`: True refuses a line
+    without one as "no <column as the file names it>"; a text is the reason itself."""
+
+    column: str
+    names: tuple[str, ...]
+    required: bool | str = False
+
+
+@dataclass(frozen=True)
+class Amount:
+    """An exact amount (DECIMAL(38, 12), strict spelling, under 10^15); `required` as Text's."""
+
+    column: str
+    names: tuple[str, ...]
+    required: bool = False
+
+
+@dataclass(frozen=True)
+class Quantity:
+    """A finite number (strict spelling)."""
+
+    column: str
+    names: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Moment:
+    """A UTC time: ISO-8601 (naive is UTC), `... UTC`, M/D/Y (US order), epoch seconds, a Parquet
+    timestamp; within 1990-2099."""
+
+    column: str
+    names: tuple[str, ...]
+    required: bool = False
+
+
+@dataclass(frozen=True)
+class Category:
+    """The FOCUS charge category of column `of` by `table` (normalised raw value -> category);
+    an absent or unknown value refuses the line, naming `label`."""
+
+    column: str
+    of: str
+    table: Mapping[str, str]
+    label: str
+
+
+@dataclass(frozen=True)
+class Pricing:
+    """on-demand / spot / commitment of column `of` by `table`; None when the table lacks it."""
+
+    column: str
+    of: str
+    table: Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class Tags:
+    """Tags from one cell: a JSON object (braces optional), a list of {key, value}, a Parquet map.
+    A tag without a name or a cell that is no such shape refuses the line, naming `label`."""
+
+    column: str
+    name: str
+    label: str
+
+
+@dataclass(frozen=True)
+class TagColumns:
+    """Tags from one column per tag: the columns `normalize` names `<prefix><key>` (empty cells
+    are no tag)."""
+
+    column: str
+    prefix: str = "tag:"
+
+
+@dataclass(frozen=True)
+class InstanceType:
+    """The first instance or machine type (p4d.24xlarge, a2-highgpu-1g) named in the texts of
+    columns `of`, lower case."""
+
+    column: str
+    of: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Same:
+    """The value of column `of`."""
+
+    column: str
+    of: str
+
+
+@dataclass(frozen=True)
+class Constant:
+    """The same text on every line."""
+
+    column: str
+    value: str
+
+
+@dataclass(frozen=True)
+class Refuse:
+    """Refuse a line whose column `of`, normalised (lower case, letters and digits), is one of
+    `keys`; `reason` may name the value as {value} (written as Python's repr)."""
+
+    of: str
+    keys: frozenset[str]
+    reason: str
+
+
+Step = Text | Amount | Quantity | Moment | Category | Pricing | Tags | TagColumns | InstanceType | Same | Constant | Refuse
+
+
+@dataclass(frozen=True)
+class Bill:
+    """One bill format (see the module docstring)."""
+
+    kind: str  # the loader's name for it: billing_focus
+    label: str  # how messages name it: FOCUS
+    normalize: Callable[[str], str]  # a header name as the steps spell it
+    detect: tuple[tuple[str, ...], ...]  # columns a header needs: each, one of these spellings
+    steps: tuple[Step, ...]
+    nulls: frozenset[str] = frozenset()  # cell texts that mean null
+    per_file: tuple[FileValue, ...] = ()  # columns a file may lack, given by a [billing] setting
+    money: tuple[str, ...] = ()  # other columns amounts are read from (never filled in as empty)
+    family: billing.Family = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "family", billing.Family(
+            kind=self.kind, normalize=self.normalize, required=self.detect, build=self.build, nulls=self.nulls,
+            label=self.label, per_file=self.per_file, money=self.money))
+
+    def build(self, record: Record, columns: set[str] | None = None) -> list[dict]:
+        """The billing_lines row of one record; BadValue with the first failing step's reason."""
+        return [billing.row(**{k: v for k, v in read(self, record).items() if not k.startswith("_")})]
+
+    def plan(self, fields: Fields) -> Plan:
+        """The steps as SQL over the file's columns, checks in the steps' order."""
+        return plan(self, fields)
+
+
+def normalized(name: str) -> str:
+    """BilledCost, billed_cost and "Billed Cost" all become billedcost."""
+    return re.sub(r"[^a-z0-9]", "", name.lower())
+
+
+# --- one record (billing.py's readers) -------------------------------------------------------
+
+def read(bill: Bill, record: Record) -> dict[str, object]:
+    """Every step's column of one record, in order; BadValue at the first that fails."""
+    found: dict[str, object] = {}
+    for step in bill.steps:
+        if isinstance(step, Text):
+            value = billing.text(record, *step.names)
+            if value is None and step.required:
+                raise BadValue(step.required if isinstance(step.required, str)
+                               else f"no {record.name(*step.names)}")
+        elif isinstance(step, Amount):
+            value = (billing.required_amount if step.required else billing.amount)(record, *step.names)
+        elif isinstance(step, Quantity):
+            value = billing.quantity(record, *step.names)
+        elif isinstance(step, Moment):
+            value = (billing.required_moment if step.required else billing.moment)(record, *step.names)
+        elif isinstance(step, Category):
+            value = billing.category(found[step.of], dict(step.table), step.label)
+        elif isinstance(step, Pricing):
+            value = billing.pricing(found[step.of], dict(step.table))
+        elif isinstance(step, Tags):
+            value = billing.tag_pairs(billing.tags(record.get(step.name), step.label))
+        elif isinstance(step, TagColumns):
+            value = billing.tag_pairs({name.removeprefix(step.prefix): billing.text(record, name)
+                                       for name in record.fields if name.startswith(step.prefix)
+                                       and billing.text(record, name) is not None})
+        elif isinstance(step, InstanceType):
+            value = billing.instance_type_in(*(found[name] for name in step.of))
+        elif isinstance(step, Same):
+            value = found[step.of]
+        elif isinstance(step, Constant):
+            value = step.value
+        else:  # Refuse
+            raw = found[step.of]
+            if raw is not None and normalized(raw) in step.keys:
+                raise BadValue(step.reason.format(value=repr(raw)))
+            continue
+        found[step.column] = value
+    return found
+
+
+# --- whole columns (SQL) ---------------------------------------------------------------------
+
+def plan(bill: Bill, fields: Fields) -> Plan:
+    """The SQL Plan of the steps (bill_sql.Plan): one expression per column, the checks in order."""
+    b = Builder(fields)
+    sql: dict[str, str] = {}  # column -> its SQL (later steps read it, not the v_ alias)
+    for step in bill.steps:
+        if isinstance(step, Text):
+            sql[step.column] = b.text(*step.names)
+            b.column(step.column, sql[step.column])
+            if step.required:
+                b.check(f"{sql[step.column]} IS NULL", literal(step.required) if isinstance(step.required, str)
+                        else f"'no ' || {fields.label(*step.names)}")
+            continue
+        if isinstance(step, Amount):
+            b.amount(step.column, *step.names, required=step.required)
+        elif isinstance(step, Quantity):
+            b.quantity(step.column, *step.names)
+        elif isinstance(step, Moment):
+            b.moment(step.column, *step.names, required=step.required)
+        elif isinstance(step, Category):
+            b.category(step.column, sql[step.of], dict(step.table), step.label)
+        elif isinstance(step, Pricing):
+            b.column(step.column, bill_sql.pricing(sql[step.of], dict(step.table)))
+        elif isinstance(step, Tags):
+            b.tags(step.column, step.name)
+        elif isinstance(step, TagColumns):
+            b.column(step.column, _tag_columns(b, fields, step.prefix))
+        elif isinstance(step, InstanceType):
+            found = [f"bill_instance_type({sql[name]})" for name in step.of]
+            b.column(step.column, f"coalesce({', '.join(found)})" if len(found) > 1 else found[0])
+        elif isinstance(step, Same):
+            b.column(step.column, sql[step.of])
+        elif isinstance(step, Constant):
+            b.column(step.column, literal(step.value))
+        else:  # Refuse
+            raw = sql[step.of]
+            before, _, after = step.reason.partition("{value}")
+            reason = (f"{literal(before)} || bill_repr({raw}) || {literal(after)}" if "{value}" in step.reason
+                      else literal(step.reason))
+            b.check(bill_sql.one_of(f"bill_key({raw})", step.keys), reason)
+            continue
+        sql[step.column] = b.columns[step.column]
+    return b.plan()
+
+
+def _tag_columns(b: Builder, fields: Fields, prefix: str) -> str:
+    """SQL of the tag map from one column per tag (a header names each key once), sorted by key."""
+    names = sorted((name.removeprefix(prefix), name) for name in fields.names() if name.startswith(prefix))
+    if not names:
+        return "NULL"
+    entries = ", ".join(f"{{'key': {literal(key)}, 'value': {b.text(name)}}}" for key, name in names)
+    found = b.column("_tag_list", f"list_filter([{entries}], lambda x: x.value IS NOT NULL)")
+    return f"CASE WHEN len({found}) > 0 THEN map_from_entries({found}) END"
