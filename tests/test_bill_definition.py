@@ -1,0 +1,85 @@
+"""The bill definitions (ingest/formats/billing/bill_definition.py): which lines of a FOCUS bill the
+SQL plan reads and which go to the per-record reader of the same definition, with each line's
+values and reasons written out here by hand (not computed by the code under test)."""
+from __future__ import annotations
+
+import dataclasses
+import json
+from datetime import timezone
+from decimal import Decimal
+
+from ingest.engine.contract import ParseContext
+from ingest.engine.staging import Source, open_stage
+from ingest.formats.billing import bill_stage, billing_focus
+from tests.bill_equivalence import parsed
+
+UTC = timezone.utc
+HEADER = "BilledCost,BillingCurrency,ChargePeriodStart,ChargeCategory,ProviderName,PricingCategory,Tags,ChargeDescription,x_LineItemId"
+# (line's fields after the header's first five, expected path, expected tags, pricing, instance type / reason)
+LINES = [
+    ('Standard,"{""team"": ""a""}",g5.xlarge hour', "sql", {"team": "a"}, "on-demand", "g5.xlarge"),
+    ("Dynamic,,no type here", "sql", None, "spot", None),
+    ('Committed,"{}",', "sql", None, "commitment", None),
+    ('Other,"{\'team\': \'b\'}",p4d.24xlarge', "record", {"team": "b"}, None, "p4d.24xlarge"),  # Python literal
+    ('Standard,"{""n"": 1, ""ok"": true}",', "record", {"n": "1", "ok": "true"}, "on-demand", None),  # not text
+    (',"[{""key"": ""k"", ""value"": ""v""}]",', "sql", {"k": "v"}, None, None),  # a list of key/value (GCP)
+    (',"{"""": ""x""}",', "record", "Tags has a tag without a name", None, None),
+    (",not tags,", "record", "Tags is neither JSON nor a Python literal: 'not tags'", None, None),
+]
+
+
+def test_each_line_takes_its_path_with_its_values(tmp_path):
+    path = tmp_path / "paths.csv"
+    path.write_text(HEADER + "\n" + "\n".join(f"{n}.5,USD,2026-08-01,Usage,AWS,{fields},id-{n}"
+                                               for n, (fields, *_) in enumerate(LINES)) + "\n")
+    by_record: list[int] = []
+
+    def spy(record, columns):
+        by_record.append(record.line)
+        return billing_focus.FOCUS.build(record, columns)
+
+    family = dataclasses.replace(billing_focus.FAMILY, build=spy)
+    con = open_stage()
+    try:
+        src = Source.of(path, "paths.csv")
+        bill_stage.stage(src, con, ParseContext("paths.csv", UTC), family, billing_focus.FOCUS.plan)
+        rows = {r[0]: r[1:] for r in con.execute(
+            "SELECT source_line_id, billed_cost, tags, pricing_category, instance_type FROM billing_lines").fetchall()}
+        rejects = con.execute("SELECT line, reason FROM rejects ORDER BY line").fetchall()
+    finally:
+        con.close()
+    assert by_record == [n + 2 for n, (_, way, *_) in enumerate(LINES) if way == "record"]
+    expected_rows = {f"id-{n}": (Decimal(f"{n}.5"), tags, pricing, kind)
+                     for n, (_, _, tags, pricing, kind) in enumerate(LINES) if not isinstance(tags, str)}
+    assert {k: (v[0], dict(v[1]) if v[1] else None, v[2], v[3]) for k, v in rows.items()} == expected_rows
+    assert rejects == [(n + 2, tags) for n, (_, _, tags, *_) in enumerate(LINES) if isinstance(tags, str)]
+    # the per-record reader alone (parse(), as for JSON lines) gives the same rows and reasons
+    alone = parsed(billing_focus, path, "paths.csv")
+    assert [(line, reason) for line, reason, _ in alone["rejects"]] == rejects
+    assert {r["source_line_id"]: r["tags"] for r in alone["rows"]} == {k: v[1] for k, v in expected_rows.items()}
+
+
+def test_a_json_lines_bill_is_read_by_the_definition_line_by_line(tmp_path):
+    path = tmp_path / "focus.jsonl"
+    lines = [{"BilledCost": "3.25", "BillingCurrency": "EUR", "ChargePeriodStart": "2026-08-01T00:00:00Z",
+              "ChargeCategory": "Usage", "ProviderName": "GCP", "Tags": {"team": "c"}},
+             {"BilledCost": "1", "BillingCurrency": "EUR", "ChargePeriodStart": "2026-08-01",
+              "ChargeCategory": "Usage"}]
+    path.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
+    by_record: list[int] = []
+
+    def spy(record, columns):
+        by_record.append(record.line)
+        return billing_focus.FOCUS.build(record, columns)
+
+    con = open_stage()
+    try:
+        src = Source.of(path, "focus.jsonl")
+        staged = bill_stage.stage(src, con, ParseContext("focus.jsonl", UTC),
+                                  dataclasses.replace(billing_focus.FAMILY, build=spy), billing_focus.FOCUS.plan)
+        rejects = con.execute("SELECT line, reason FROM rejects").fetchall()
+    finally:
+        con.close()
+    assert by_record == [1, 2]
+    assert (staged.accepted, staged.totals["billed_cost_total"]) == (1, {"EUR": "3.25"})
+    assert rejects == [(2, "no ProviderName")]
