@@ -70,12 +70,13 @@ class Moment:
 @dataclass(frozen=True)
 class Category:
     """The FOCUS charge category of column `of` by `table` (normalised raw value -> category);
-    an absent or unknown value refuses the line, naming `label`."""
+    an absent value is `default` (None: refused), an unknown one refused, naming `label`."""
 
     column: str
     of: str
     table: Mapping[str, str]
     label: str
+    default: str | None = None
 
 
 @dataclass(frozen=True)
@@ -116,6 +117,44 @@ class InstanceType:
 
 
 @dataclass(frozen=True)
+class NextDay:
+    """The time one day after column `of` (a day-long charge period)."""
+
+    column: str
+    of: str
+
+
+@dataclass(frozen=True)
+class JsonKey:
+    """The first non-empty of `keys` in the JSON object of cell `name` (braces optional); a cell
+    that is no such object is read as a Python literal or refuses the line, naming `label`."""
+
+    column: str
+    name: str
+    label: str
+    keys: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class LowerWhen:
+    """Column `of` in lower case where column `when` (lower case) is `equals`, else None."""
+
+    column: str
+    of: str
+    when: str
+    equals: str
+
+
+@dataclass(frozen=True)
+class HeaderSays:
+    """The value of the first `(column name, value)` whose column the header has, else `default`."""
+
+    column: str
+    cases: tuple[tuple[str, str], ...]
+    default: str
+
+
+@dataclass(frozen=True)
 class Same:
     """The value of column `of`."""
 
@@ -141,7 +180,8 @@ class Refuse:
     reason: str
 
 
-Step = Text | Amount | Quantity | Moment | Category | Pricing | Tags | TagColumns | InstanceType | Same | Constant | Refuse
+Step = (Text | Amount | Quantity | Moment | Category | Pricing | Tags | TagColumns | InstanceType | NextDay | JsonKey
+        | LowerWhen | HeaderSays | Same | Constant | Refuse)
 
 
 @dataclass(frozen=True)
@@ -165,7 +205,8 @@ class Bill:
 
     def build(self, record: Record, columns: set[str] | None = None) -> list[dict]:
         """The billing_lines row of one record; BadValue with the first failing step's reason."""
-        return [billing.row(**{k: v for k, v in read(self, record).items() if not k.startswith("_")})]
+        header = set(record.fields) if columns is None else columns
+        return [billing.row(**{k: v for k, v in read(self, record, header).items() if not k.startswith("_")})]
 
     def plan(self, fields: Fields) -> Plan:
         """The steps as SQL over the file's columns, checks in the steps' order."""
@@ -179,7 +220,7 @@ def normalized(name: str) -> str:
 
 # --- one record (billing.py's readers) -------------------------------------------------------
 
-def read(bill: Bill, record: Record) -> dict[str, object]:
+def read(bill: Bill, record: Record, header: set[str]) -> dict[str, object]:
     """Every step's column of one record, in order; BadValue at the first that fails."""
     found: dict[str, object] = {}
     for step in bill.steps:
@@ -195,7 +236,7 @@ def read(bill: Bill, record: Record) -> dict[str, object]:
         elif isinstance(step, Moment):
             value = (billing.required_moment if step.required else billing.moment)(record, *step.names)
         elif isinstance(step, Category):
-            value = billing.category(found[step.of], dict(step.table), step.label)
+            value = billing.category(found[step.of] or step.default, dict(step.table), step.label)
         elif isinstance(step, Pricing):
             value = billing.pricing(found[step.of], dict(step.table))
         elif isinstance(step, Tags):
@@ -206,6 +247,16 @@ def read(bill: Bill, record: Record) -> dict[str, object]:
                                        and billing.text(record, name) is not None})
         elif isinstance(step, InstanceType):
             value = billing.instance_type_in(*(found[name] for name in step.of))
+        elif isinstance(step, NextDay):
+            value = billing.next_day(found[step.of]) if found[step.of] is not None else None
+        elif isinstance(step, JsonKey):
+            cell = billing.tags(record.get(step.name), step.label)
+            value = next((cell[key] for key in step.keys if cell.get(key)), None)
+        elif isinstance(step, LowerWhen):
+            value = (found[step.of].lower() if found[step.of] and (found[step.when] or "").lower() == step.equals
+                     else None)
+        elif isinstance(step, HeaderSays):
+            value = next((value for name, value in step.cases if name in header), step.default)
         elif isinstance(step, Same):
             value = found[step.of]
         elif isinstance(step, Constant):
@@ -240,7 +291,8 @@ def plan(bill: Bill, fields: Fields) -> Plan:
         elif isinstance(step, Moment):
             b.moment(step.column, *step.names, required=step.required)
         elif isinstance(step, Category):
-            b.category(step.column, sql[step.of], dict(step.table), step.label)
+            raw = sql[step.of] if step.default is None else f"coalesce({sql[step.of]}, {literal(step.default)})"
+            b.category(step.column, raw, dict(step.table), step.label)
         elif isinstance(step, Pricing):
             b.column(step.column, bill_sql.pricing(sql[step.of], dict(step.table)))
         elif isinstance(step, Tags):
@@ -250,6 +302,16 @@ def plan(bill: Bill, fields: Fields) -> Plan:
         elif isinstance(step, InstanceType):
             found = [f"bill_instance_type({sql[name]})" for name in step.of]
             b.column(step.column, f"coalesce({', '.join(found)})" if len(found) > 1 else found[0])
+        elif isinstance(step, NextDay):
+            b.column(step.column, f"{sql[step.of]} + INTERVAL 1 DAY")
+        elif isinstance(step, JsonKey):
+            b.column(step.column, _json_key(b, fields, step))
+        elif isinstance(step, LowerWhen):
+            b.column(step.column, f"CASE WHEN lower(coalesce({sql[step.when]}, '')) = {literal(step.equals)} "
+                                  f"THEN lower(nullif({sql[step.of]}, '')) END")
+        elif isinstance(step, HeaderSays):
+            names = set(fields.names())
+            b.column(step.column, literal(next((value for name, value in step.cases if name in names), step.default)))
         elif isinstance(step, Same):
             b.column(step.column, sql[step.of])
         elif isinstance(step, Constant):
@@ -273,3 +335,18 @@ def _tag_columns(b: Builder, fields: Fields, prefix: str) -> str:
     entries = ", ".join(f"{{'key': {literal(key)}, 'value': {b.text(name)}}}" for key, name in names)
     found = b.column("_tag_list", f"list_filter([{entries}], lambda x: x.value IS NOT NULL)")
     return f"CASE WHEN len({found}) > 0 THEN map_from_entries({found}) END"
+
+
+def _json_key(b: Builder, fields: Fields, step: JsonKey) -> str:
+    """SQL of the first non-empty key of a JSON-object cell; a cell that is not a JSON object of
+    named values (or a typed Parquet value) goes to the per-record reader."""
+    if not fields.has(step.name):
+        return "NULL"
+    if fields.types[step.name] != "VARCHAR":
+        b.python.append(f"{bill_sql.ident(fields.columns[step.name])} IS NOT NULL")
+        return "NULL"
+    cell = f"bill_json_text({b.text(step.name)})"
+    b.python.append(f"{cell} IS NOT NULL AND CASE WHEN json_valid({cell}) THEN json_type({cell}) <> 'OBJECT' "
+                    f"OR list_contains(json_keys({cell}), '') ELSE true END")
+    found = [f"nullif(json_extract_string({cell}, {literal('$.' + key)}), '')" for key in step.keys]
+    return f"CASE WHEN json_valid({cell}) THEN coalesce({', '.join(found)}) END"
