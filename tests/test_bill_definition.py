@@ -83,3 +83,41 @@ def test_a_json_lines_bill_is_read_by_the_definition_line_by_line(tmp_path):
     assert by_record == [1, 2]
     assert (staged.accepted, staged.totals["billed_cost_total"]) == (1, {"EUR": "3.25"})
     assert rejects == [(2, "no ProviderName")]
+
+
+AZURE_HEADER = "Date,MeterCategory,Cost,BillingCurrency,AdditionalInfo,Tags,SubscriptionId"
+# (AdditionalInfo and Tags cells, expected path, expected instance type and tags or the reason)
+AZURE_LINES = [
+    ('"{""ServiceType"": ""Standard_NC6s_v3""}","""env"": ""prod"""', "sql", ("standard_nc6s_v3", {"env": "prod"})),
+    ('"{""VMSize"": ""Standard_D4""}",', "sql", ("standard_d4", None)),
+    ('"{\'VMSize\': \'Standard_D2s_v3\'}",', "record", ("standard_d2s_v3", None)),  # a Python literal
+    (',"{""n"": 1}"', "record", (None, {"n": "1"})),  # a tag value that is not text
+    ("not json,", "record", "AdditionalInfo is neither JSON nor a Python literal: 'not json'"),
+]
+
+
+def test_azure_lines_take_their_paths_with_their_values(tmp_path):
+    from ingest.formats.billing import billing_azure
+
+    path = tmp_path / "azure.csv"
+    path.write_text(AZURE_HEADER + "\n" + "\n".join(f"2024-02-0{n + 1},Virtual Machines,{n}.25,USD,{cells},sub-{n}"
+                                                     for n, (cells, *_) in enumerate(AZURE_LINES)) + "\n")
+    by_record: list[int] = []
+
+    def spy(record, columns):
+        by_record.append(record.line)
+        return billing_azure.AZURE.build(record, columns)
+
+    con = open_stage()
+    try:
+        bill_stage.stage(Source.of(path, "azure.csv"), con, ParseContext("azure.csv", UTC),
+                         dataclasses.replace(billing_azure.FAMILY, build=spy), billing_azure.AZURE.plan)
+        rows = {r[0]: (r[1], r[2], dict(r[3]) if r[3] else None, r[4].day) for r in con.execute(
+            "SELECT sub_account_id, billed_cost, instance_type, tags, charge_period_end FROM billing_lines").fetchall()}
+        rejects = con.execute("SELECT line, reason FROM rejects ORDER BY line").fetchall()
+    finally:
+        con.close()
+    assert by_record == [n + 2 for n, (_, way, _) in enumerate(AZURE_LINES) if way == "record"]
+    assert rows == {f"sub-{n}": (Decimal(f"{n}.25"), *expected, n + 2)  # the day after the charge's date
+                    for n, (_, _, expected) in enumerate(AZURE_LINES) if not isinstance(expected, str)}
+    assert rejects == [(n + 2, why) for n, (_, _, why) in enumerate(AZURE_LINES) if isinstance(why, str)]
