@@ -14,7 +14,8 @@ from ingest.formats.billing import bill_stage, billing_focus
 from tests.bill_equivalence import parsed
 
 UTC = timezone.utc
-HEADER = "BilledCost,BillingCurrency,ChargePeriodStart,ChargeCategory,ProviderName,PricingCategory,Tags,ChargeDescription,x_LineItemId"
+HEADER = ("BilledCost,BillingCurrency,ChargePeriodStart,ChargeCategory,ProviderName,PricingCategory,Tags,"
+          "ChargeDescription,x_LineItemId")
 # (line's fields after the header's first five, expected path, expected tags, pricing, instance type / reason)
 LINES = [
     ('Standard,"{""team"": ""a""}",g5.xlarge hour', "sql", {"team": "a"}, "on-demand", "g5.xlarge"),

@@ -1,9 +1,11 @@
 """What the four cloud-bill parsers share: reading CSV, Parquet and JSON lines into records keyed
 by normalised column names, strict readers for amounts, times and tags, line keys, totals.
 
-Each family module (billing_focus, billing_aws, billing_gcp, billing_azure) supplies a `Family`:
-how it normalises a header name, which columns it needs, and `build(record)` turning one source
-record into `billing_lines` rows (FOCUS names in snake_case, see docs/schema.md).
+Each family module (billing_focus, billing_aws, billing_gcp, billing_azure, billing_aws_dbr)
+supplies a `Family`: how it normalises a header name, which columns it needs, and `build(record)`
+turning one source record into `billing_lines` rows (FOCUS names in snake_case, see
+docs/schema.md). A family written as a definition (bill_definition.py) gets its Family, `build`
+included, from the definition.
 
 Line keys (`line_key`, warehouse.REPLACE_BY): a line the source identifies (AWS
 `identity/LineItemId` + `identity/TimeInterval`, FOCUS `x_LineItemId` or `Id`) is
