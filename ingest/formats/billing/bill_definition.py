@@ -197,16 +197,28 @@ class Bill:
     per_file: tuple[FileValue, ...] = ()  # columns a file may lack, given by a [billing] setting
     money: tuple[str, ...] = ()  # other columns amounts are read from (never filled in as empty)
     family: billing.Family = field(init=False, repr=False, compare=False)
+    readers: tuple = field(init=False, repr=False, compare=False)  # (column, reader) of each step
+    stored: tuple[str, ...] = field(init=False, repr=False, compare=False)  # the billing_lines columns given
 
     def __post_init__(self) -> None:
+        readers = tuple((getattr(step, "column", "_refused"), _reader(step)) for step in self.steps)
+        stored = tuple(column for column, _ in readers if not column.startswith("_"))
+        unknown = set(stored) - set(billing.LINE_COLUMNS)
+        if unknown:  # a misspelt column fails at import, not on the first bill
+            raise ValueError(f"{self.kind}: not billing_lines columns: {sorted(unknown)}")
+        object.__setattr__(self, "readers", readers)
+        object.__setattr__(self, "stored", stored)
         object.__setattr__(self, "family", billing.Family(
             kind=self.kind, normalize=self.normalize, required=self.detect, build=self.build, nulls=self.nulls,
             label=self.label, per_file=self.per_file, money=self.money))
 
     def build(self, record: Record, columns: set[str] | None = None) -> list[dict]:
         """The billing_lines row of one record; BadValue with the first failing step's reason."""
-        header = set(record.fields) if columns is None else columns
-        return [billing.row(**{k: v for k, v in read(self, record, header).items() if not k.startswith("_")})]
+        found = read(self, record, set(record.fields) if columns is None else columns)
+        row = dict.fromkeys(billing.LINE_COLUMNS)
+        for column in self.stored:
+            row[column] = found[column]
+        return [row]
 
     def plan(self, fields: Fields) -> Plan:
         """The steps as SQL over the file's columns, checks in the steps' order."""
@@ -223,51 +235,83 @@ def normalized(name: str) -> str:
 def read(bill: Bill, record: Record, header: set[str]) -> dict[str, object]:
     """Every step's column of one record, in order; BadValue at the first that fails."""
     found: dict[str, object] = {}
-    for step in bill.steps:
-        if isinstance(step, Text):
-            value = billing.text(record, *step.names)
-            if value is None and step.required:
-                raise BadValue(step.required if isinstance(step.required, str)
-                               else f"no {record.name(*step.names)}")
-        elif isinstance(step, Amount):
-            value = (billing.required_amount if step.required else billing.amount)(record, *step.names)
-        elif isinstance(step, Quantity):
-            value = billing.quantity(record, *step.names)
-        elif isinstance(step, Moment):
-            value = (billing.required_moment if step.required else billing.moment)(record, *step.names)
-        elif isinstance(step, Category):
-            value = billing.category(found[step.of] or step.default, dict(step.table), step.label)
-        elif isinstance(step, Pricing):
-            value = billing.pricing(found[step.of], dict(step.table))
-        elif isinstance(step, Tags):
-            value = billing.tag_pairs(billing.tags(record.get(step.name), step.label))
-        elif isinstance(step, TagColumns):
-            value = billing.tag_pairs({name.removeprefix(step.prefix): billing.text(record, name)
-                                       for name in record.fields if name.startswith(step.prefix)
-                                       and billing.text(record, name) is not None})
-        elif isinstance(step, InstanceType):
-            value = billing.instance_type_in(*(found[name] for name in step.of))
-        elif isinstance(step, NextDay):
-            value = billing.next_day(found[step.of]) if found[step.of] is not None else None
-        elif isinstance(step, JsonKey):
-            cell = billing.tags(record.get(step.name), step.label)
-            value = next((cell[key] for key in step.keys if cell.get(key)), None)
-        elif isinstance(step, LowerWhen):
-            value = (found[step.of].lower() if found[step.of] and (found[step.when] or "").lower() == step.equals
-                     else None)
-        elif isinstance(step, HeaderSays):
-            value = next((value for name, value in step.cases if name in header), step.default)
-        elif isinstance(step, Same):
-            value = found[step.of]
-        elif isinstance(step, Constant):
-            value = step.value
-        else:  # Refuse
-            raw = found[step.of]
-            if raw is not None and normalized(raw) in step.keys:
-                raise BadValue(step.reason.format(value=repr(raw)))
-            continue
-        found[step.column] = value
+    for column, reader in bill.readers:
+        found[column] = reader(record, found, header)
     return found
+
+
+def _reader(step: Step) -> Callable[[Record, dict, set], object]:
+    """The step as a function of (record, the columns read so far, the header's names), compiled
+    once per definition: the per-record path reads whole files (JSON lines, a CSV DuckDB refuses)."""
+    if isinstance(step, Text):
+        names, required = step.names, step.required
+
+        def text(record: Record, found: dict, header: set) -> object:
+            value = billing.text(record, *names)
+            if value is None and required:
+                raise BadValue(required if isinstance(required, str) else f"no {record.name(*names)}")
+            return value
+        return text
+    if isinstance(step, Amount):
+        amount, names = (billing.required_amount if step.required else billing.amount), step.names
+        return lambda record, found, header: amount(record, *names)
+    if isinstance(step, Quantity):
+        names = step.names
+        return lambda record, found, header: billing.quantity(record, *names)
+    if isinstance(step, Moment):
+        moment, names = (billing.required_moment if step.required else billing.moment), step.names
+        return lambda record, found, header: moment(record, *names)
+    if isinstance(step, Category):
+        of, table, label, default = step.of, dict(step.table), step.label, step.default
+        return lambda record, found, header: billing.category(found[of] or default, table, label)
+    if isinstance(step, Pricing):
+        of, table = step.of, dict(step.table)
+        return lambda record, found, header: billing.pricing(found[of], table)
+    if isinstance(step, Tags):
+        name, label = step.name, step.label
+        return lambda record, found, header: billing.tag_pairs(billing.tags(record.get(name), label))
+    if isinstance(step, TagColumns):
+        prefix = step.prefix
+
+        def tag_columns(record: Record, found: dict, header: set) -> object:
+            tags = {name.removeprefix(prefix): billing.text(record, name) for name in record.fields
+                    if name.startswith(prefix)}
+            return billing.tag_pairs({key: value for key, value in tags.items() if value is not None})
+        return tag_columns
+    if isinstance(step, InstanceType):
+        texts = step.of
+        return lambda record, found, header: billing.instance_type_in(*(found[name] for name in texts))
+    if isinstance(step, NextDay):
+        of = step.of
+        return lambda record, found, header: billing.next_day(found[of]) if found[of] is not None else None
+    if isinstance(step, JsonKey):
+        name, label, keys = step.name, step.label, step.keys
+
+        def json_key(record: Record, found: dict, header: set) -> object:
+            cell = billing.tags(record.get(name), label)
+            return next((cell[key] for key in keys if cell.get(key)), None)
+        return json_key
+    if isinstance(step, LowerWhen):
+        of, when, equals = step.of, step.when, step.equals
+        return lambda record, found, header: (found[of].lower() if found[of] and (found[when] or "").lower() == equals
+                                              else None)
+    if isinstance(step, HeaderSays):
+        cases, default = step.cases, step.default
+        return lambda record, found, header: next((value for name, value in cases if name in header), default)
+    if isinstance(step, Same):
+        of = step.of
+        return lambda record, found, header: found[of]
+    if isinstance(step, Constant):
+        value = step.value
+        return lambda record, found, header: value
+    of, keys, reason = step.of, step.keys, step.reason  # Refuse
+
+    def refuse(record: Record, found: dict, header: set) -> object:
+        raw = found[of]
+        if raw is not None and normalized(raw) in keys:
+            raise BadValue(reason.format(value=repr(raw)))
+        return None
+    return refuse
 
 
 # --- whole columns (SQL) ---------------------------------------------------------------------
