@@ -21,7 +21,9 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from decimal import Decimal
 
+from ingest.engine import values
 from ingest.engine.contract import BadValue
 from ingest.formats.billing import bill_sql, billing
 from ingest.formats.billing.bill_sql import Builder, Fields, Plan, literal
@@ -42,11 +44,13 @@ class Text:
 
 @dataclass(frozen=True)
 class Amount:
-    """An exact amount (DECIMAL(38, 12), strict spelling, under 10^15); `required` as Text's."""
+    """An exact amount (DECIMAL(38, 12), strict spelling, under 10^15); `required` as Text's.
+    `when` (column, values): read (and checked) only on lines whose column is one of the values."""
 
     column: str
     names: tuple[str, ...]
     required: bool = False
+    when: tuple[str, frozenset[str]] | None = None
 
 
 @dataclass(frozen=True)
@@ -137,12 +141,106 @@ class JsonKey:
 
 @dataclass(frozen=True)
 class LowerWhen:
-    """Column `of` in lower case where column `when` (lower case) is `equals`, else None."""
+    """Column `of` in lower case (None when blank) where column `when` (lower case) is `equals`
+    (always, without `when`), else None."""
 
     column: str
     of: str
-    when: str
-    equals: str
+    when: str | None = None
+    equals: str = ""
+
+
+@dataclass(frozen=True)
+class Letters:
+    """The lower-case letters of column `of` ('' when absent): `SavingsPlan Covered-Usage` ->
+    savingsplancoveredusage, a line type to compare."""
+
+    column: str
+    of: str
+
+
+@dataclass(frozen=True)
+class Case:
+    """The value of the column `cases` names for the value of column `of`, else of `default`."""
+
+    column: str
+    of: str
+    cases: Mapping[str, str]
+    default: str
+
+
+@dataclass(frozen=True)
+class Difference:
+    """Column `left` minus column `right`; None when either is."""
+
+    column: str
+    left: str
+    right: str
+
+
+@dataclass(frozen=True)
+class SumOfPresent:
+    """The sum of the columns `of` that have a value; None when none has."""
+
+    column: str
+    of: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class FirstOf:
+    """The first of the columns `of` with a value."""
+
+    column: str
+    of: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Joined:
+    """Columns `of` joined with '|' (a later absent one as ''), where the first has a value."""
+
+    column: str
+    of: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Contains:
+    """`value` where column `of`, lower case and without `drop` characters, contains `needle`."""
+
+    column: str
+    of: str
+    needle: str
+    value: str
+    drop: str = "-"
+
+
+@dataclass(frozen=True)
+class MapCell:
+    """The name: value pairs of cell `name` (a JSON object or a Parquet map; {} when absent); a
+    cell that is no such shape refuses the line, naming the column."""
+
+    column: str
+    name: str
+
+
+@dataclass(frozen=True)
+class MapValue:
+    """The first of `keys` with a non-blank value in the pairs of column `of` (a MapCell), stripped."""
+
+    column: str
+    of: str
+    keys: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class TagsFrom:
+    """Tags from one column per tag (the columns whose normalised names start with one of
+    `prefixes`, named without `strip`) and from MapCell-shaped cells `maps` ((name, prefixes its
+    keys lose in turn, prefix its keys gain)); blank values are no tag, a later name wins."""
+
+    column: str
+    prefixes: tuple[str, ...]
+    strip: str
+    maps: tuple[tuple[str, tuple[str, ...], str], ...]
 
 
 @dataclass(frozen=True)
@@ -164,10 +262,10 @@ class Same:
 
 @dataclass(frozen=True)
 class Constant:
-    """The same text on every line."""
+    """The same text (or amount) on every line."""
 
     column: str
-    value: str
+    value: str | Decimal
 
 
 @dataclass(frozen=True)
@@ -181,7 +279,8 @@ class Refuse:
 
 
 Step = (Text | Amount | Quantity | Moment | Category | Pricing | Tags | TagColumns | InstanceType | NextDay | JsonKey
-        | LowerWhen | HeaderSays | Same | Constant | Refuse)
+        | LowerWhen | HeaderSays | Same | Constant | Refuse | Letters | Case | Difference | SumOfPresent | FirstOf
+        | Joined | Contains | MapCell | MapValue | TagsFrom)
 
 
 @dataclass(frozen=True)
@@ -254,6 +353,9 @@ def _reader(step: Step) -> Callable[[Record, dict, set], object]:
         return text
     if isinstance(step, Amount):
         amount, names = (billing.required_amount if step.required else billing.amount), step.names
+        if step.when is not None:
+            when, keys = step.when
+            return lambda record, found, header: amount(record, *names) if found[when] in keys else None
         return lambda record, found, header: amount(record, *names)
     if isinstance(step, Quantity):
         names = step.names
@@ -293,8 +395,42 @@ def _reader(step: Step) -> Callable[[Record, dict, set], object]:
         return json_key
     if isinstance(step, LowerWhen):
         of, when, equals = step.of, step.when, step.equals
-        return lambda record, found, header: (found[of].lower() if found[of] and (found[when] or "").lower() == equals
-                                              else None)
+        return lambda record, found, header: (found[of].lower() if found[of] and (
+            when is None or (found[when] or "").lower() == equals) else None)
+    if isinstance(step, Letters):
+        of = step.of
+        return lambda record, found, header: re.sub(r"[^a-z]", "", (found[of] or "").lower())
+    if isinstance(step, Case):
+        of, cases, default = step.of, dict(step.cases), step.default
+        return lambda record, found, header: found[cases.get(found[of], default)]
+    if isinstance(step, Difference):
+        left, right = step.left, step.right
+        return lambda record, found, header: (None if found[left] is None or found[right] is None
+                                              else found[left] - found[right])
+    if isinstance(step, SumOfPresent):
+        parts = step.of
+        return lambda record, found, header: (None if all(found[p] is None for p in parts)
+                                              else sum((found[p] or 0) for p in parts))
+    if isinstance(step, FirstOf):
+        parts = step.of
+        return lambda record, found, header: next((found[p] for p in parts if found[p] is not None), None)
+    if isinstance(step, Joined):
+        first, *rest = step.of
+        return lambda record, found, header: ("|".join([found[first], *(found[p] or "" for p in rest)])
+                                              if found[first] is not None else None)
+    if isinstance(step, Contains):
+        of, needle, value, drop = step.of, step.needle, step.value, step.drop
+        return lambda record, found, header: (value if needle in re.sub(f"[{re.escape(drop)}]", "",
+                                                                        (found[of] or "").lower()) else None)
+    if isinstance(step, MapCell):
+        name = step.name
+        return lambda record, found, header: billing.tags(record.get(name), name)
+    if isinstance(step, MapValue):
+        of, keys = step.of, step.keys
+        return lambda record, found, header: next((str(found[of][k]).strip() for k in keys if found[of].get(k)
+                                                   is not None and str(found[of][k]).strip()), None)
+    if isinstance(step, TagsFrom):
+        return _tags_from(step)
     if isinstance(step, HeaderSays):
         cases, default = step.cases, step.default
         return lambda record, found, header: next((value for name, value in cases if name in header), default)
@@ -314,6 +450,22 @@ def _reader(step: Step) -> Callable[[Record, dict, set], object]:
     return refuse
 
 
+def _tags_from(step: TagsFrom) -> Callable[[Record, dict, set], object]:
+    def tags(record: Record, found: dict, header: set) -> object:
+        given: dict[str, str | None] = {}
+        for name, value in record.fields.items():
+            if name.startswith(step.prefixes) and not values.is_absent(value):
+                given[name.removeprefix(step.strip)] = billing.text(record, name)
+        for name, drops, add in step.maps:
+            for key, value in billing.tags(record.get(name), name).items():
+                if value not in (None, ""):
+                    for drop in drops:
+                        key = key.removeprefix(drop)
+                    given[add + key] = value
+        return billing.tag_pairs(given)
+    return tags
+
+
 # --- whole columns (SQL) ---------------------------------------------------------------------
 
 def plan(bill: Bill, fields: Fields) -> Plan:
@@ -328,7 +480,12 @@ def plan(bill: Bill, fields: Fields) -> Plan:
                 b.check(f"{sql[step.column]} IS NULL", literal(step.required) if isinstance(step.required, str)
                         else f"'no ' || {fields.label(*step.names)}")
             continue
-        if isinstance(step, Amount):
+        if isinstance(step, Amount) and step.when is not None:
+            if not any(fields.has(n) for n in step.names):
+                sql[step.column] = "NULL"
+                continue
+            b.amount(step.column, *step.names, when=bill_sql.one_of(sql[step.when[0]], step.when[1]))
+        elif isinstance(step, Amount):
             b.amount(step.column, *step.names, required=step.required)
         elif isinstance(step, Quantity):
             b.quantity(step.column, *step.names)
@@ -350,16 +507,48 @@ def plan(bill: Bill, fields: Fields) -> Plan:
             b.column(step.column, f"{sql[step.of]} + INTERVAL 1 DAY")
         elif isinstance(step, JsonKey):
             b.column(step.column, _json_key(b, fields, step))
+        elif isinstance(step, LowerWhen) and step.when is None:
+            b.column(step.column, f"lower(nullif({sql[step.of]}, ''))")
         elif isinstance(step, LowerWhen):
             b.column(step.column, f"CASE WHEN lower(coalesce({sql[step.when]}, '')) = {literal(step.equals)} "
                                   f"THEN lower(nullif({sql[step.of]}, '')) END")
+        elif isinstance(step, Letters):
+            b.column(step.column, f"regexp_replace(lower(coalesce({sql[step.of]}, '')), '[^a-z]', '', 'g')")
+        elif isinstance(step, Case):
+            arms = " ".join(f"WHEN {literal(k)} THEN {sql[v]}" for k, v in step.cases.items())
+            b.column(step.column, f"CASE {sql[step.of]} {arms} ELSE {sql[step.default]} END")
+        elif isinstance(step, Difference):
+            b.column(step.column, f"{sql[step.left]} - {sql[step.right]}")
+        elif isinstance(step, SumOfPresent):
+            nulls = " AND ".join(f"{sql[p]} IS NULL" for p in step.of)
+            b.column(step.column, f"CASE WHEN {nulls} THEN NULL ELSE "
+                                  + " + ".join(f"coalesce({sql[p]}, 0)" for p in step.of) + " END")
+        elif isinstance(step, FirstOf):
+            b.column(step.column, f"coalesce({', '.join(sql[p] for p in step.of)})")
+        elif isinstance(step, Joined):
+            first, *rest = step.of
+            b.column(step.column, f"CASE WHEN {sql[first]} IS NOT NULL THEN "
+                                  + " || '|' || ".join([sql[first], *(f"coalesce({sql[p]}, '')" for p in rest)])
+                                  + " END")
+        elif isinstance(step, Contains):
+            b.column(step.column, f"CASE WHEN contains(regexp_replace(lower(coalesce({sql[step.of]}, '')), "
+                                  f"{literal('[' + re.escape(step.drop) + ']')}, '', 'g'), {literal(step.needle)}) "
+                                  f"THEN {literal(step.value)} END")
+        elif isinstance(step, MapCell):
+            b.column(step.column, b.entries(step.name))
+        elif isinstance(step, MapValue):
+            found = [f"nullif(trim(list_filter({sql[step.of]}, lambda x: x.key = {literal(k)})[-1].value), '')"
+                     for k in step.keys]
+            b.column(step.column, f"coalesce({', '.join(found)})")
+        elif isinstance(step, TagsFrom):
+            b.column(step.column, _tags_from_sql(b, fields, step))
         elif isinstance(step, HeaderSays):
             names = set(fields.names())
             b.column(step.column, literal(next((value for name, value in step.cases if name in names), step.default)))
         elif isinstance(step, Same):
             b.column(step.column, sql[step.of])
         elif isinstance(step, Constant):
-            b.column(step.column, literal(step.value))
+            b.column(step.column, literal(step.value) if isinstance(step.value, str) else str(step.value))
         else:  # Refuse
             raw = sql[step.of]
             before, _, after = step.reason.partition("{value}")
@@ -394,3 +583,31 @@ def _json_key(b: Builder, fields: Fields, step: JsonKey) -> str:
                     f"OR list_contains(json_keys({cell}), '') ELSE true END")
     found = [f"nullif(json_extract_string({cell}, {literal('$.' + key)}), '')" for key in step.keys]
     return f"CASE WHEN json_valid({cell}) THEN coalesce({', '.join(found)}) END"
+
+
+def _tags_from_sql(b: Builder, fields: Fields, step: TagsFrom) -> str:
+    """SQL of TagsFrom's map; a line naming a tag twice (where the later wins) goes to the
+    per-record reader."""
+    flat_names = [name for name in fields.names() if name.startswith(step.prefixes)]
+    keys = [name.removeprefix(step.strip) for name in flat_names]
+    maps = [m for m in step.maps if fields.has(m[0])]
+    if not maps and len(set(keys)) == len(keys):  # tag columns only, each key once: sorted here, once
+        ordered = sorted(zip(keys, flat_names))
+        entries = ", ".join(f"{{'key': {literal(key)}, 'value': {b.text(name)}}}" for key, name in ordered)
+        found = b.column("_tag_list", f"list_filter([{entries}], lambda x: x.value IS NOT NULL)" if ordered else "[]")
+        return f"CASE WHEN len({found}) > 0 THEN map_from_entries({found}) END"
+    flat = [f"{{'key': {literal(key)}, 'value': {b.text(name)}}}" for key, name in zip(keys, flat_names)]
+    lists = [f"list_filter([{', '.join(flat)}], lambda x: x.value IS NOT NULL)" if flat else "[]"]
+    for name, drops, add in step.maps:
+        entries = f"list_filter({b.entries(name)}, lambda x: x.value <> '')"
+        for drop in drops:
+            entries = (f"list_transform({entries}, lambda x: {{'key': CASE WHEN starts_with(x.key, {literal(drop)}) "
+                       f"THEN x.key[{len(drop) + 1}:] ELSE x.key END, 'value': x.value}})")
+        if add:
+            entries = f"list_transform({entries}, lambda x: {{'key': {literal(add)} || x.key, 'value': x.value}})"
+        lists.append(entries)
+    found = b.column("_tag_list", f"list_concat({', '.join(lists)})")
+    names = f"list_transform({found}, lambda x: x.key)"
+    b.python.append(f"len(list_distinct({names})) <> len({found})")
+    return f"CASE WHEN len({found}) > 0 AND len(list_distinct({names})) = len({found}) " \
+           f"THEN map_from_entries(list_sort({found})) END"
