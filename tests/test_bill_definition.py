@@ -122,3 +122,42 @@ def test_azure_lines_take_their_paths_with_their_values(tmp_path):
     assert rows == {f"sub-{n}": (Decimal(f"{n}.25"), *expected, n + 2)  # the day after the charge's date
                     for n, (_, _, expected) in enumerate(AZURE_LINES) if not isinstance(expected, str)}
     assert rejects == [(n + 2, why) for n, (_, _, why) in enumerate(AZURE_LINES) if isinstance(why, str)]
+
+
+CUR_HEADER = "identity/LineItemId,lineItem/LineItemType,lineItem/UsageStartDate,lineItem/CurrencyCode,"\
+             "lineItem/UnblendedCost,resourceTags/user:team,product,resource_tags"
+# (product and tag cells, expected path, expected tags and instance type, or the reason)
+CUR_LINES = [
+    ('genai,"{""instance_type"": ""p5.48xlarge""}",', "sql", ({"team": "genai"}, "p5.48xlarge")),
+    (',,"{""user_team"": ""vision"", ""user_run"": ""r1""}"', "sql", ({"team": "vision", "run": "r1"}, None)),
+    ('genai,"{\'instance_type\': \'g5.xlarge\'}",', "record", ({"team": "genai"}, "g5.xlarge")),  # a literal
+    ('genai,,"{""user_team"": ""vision""}"', "record", ({"team": "vision"}, None)),  # team twice: the map wins
+    (",not json,", "record", "product is neither JSON nor a Python literal: 'not json'"),
+]
+
+
+def test_cur_lines_take_their_paths_with_their_values(tmp_path):
+    from ingest.formats.billing import billing_aws
+
+    path = tmp_path / "cur.csv"
+    path.write_text(CUR_HEADER + "\n" + "\n".join(f"id-{n},Usage,2026-08-01T00:00:00Z,USD,{n}.5,{cells}"
+                                                   for n, (cells, *_) in enumerate(CUR_LINES)) + "\n")
+    by_record: list[int] = []
+
+    def spy(record, columns):
+        by_record.append(record.line)
+        return billing_aws.CUR.build(record, columns)
+
+    con = open_stage()
+    try:
+        bill_stage.stage(Source.of(path, "cur.csv"), con, ParseContext("cur.csv", UTC),
+                         dataclasses.replace(billing_aws.FAMILY, build=spy), billing_aws.CUR.plan)
+        rows = {r[0]: (r[1], dict(r[2]) if r[2] else None, r[3]) for r in con.execute(
+            "SELECT source_line_id, billed_cost, tags, instance_type FROM billing_lines").fetchall()}
+        rejects = con.execute("SELECT line, reason FROM rejects ORDER BY line").fetchall()
+    finally:
+        con.close()
+    assert by_record == [n + 2 for n, (_, way, _) in enumerate(CUR_LINES) if way == "record"]
+    assert rows == {f"id-{n}": (Decimal(f"{n}.5"), *expected)
+                    for n, (_, _, expected) in enumerate(CUR_LINES) if not isinstance(expected, str)}
+    assert rejects == [(n + 2, why) for n, (_, _, why) in enumerate(CUR_LINES) if isinstance(why, str)]

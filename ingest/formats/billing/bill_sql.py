@@ -1,8 +1,8 @@
 """The bill field readers of ingest/formats/billing/billing.py as SQL over whole columns: strict amounts,
 numbers, UTC times, charge categories, tags; each with the reject reason billing.py gives.
 
-A bill definition (bill_definition.py: FOCUS, Azure, DBR) or a family's own `plan(fields)`
-(billing_aws.py, billing_gcp.py) turns the columns a bill has into a `Plan`: one SQL expression
+A bill definition (bill_definition.py: FOCUS, CUR, Azure, DBR) or a family's own `plan(fields)`
+(billing_gcp.py) turns the columns a bill has into a `Plan`: one SQL expression
 per `billing_lines` column and the ordered checks whose first failure is a line's reason, in the
 order the per-record reader reads the fields. `Fields` resolves the
 normalised names to the staged raw columns (VARCHAR, trimmed, blank and NULL-literal as NULL;
