@@ -232,6 +232,44 @@ class MapValue:
 
 
 @dataclass(frozen=True)
+class MonthSpan:
+    """The first instants of the YYYYMM (or YYYY-MM) month in column `of` and of the next one, as
+    columns `start` and `end`; another text refuses the line, naming `label`."""
+
+    start: str
+    end: str
+    of: str
+    label: str
+
+
+@dataclass(frozen=True)
+class Extract:
+    """The first group of `pattern` found in column `of`."""
+
+    column: str
+    of: str
+    pattern: str
+
+
+@dataclass(frozen=True)
+class CreditList:
+    """One more line per entry of the list in cell `name` (JSON, or the Python repr GCP tools
+    write): category credit, the entry's (negative) amount as billed and effective cost, its
+    full name (else name, type, 'credit') as description, its type (else 'credit') as raw category.
+    An entry without a readable amount refuses the line."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class CreditColumns:
+    """One more line per `credit<N> amount` column with a value (`credit<N>` its description,
+    `credit<N> currency` a currency that must be column `currency`'s)."""
+
+    currency: str
+
+
+@dataclass(frozen=True)
 class TagsFrom:
     """Tags from one column per tag (the columns whose normalised names start with one of
     `prefixes`, named without `strip`) and from MapCell-shaped cells `maps` ((name, prefixes its
@@ -265,7 +303,7 @@ class Constant:
     """The same text (or amount) on every line."""
 
     column: str
-    value: str | Decimal
+    value: str | Decimal | None
 
 
 @dataclass(frozen=True)
@@ -280,7 +318,7 @@ class Refuse:
 
 Step = (Text | Amount | Quantity | Moment | Category | Pricing | Tags | TagColumns | InstanceType | NextDay | JsonKey
         | LowerWhen | HeaderSays | Same | Constant | Refuse | Letters | Case | Difference | SumOfPresent | FirstOf
-        | Joined | Contains | MapCell | MapValue | TagsFrom)
+        | Joined | Contains | MapCell | MapValue | TagsFrom | MonthSpan | Extract | CreditList | CreditColumns)
 
 
 @dataclass(frozen=True)
@@ -300,8 +338,9 @@ class Bill:
     stored: tuple[str, ...] = field(init=False, repr=False, compare=False)  # the billing_lines columns given
 
     def __post_init__(self) -> None:
-        readers = tuple((getattr(step, "column", "_refused"), _reader(step)) for step in self.steps)
-        stored = tuple(column for column, _ in readers if not column.startswith("_"))
+        readers = tuple((_column_of(step), _reader(step)) for step in self.steps)
+        stored = tuple(c for step in self.steps for c in ((step.start, step.end) if isinstance(step, MonthSpan)
+                                                          else (_column_of(step),)) if not c.startswith("_"))
         unknown = set(stored) - set(billing.LINE_COLUMNS)
         if unknown:  # a misspelt column fails at import, not on the first bill
             raise ValueError(f"{self.kind}: not billing_lines columns: {sorted(unknown)}")
@@ -317,7 +356,7 @@ class Bill:
         row = dict.fromkeys(billing.LINE_COLUMNS)
         for column in self.stored:
             row[column] = found[column]
-        return [row]
+        return [row, *({**row, **more} for more in found.get("_credits") or ())]
 
     def plan(self, fields: Fields) -> Plan:
         """The steps as SQL over the file's columns, checks in the steps' order."""
@@ -331,11 +370,21 @@ def normalized(name: str) -> str:
 
 # --- one record (billing.py's readers) -------------------------------------------------------
 
+def _column_of(step: Step) -> str:
+    if isinstance(step, (CreditList, CreditColumns)):
+        return "_credits"
+    if isinstance(step, MonthSpan):
+        return "_month_span"
+    return getattr(step, "column", "_refused")
+
+
 def read(bill: Bill, record: Record, header: set[str]) -> dict[str, object]:
     """Every step's column of one record, in order; BadValue at the first that fails."""
     found: dict[str, object] = {}
     for column, reader in bill.readers:
         found[column] = reader(record, found, header)
+        if column == "_month_span":  # two columns
+            found.update(found[column])
     return found
 
 
@@ -420,8 +469,9 @@ def _reader(step: Step) -> Callable[[Record, dict, set], object]:
                                               if found[first] is not None else None)
     if isinstance(step, Contains):
         of, needle, value, drop = step.of, step.needle, step.value, step.drop
-        return lambda record, found, header: (value if needle in re.sub(f"[{re.escape(drop)}]", "",
-                                                                        (found[of] or "").lower()) else None)
+        dropped = re.compile(f"[{re.escape(drop)}]") if drop else None
+        return lambda record, found, header: (value if needle in (dropped.sub("", (found[of] or "").lower()) if dropped
+                                                                  else (found[of] or "").lower()) else None)
     if isinstance(step, MapCell):
         name = step.name
         return lambda record, found, header: billing.tags(record.get(name), name)
@@ -431,6 +481,25 @@ def _reader(step: Step) -> Callable[[Record, dict, set], object]:
                                                    is not None and str(found[of][k]).strip()), None)
     if isinstance(step, TagsFrom):
         return _tags_from(step)
+    if isinstance(step, MonthSpan):
+        span = step
+
+        def month_span(record: Record, found: dict, header: set) -> object:
+            month = found[span.of]
+            start, end = billing.month_span(month, span.label) if month else (None, None)
+            return {span.start: start, span.end: end}
+        return month_span
+    if isinstance(step, Extract):
+        of, pattern = step.of, re.compile(step.pattern)
+
+        def extract(record: Record, found: dict, header: set) -> object:
+            match = pattern.search(found[of] or "")
+            return match[1] if match else None
+        return extract
+    if isinstance(step, CreditList):
+        return _credit_list(step)
+    if isinstance(step, CreditColumns):
+        return _credit_columns(step)
     if isinstance(step, HeaderSays):
         cases, default = step.cases, step.default
         return lambda record, found, header: next((value for name, value in cases if name in header), default)
@@ -466,12 +535,56 @@ def _tags_from(step: TagsFrom) -> Callable[[Record, dict, set], object]:
     return tags
 
 
+_CREDIT_LINE = {"charge_category": "credit", "pricing_category": None, "consumed_quantity": None, "consumed_unit": None}
+
+
+def _credit_list(step: CreditList) -> Callable[[Record, dict, set], object]:
+    def credits(record: Record, found: dict, header: set) -> object:
+        entries = billing.structured(record.get(step.name), step.name) or []
+        if not isinstance(entries, list):
+            raise BadValue(f"{step.name} must be a list, got {record.get(step.name)!r}")
+        lines = []
+        for number, credit in enumerate(entries, start=1):
+            if not isinstance(credit, dict):
+                raise BadValue(f"credit {number} must be an object, got {credit!r}")
+            value = values.money(credit.get("amount"), f"credit {number} amount")
+            if value is None:
+                raise BadValue(f"credit {number} has no amount")
+            name = credit.get("full_name") or credit.get("name") or credit.get("type") or "credit"
+            lines.append({**_CREDIT_LINE, "billed_cost": value, "effective_cost": value,
+                          "charge_category_raw": credit.get("type") or "credit", "charge_description": str(name)})
+        return lines
+    return credits
+
+
+def _credit_numbers(columns) -> list[int]:
+    return sorted(int(c[6:-7]) for c in columns if re.fullmatch(r"credit[0-9]+ amount", c))
+
+
+def _credit_columns(step: CreditColumns) -> Callable[[Record, dict, set], object]:
+    def credits(record: Record, found: dict, header: set) -> object:
+        lines = []
+        currency = found[step.currency]
+        for number in _credit_numbers(header):
+            value = billing.amount(record, f"credit{number} amount")
+            if value is None:
+                continue
+            other = billing.text(record, f"credit{number} currency")
+            if other is not None and other != currency:
+                raise BadValue(f"{record.name(f'credit{number} currency')} {other} is not the line's {currency}")
+            lines.append({**_CREDIT_LINE, "billed_cost": value, "effective_cost": value, "charge_category_raw": "credit",
+                          "charge_description": billing.text(record, f"credit{number}") or "credit"})
+        return lines
+    return credits
+
+
 # --- whole columns (SQL) ---------------------------------------------------------------------
 
 def plan(bill: Bill, fields: Fields) -> Plan:
     """The SQL Plan of the steps (bill_sql.Plan): one expression per column, the checks in order."""
     b = Builder(fields)
     sql: dict[str, str] = {}  # column -> its SQL (later steps read it, not the v_ alias)
+    extra = None  # the SELECT of credit lines
     for step in bill.steps:
         if isinstance(step, Text):
             sql[step.column] = b.text(*step.names)
@@ -531,9 +644,10 @@ def plan(bill: Bill, fields: Fields) -> Plan:
                                   + " || '|' || ".join([sql[first], *(f"coalesce({sql[p]}, '')" for p in rest)])
                                   + " END")
         elif isinstance(step, Contains):
-            b.column(step.column, f"CASE WHEN contains(regexp_replace(lower(coalesce({sql[step.of]}, '')), "
-                                  f"{literal('[' + re.escape(step.drop) + ']')}, '', 'g'), {literal(step.needle)}) "
-                                  f"THEN {literal(step.value)} END")
+            text = f"lower(coalesce({sql[step.of]}, ''))"
+            if step.drop:
+                text = f"regexp_replace({text}, {literal('[' + re.escape(step.drop) + ']')}, '', 'g')"
+            b.column(step.column, f"CASE WHEN contains({text}, {literal(step.needle)}) THEN {literal(step.value)} END")
         elif isinstance(step, MapCell):
             b.column(step.column, b.entries(step.name))
         elif isinstance(step, MapValue):
@@ -542,13 +656,31 @@ def plan(bill: Bill, fields: Fields) -> Plan:
             b.column(step.column, f"coalesce({', '.join(found)})")
         elif isinstance(step, TagsFrom):
             b.column(step.column, _tags_from_sql(b, fields, step))
+        elif isinstance(step, MonthSpan):
+            month = sql[step.of]
+            parts = f"regexp_extract({month}, '^([0-9]{{4}})-?([0-9]{{2}})$', ['y', 'm'])"
+            start = b.column(step.start, f"CASE WHEN TRY_CAST({parts}.m AS INTEGER) BETWEEN 1 AND 12 THEN "
+                                         f"CAST({parts}.y || '-' || {parts}.m || '-01' AS TIMESTAMPTZ) END")
+            b.check(f"{month} IS NOT NULL AND {start} IS NULL",
+                    f"{literal(step.label + ' ')} || bill_repr({month}) || ' is not a month (YYYYMM)'")
+            b.column(step.end, f"{start} + INTERVAL 1 MONTH")
+            sql[step.start], sql[step.end] = b.columns[step.start], b.columns[step.end]
+            continue
+        elif isinstance(step, Extract):
+            b.column(step.column, f"nullif(regexp_extract({sql[step.of]}, {literal(step.pattern)}, 1), '')")
+        elif isinstance(step, CreditList):
+            extra = _credit_list_sql(b, fields, step)
+            continue
+        elif isinstance(step, CreditColumns):
+            extra = _credit_columns_sql(b, fields, sql, step)
+            continue
         elif isinstance(step, HeaderSays):
             names = set(fields.names())
             b.column(step.column, literal(next((value for name, value in step.cases if name in names), step.default)))
         elif isinstance(step, Same):
             b.column(step.column, sql[step.of])
         elif isinstance(step, Constant):
-            b.column(step.column, literal(step.value) if isinstance(step.value, str) else str(step.value))
+            b.column(step.column, literal(step.value) if isinstance(step.value, str | None) else str(step.value))
         else:  # Refuse
             raw = sql[step.of]
             before, _, after = step.reason.partition("{value}")
@@ -557,7 +689,7 @@ def plan(bill: Bill, fields: Fields) -> Plan:
             b.check(bill_sql.one_of(f"bill_key({raw})", step.keys), reason)
             continue
         sql[step.column] = b.columns[step.column]
-    return b.plan()
+    return b.plan(extra)
 
 
 def _tag_columns(b: Builder, fields: Fields, prefix: str) -> str:
@@ -611,3 +743,60 @@ def _tags_from_sql(b: Builder, fields: Fields, step: TagsFrom) -> str:
     b.python.append(f"len(list_distinct({names})) <> len({found})")
     return f"CASE WHEN len({found}) > 0 AND len(list_distinct({names})) = len({found}) " \
            f"THEN map_from_entries(list_sort({found})) END"
+
+
+_CREDIT = '[{"name": "VARCHAR", "full_name": "VARCHAR", "type": "VARCHAR", "amount": "VARCHAR"}]'
+_NOT_CARRIED = ("billed_cost", "effective_cost", "charge_category", "charge_category_raw", "charge_description",
+                "pricing_category", "consumed_quantity", "consumed_unit", "source_file", "source_kind", "source_line")
+
+
+def _credit_list_sql(b: Builder, fields: Fields, step: CreditList) -> str | None:
+    """The SELECT of one credit line per entry of a JSON list cell; a cell that is not a JSON list
+    of objects each with a readable amount (a Python literal, say) goes to the per-record reader."""
+    if not fields.has(step.name):
+        return None
+    if fields.types[step.name] != "VARCHAR":
+        b.python.append(f"{bill_sql.ident(fields.columns[step.name])} IS NOT NULL")
+        return None
+    cell = b.text(step.name)
+    parsed = f"json_transform({cell}, {literal(_CREDIT)})"
+    readable = (f"CASE WHEN json_valid({cell}) AND json_type({cell}) = 'ARRAY' THEN coalesce(list_bool_and("
+                f"list_transform(json_extract({cell}, '$[*]'), lambda e: json_type(e) = 'OBJECT' "
+                f"AND bill_money(json_extract_string(e, '$.amount')) IS NOT NULL)), true) ELSE false END")
+    b.python.append(f"{cell} IS NOT NULL AND NOT ({readable})")
+    b.column("_credits", f"CASE WHEN {cell} IS NOT NULL AND json_valid({cell}) AND json_type({cell}) = 'ARRAY' "
+                         f"THEN {parsed} END")
+    carried = ", ".join(c for c in billing.LINE_COLUMNS if c in b.columns and c not in _NOT_CARRIED)
+    return f"""SELECT {carried}, bill_money(credit.amount) AS billed_cost, bill_money(credit.amount) AS effective_cost,
+            'credit' AS charge_category,
+            coalesce(nullif(credit.type, ''), 'credit') AS charge_category_raw,
+            coalesce(nullif(credit.full_name, ''), nullif(credit.name, ''), nullif(credit.type, ''), 'credit')
+                AS charge_description,
+            NULL AS pricing_category, NULL AS consumed_quantity, NULL AS consumed_unit,
+            source_line, _sub
+        FROM (SELECT {', '.join(f'v_{c} AS {c}' for c in carried.split(', '))}, _line AS source_line,
+                     unnest(v__credits) AS credit, generate_subscripts(v__credits, 1) AS _sub
+              FROM bill_lines WHERE _reason IS NULL AND NOT _python AND len(v__credits) > 0)"""
+
+
+def _credit_columns_sql(b: Builder, fields: Fields, sql: dict[str, str], step: CreditColumns) -> str | None:
+    """The SELECT of one credit line per `credit<N> amount` with a value, its currency checked."""
+    currency = f"v_{step.currency}"
+    credits = []
+    for number in _credit_numbers(fields.names()):
+        amount = b.amount(f"_credit{number}", f"credit{number} amount")
+        other = b.text(f"credit{number} currency")
+        b.check(f"{amount} IS NOT NULL AND {other} IS NOT NULL AND {other} <> {currency}",
+                f"{fields.label(f'credit{number} currency')} || ' ' || {other} || ' is not the line''s ' || {currency}")
+        b.column(f"_credit{number}_name", f"coalesce({b.text(f'credit{number}')}, 'credit')")
+        credits.append(number)
+    carried = [c for c in billing.LINE_COLUMNS if c in b.columns and c not in (
+        "billed_cost", "effective_cost", "charge_category", "pricing_category", "consumed_quantity",
+        "consumed_unit", "charge_description")]
+    return " UNION ALL ".join(
+        f"""SELECT {', '.join(f'v_{c} AS {c}' for c in carried)}, v__credit{n} AS billed_cost,
+                v__credit{n} AS effective_cost, 'credit' AS charge_category, 'credit' AS charge_category_raw,
+                v__credit{n}_name AS charge_description, NULL AS pricing_category, NULL AS consumed_quantity,
+                NULL AS consumed_unit, _line AS source_line, {sub} AS _sub
+            FROM bill_lines WHERE _reason IS NULL AND NOT _python AND v__credit{n} IS NOT NULL"""
+        for sub, n in enumerate(credits, start=1)) or None
