@@ -161,3 +161,43 @@ def test_cur_lines_take_their_paths_with_their_values(tmp_path):
     assert rows == {f"id-{n}": (Decimal(f"{n}.5"), *expected)
                     for n, (_, _, expected) in enumerate(CUR_LINES) if not isinstance(expected, str)}
     assert rejects == [(n + 2, why) for n, (_, _, why) in enumerate(CUR_LINES) if isinstance(why, str)]
+
+
+GCP_HEADER = "service.description,sku.description,usage_start_time,cost,currency,credits"
+# (credits cell, expected path, expected billed costs of the line and its credits, or the reason)
+GCP_LINES = [
+    ('"[{""name"": ""SUD"", ""amount"": -0.07}, {""full_name"": ""Promo"", ""amount"": -0.28}]"', "sql",
+     [Decimal("-0.28"), Decimal("-0.07")]),
+    ("[]", "sql", []),
+    ("\"[{'name': 'FreeTrial', 'amount': -0.01}]\"", "record", [Decimal("-0.01")]),  # a Python literal
+    ('"[{""name"": ""x"", ""amount"": ""abc""}]"', "record", "credit 1 amount must be an amount, got 'abc'"),
+]
+
+
+def test_gcp_credit_lines_take_their_paths_with_their_values(tmp_path):
+    from ingest.formats.billing import billing_gcp
+
+    path = tmp_path / "gcp.csv"
+    path.write_text(GCP_HEADER + "\n" + "\n".join(f"Compute Engine,N1 core,2026-08-01 00:00:00 UTC,{n}.5,USD,{cell}"
+                                                   for n, (cell, *_) in enumerate(GCP_LINES)) + "\n")
+    by_record: list[int] = []
+
+    def spy(record, columns):
+        by_record.append(record.line)
+        return billing_gcp.EXPORT.build(record, columns)
+
+    con = open_stage()
+    try:
+        bill_stage.stage(Source.of(path, "gcp.csv"), con, ParseContext("gcp.csv", UTC),
+                         dataclasses.replace(billing_gcp.FAMILY, build=spy), billing_gcp.EXPORT.plan)
+        rows = con.execute("SELECT source_line, charge_category, billed_cost FROM billing_lines").fetchall()
+        rejects = con.execute("SELECT line, reason FROM rejects ORDER BY line").fetchall()
+    finally:
+        con.close()
+    assert by_record == [n + 2 for n, (_, way, _) in enumerate(GCP_LINES) if way == "record"]
+    expected = {n + 2: (Decimal(f"{n}.5"), credits) for n, (_, _, credits) in enumerate(GCP_LINES)
+                if not isinstance(credits, str)}
+    assert {line: (next(c for got, k, c in rows if got == line and k == "usage"),
+                   sorted(c for got, k, c in rows if got == line and k == "credit")) for line in expected} == expected
+    assert len(rows) == sum(1 + len(credits) for _, credits in expected.values())
+    assert rejects == [(n + 2, why) for n, (_, _, why) in enumerate(GCP_LINES) if isinstance(why, str)]

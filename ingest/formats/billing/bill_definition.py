@@ -572,7 +572,8 @@ def _credit_columns(step: CreditColumns) -> Callable[[Record, dict, set], object
             other = billing.text(record, f"credit{number} currency")
             if other is not None and other != currency:
                 raise BadValue(f"{record.name(f'credit{number} currency')} {other} is not the line's {currency}")
-            lines.append({**_CREDIT_LINE, "billed_cost": value, "effective_cost": value, "charge_category_raw": "credit",
+            lines.append({**_CREDIT_LINE, "billed_cost": value, "effective_cost": value,
+                          "charge_category_raw": "credit",
                           "charge_description": billing.text(record, f"credit{number}") or "credit"})
         return lines
     return credits

@@ -4,8 +4,8 @@ by normalised column names, strict readers for amounts, times and tags, line key
 Each family module (billing_focus, billing_aws, billing_gcp, billing_azure, billing_aws_dbr)
 supplies a `Family`: how it normalises a header name, which columns it needs, and `build(record)`
 turning one source record into `billing_lines` rows (FOCUS names in snake_case, see
-docs/schema.md). A family written as a definition (bill_definition.py) gets its Family, `build`
-included, from the definition.
+docs/schema.md). Every family is written as a definition (bill_definition.py) and gets its
+Family, `build` included, from it.
 
 Line keys (`line_key`, warehouse.REPLACE_BY): a line the source identifies (AWS
 `identity/LineItemId` + `identity/TimeInterval`, FOCUS `x_LineItemId` or `Id`) is
