@@ -660,16 +660,6 @@ def category(raw: str | None, mapping: dict[str, str], name: str) -> str:
     return found
 
 
-def row(**columns: object) -> dict:
-    """A billing_lines row: every column the parsers fill, None unless given."""
-    base = dict.fromkeys(LINE_COLUMNS)
-    unknown = set(columns) - set(base)
-    if unknown:
-        raise KeyError(f"not billing_lines columns: {sorted(unknown)}")
-    base.update(columns)
-    return base
-
-
 # The billing_lines columns a parser fills (the warehouse adds load_id), in table order.
 LINE_COLUMNS = (
     "line_key", "provider", "billing_account_id", "sub_account_id", "sub_account_name",

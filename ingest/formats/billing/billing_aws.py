@@ -24,10 +24,11 @@ from decimal import Decimal
 from ingest.engine.contract import ParseContext
 from ingest.engine.staging import Source, Staged
 from ingest.formats.billing import bill_stage, billing
-from ingest.formats.billing.bill_definition import (Amount, Bill, Case, Category, Constant, Contains, Difference,
-                                                    FirstOf, HeaderSays, InstanceType, Joined, Letters, LowerWhen,
-                                                    MapCell, MapValue, Moment, Pricing, Quantity, Same,
-                                                    SumOfPresent, TagsFrom, Text)
+from ingest.formats.billing.bill_definition import Bill
+from ingest.formats.billing.bill_steps import (Amount, Case, Category, Constant, Contains, Difference,
+                                               FirstOf, HeaderSays, InstanceType, Joined, Letters, LowerWhen,
+                                               MapCell, MapValue, Moment, Pricing, Quantity, Same,
+                                               SumOfPresent, TagsFrom, Text)
 
 KIND = "billing_aws"
 TABLES = (billing.TABLE,)

@@ -22,8 +22,9 @@ import re
 from ingest.engine.contract import ParseContext
 from ingest.engine.staging import Source, Staged
 from ingest.formats.billing import bill_stage, billing
-from ingest.formats.billing.bill_definition import (Amount, Bill, Category, Constant, HeaderSays, JsonKey, LowerWhen,
-                                                    Moment, NextDay, Pricing, Quantity, Same, Tags, Text)
+from ingest.formats.billing.bill_definition import Bill
+from ingest.formats.billing.bill_steps import (Amount, Category, Constant, HeaderSays, JsonKey, LowerWhen,
+                                               Moment, NextDay, Pricing, Quantity, Same, Tags, Text)
 
 KIND = "billing_azure"
 TABLES = (billing.TABLE,)

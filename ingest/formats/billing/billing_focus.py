@@ -14,8 +14,9 @@ from __future__ import annotations
 from ingest.engine.contract import ParseContext
 from ingest.engine.staging import Source, Staged
 from ingest.formats.billing import bill_stage, billing
-from ingest.formats.billing.bill_definition import (Amount, Bill, Category, Constant, InstanceType, Moment,
-                                                    Pricing, Quantity, Same, Tags, Text, normalized)
+from ingest.formats.billing.bill_definition import Bill, normalized
+from ingest.formats.billing.bill_steps import (Amount, Category, Constant, InstanceType, Moment, Pricing,
+                                               Quantity, Same, Tags, Text)
 
 KIND = "billing_focus"
 TABLES = (billing.TABLE,)

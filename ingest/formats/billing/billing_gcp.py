@@ -22,9 +22,10 @@ from __future__ import annotations
 from ingest.engine.contract import ParseContext
 from ingest.engine.staging import Source, Staged
 from ingest.formats.billing import bill_gcp_json, bill_stage, billing
-from ingest.formats.billing.bill_definition import (Amount, Bill, Case, Category, Constant, Contains, CreditColumns,
-                                                    CreditList, Extract, FirstOf, InstanceType, MapCell, MapValue,
-                                                    Moment, MonthSpan, Quantity, Same, Tags, Text)
+from ingest.formats.billing.bill_definition import Bill
+from ingest.formats.billing.bill_steps import (Amount, Case, Category, Constant, Contains, CreditColumns,
+                                               CreditList, Extract, FirstOf, InstanceType, MapCell, MapValue,
+                                               Moment, MonthSpan, Quantity, Same, Tags, Text)
 
 KIND = "billing_gcp"
 TABLES = (billing.TABLE,)
