@@ -95,8 +95,6 @@ def read(bill: Bill, record: Record, header: set[str]) -> dict[str, object]:
     found: dict[str, object] = {}
     for column, reader in bill.readers:
         found[column] = reader(record, found, header)
-        if column == "_month_span":  # two columns
-            found.update(found[column])
     return found
 
 
@@ -196,10 +194,10 @@ def _reader(step: Step) -> Callable[[Record, dict, set], object]:
     if isinstance(step, MonthSpan):
         span = step
 
-        def month_span(record: Record, found: dict, header: set) -> object:
+        def month_span(record: Record, found: dict, header: set) -> object:  # two columns: set here
             month = found[span.of]
-            start, end = billing.month_span(month, span.label) if month else (None, None)
-            return {span.start: start, span.end: end}
+            found[span.start], found[span.end] = billing.month_span(month, span.label) if month else (None, None)
+            return None
         return month_span
     if isinstance(step, Extract):
         of, pattern = step.of, re.compile(step.pattern)
