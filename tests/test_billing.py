@@ -216,6 +216,8 @@ CASE_FILES = {
                   {7: "has 21 fields, the header has 20", 8: "has 19 fields, the header has 20"}),
     "focus_snake.csv": ("billing_focus", 1, {"JPY": "7.25"}, {}),
     "focus_header_only.csv": ("billing_focus", 0, {}, {}),
+    # a real AWS Detailed Billing Report: scopely-devops/details tests/unit/data/detailed_with_tags.csv
+    "dbr_detailed_with_tags.csv": ("billing_aws_dbr", 8, {"USD": "0.08805964"}, {}),
 }
 
 

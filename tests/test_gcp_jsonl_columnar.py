@@ -168,7 +168,7 @@ class WholeFile:
 
     @staticmethod
     def stage(src, con, ctx):
-        return bill_stage.stage(src, con, ctx, billing_gcp.FAMILY, billing_gcp.plan)
+        return bill_stage.stage(src, con, ctx, billing_gcp.FAMILY, billing_gcp.EXPORT.plan)
 
 
 def assert_same(path: Path, before: str = "parse") -> dict:

@@ -16,7 +16,7 @@ from mlcost.common import EXIT_PROBLEMS, EXIT_USAGE, say
 
 # loader.KINDS' names, written out so that registering `--kind` does not import every parser
 # (tests/test_startup.py checks the two agree)
-KIND_CHOICES = ("billing_aws", "billing_azure", "billing_focus", "billing_gcp", "codecarbon", "dcgm",
+KIND_CHOICES = ("billing_aws", "billing_aws_dbr", "billing_azure", "billing_focus", "billing_gcp", "codecarbon", "dcgm",
                 "dcgm+serving-metrics", "gpu-collector", "nvidia-smi", "runs", "serving", "serving-metrics", "slurm", "wandb")
 
 

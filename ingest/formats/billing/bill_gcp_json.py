@@ -1,6 +1,7 @@
 """GCP billing exports as JSON lines (BigQuery's newline-delimited JSON), staged a batch of lines
 at a time: the fields read in SQL into the same raw text columns the CSV export gives, then
-converted and checked by billing_gcp's `plan`, so every value means what it means in CSV.
+converted and checked by billing_gcp's definition (EXPORT.plan), so every value means what it
+means in CSV.
 
 A line is settled in SQL when it is plain: a JSON object Python's `json` reads alike (no
 trailing comma, NaN, NUL or lone-surrogate escape, control character), the keys on the way to
@@ -11,7 +12,7 @@ strings), and no check of the plan fails. An amount written as a JSON number is 
 DuckDB's double only where that is exact to the warehouse's 12 places (MONEY_DOUBLE).
 
 Every other line, and every line to refuse, goes through billing.py's json_records and
-billing_gcp.build, which read the quirk or name the exact reason with the line's number and
+the definition's per-record reader (EXPORT.build), which read the quirk or name the exact reason with the line's number and
 text: a file loads the same as line by line, in memory flat in its size.
 """
 from __future__ import annotations
@@ -55,7 +56,7 @@ NUMBERS = ("DOUBLE", "BIGINT", "UBIGINT")
 LISTS = ("labels", "system_labels", "credits")  # JSON lists (or their text) read by the plan
 AMOUNTS = ("cost",)
 QUANTITIES = ("usage.amount",)
-# The names billing_gcp.build reads (its plan reads the ones it needs of these).
+# The names the GCP definition reads (its plan reads the ones it needs of these).
 NAMES = ("billing_account_id", "cost", "cost_type", "credits", "currency", "invoice.month", "labels",
          "location.location", "location.region", "project.id", "project.name", "resource.global_name",
          "resource.name", "service.description", "sku.description", "sku.id", "system_labels",

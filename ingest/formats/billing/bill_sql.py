@@ -1,11 +1,11 @@
 """The bill field readers of ingest/formats/billing/billing.py as SQL over whole columns: strict amounts,
 numbers, UTC times, charge categories, tags; each with the reject reason billing.py gives.
 
-A family's `plan(fields)` (billing_focus.py and the others) turns the columns a bill has into a
-`Plan`: one SQL expression per `billing_lines` column and the ordered checks whose first failure
-is a line's reason, in the order billing.py's `build` reads the fields. `Fields` resolves the
-normalised names to the staged raw columns (VARCHAR, trimmed, blank and NULL-literal as NULL;
-Parquet timestamps and maps keep their types) and remembers which ones were read.
+A bill definition (bill_definition.py) turns the columns a bill has into a `Plan`: one SQL
+expression per `billing_lines` column and the ordered checks whose first failure is a line's
+reason, in the order the per-record reader reads the fields. `Fields` resolves the normalised
+names to the staged raw columns (VARCHAR, trimmed, blank and NULL-literal as NULL; Parquet
+timestamps and maps keep their types) and remembers which ones were read.
 """
 from __future__ import annotations
 

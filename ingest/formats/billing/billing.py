@@ -1,9 +1,11 @@
 """What the four cloud-bill parsers share: reading CSV, Parquet and JSON lines into records keyed
 by normalised column names, strict readers for amounts, times and tags, line keys, totals.
 
-Each family module (billing_focus, billing_aws, billing_gcp, billing_azure) supplies a `Family`:
-how it normalises a header name, which columns it needs, and `build(record)` turning one source
-record into `billing_lines` rows (FOCUS names in snake_case, see docs/schema.md).
+Each family module (billing_focus, billing_aws, billing_gcp, billing_azure, billing_aws_dbr)
+supplies a `Family`: how it normalises a header name, which columns it needs, and `build(record)`
+turning one source record into `billing_lines` rows (FOCUS names in snake_case, see
+docs/schema.md). Every family is written as a definition (bill_definition.py) and gets its
+Family, `build` included, from it.
 
 Line keys (`line_key`, warehouse.REPLACE_BY): a line the source identifies (AWS
 `identity/LineItemId` + `identity/TimeInterval`, FOCUS `x_LineItemId` or `Id`) is
@@ -656,16 +658,6 @@ def category(raw: str | None, mapping: dict[str, str], name: str) -> str:
         raise BadValue(f"{name} {raw!r} is not a charge category mlcost knows "
                        f"({', '.join(sorted(set(mapping.values())))})")
     return found
-
-
-def row(**columns: object) -> dict:
-    """A billing_lines row: every column the parsers fill, None unless given."""
-    base = dict.fromkeys(LINE_COLUMNS)
-    unknown = set(columns) - set(base)
-    if unknown:
-        raise KeyError(f"not billing_lines columns: {sorted(unknown)}")
-    base.update(columns)
-    return base
 
 
 # The billing_lines columns a parser fills (the warehouse adds load_id), in table order.
