@@ -1,7 +1,7 @@
 """Time the columnar bill staging against bare DuckDB reading the same file, in one run.
 
 python bench/bill_stage.py FILE KIND [--only bare|stage|old] [--old] [--repeat N]
-    KIND: billing_focus | billing_aws | billing_gcp | billing_azure
+    KIND: billing_focus | billing_aws | billing_gcp | billing_azure | billing_aws_dbr (ingest/formats/billing)
 Prints wall and CPU seconds of bare DuckDB loading the file (the team's baseline, as
 bench/fleet_workers.py `bare_duckdb`: `CREATE TABLE bare AS SELECT * FROM read_csv(FILE,
 all_varchar=true, header=true)`, `read_json(FILE)` for JSON lines or `read_parquet(FILE)` for a
@@ -55,7 +55,7 @@ def bare(path: Path) -> int:
 
 
 def stage(path: Path, kind: str) -> int:
-    module = importlib.import_module(f"ingest.{kind}")
+    module = importlib.import_module(f"ingest.formats.billing.{kind}")
     con = open_stage()
     src = Source.of(path)
     return module.stage(src, con, ParseContext(src.name, timezone.utc)).accepted
@@ -63,7 +63,7 @@ def stage(path: Path, kind: str) -> int:
 
 def old(path: Path, kind: str) -> int:
     """Records billing.py's parse() accepts reading the whole text (lines held in memory)."""
-    module = importlib.import_module(f"ingest.{kind}")
+    module = importlib.import_module(f"ingest.formats.billing.{kind}")
     with Source.of(path).open_binary() as stream:
         text = stream.read().decode("utf-8-sig")
     return module.parse(numbered(text.split("\n")), ParseContext(str(path), timezone.utc)).accepted

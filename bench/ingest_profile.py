@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from ingest import staging  # noqa: E402
+from ingest.engine import staging  # noqa: E402
 
 STATEMENTS: list[tuple[float, float, str, str]] = []  # CPU s, wall s, SQL, memory after
 

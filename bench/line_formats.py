@@ -137,12 +137,16 @@ def bare(path: Path, kind: str) -> None:
         con.close()
 
 
+MODULES = {"nvidia_smi": "ingest.formats.gpu.nvidia_smi", "dcgm": "ingest.formats.gpu.dcgm",
+           "codecarbon": "ingest.formats.runs.codecarbon"}
+
+
 def context(path: Path, kind: str) -> ParseContext:
     return ParseContext(str(path), timezone.utc, None, None)
 
 
 def old(path: Path, kind: str) -> None:
-    module = importlib.import_module(f"ingest.{kind}")
+    module = importlib.import_module(MODULES[kind])
     con = staging.open_stage()
     parsed = module.parse(staging.lines(staging.Source.of(path)), context(path, kind))
     staging.insert_parsed(con, parsed, str(path))
@@ -151,7 +155,7 @@ def old(path: Path, kind: str) -> None:
 
 
 def new(path: Path, kind: str) -> None:
-    module = importlib.import_module(f"ingest.{kind}")
+    module = importlib.import_module(MODULES[kind])
     con = staging.open_stage()
     module.stage(staging.Source.of(path), con, context(path, kind))
     con.close()
