@@ -239,6 +239,35 @@ def test_counter_reset_falls_back_to_power_and_a_gap_is_a_hole(warehouse, tmp_pa
     assert holes == [{"gap_start": utc("2026-01-01T00:08:00Z"), "gap_end": utc("2026-01-01T01:00:00Z"), "gap_s": 3120.0}]
 
 
+def test_a_repeated_sample_keeps_its_later_line_in_the_energy_too(warehouse, tmp_path):
+    path = collector_file(tmp_path, "n5_x.csv", [
+        "2026-01-01T00:00:00Z,n5,0,GPU-e,L4,100,,50,1",
+        "2026-01-01T00:02:00Z,n5,0,GPU-e,L4,40,,50,1",   # line 3: written again on line 4
+        "2026-01-01T00:02:00Z,n5,0,GPU-e,L4,70,,50,1",
+        "2026-01-01T00:04:00Z,n5,0,GPU-e,L4,40,,50,1",
+    ])
+    summary = loader.ingest_file(path)
+    assert summary.ok
+    assert [(r["source_line"], r["power_w"]) for r in samples_of()] == [(2, 100.0), (4, 70.0), (5, 40.0)]
+    # trapezoids over the kept samples, and the last one stands for its previous spacing (120 s)
+    expected_j = (100 + 70) / 2 * 120 + (70 + 40) / 2 * 120 + 40 * 120
+    assert summary.totals["energy_kwh_total"] == pytest.approx(expected_j / 3.6e6)
+    assert summary.totals["samples"] == 4 and summary.rows_loaded == 4  # lines read; the repeat counts
+    kwh = wh.query("SELECT sum(energy_kwh) AS kwh FROM gpu_minutes")["kwh"][0]
+    assert kwh == pytest.approx(expected_j / 3.6e6)
+
+
+def test_a_hole_inside_a_run_of_low_samples_cuts_it_into_two_stretches(warehouse, tmp_path):
+    # 2 % utilisation throughout, every 60 s: 00:00-00:05 (six samples), a 10 min hole, then
+    # 00:15-00:17 (three). Idle needs a stretch of 300 s unbroken by a hole: the first stretch
+    # covers 6 x 60 s = 360 s (its last sample stands for its previous spacing), the second 3 x 60 s.
+    minutes = [0, 1, 2, 3, 4, 5, 15, 16, 17]
+    rows = [f"2026-01-01T00:{m:02d}:00Z,n6,0,GPU-f,L4,16,,2,0" for m in minutes]
+    assert loader.ingest_file(collector_file(tmp_path, "n6_x.csv", rows)).ok
+    idle = wh.query("SELECT sum(idle_s) AS idle, sum(coverage_s) AS covered FROM gpu_minutes").iloc[0]
+    assert (idle["idle"], idle["covered"]) == (360, 360 + 180)
+
+
 def test_overlapping_file_replaces_samples_and_rollups(warehouse, tmp_path):
     first = collector_file(tmp_path, "n3_a.csv", [f"2026-01-01T00:0{m}:00Z,n3,0,GPU-c,L4,100,,50,1" for m in range(0, 10, 2)])
     second = collector_file(tmp_path, "n3_b.csv", [f"2026-01-01T00:0{m}:00Z,n3,0,GPU-c,L4,40,,50,1" for m in (4, 6, 8)]

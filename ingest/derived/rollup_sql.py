@@ -16,8 +16,12 @@ WITH ordered AS (
            (epoch_us(sampled_at) - epoch_us(lag(sampled_at) OVER w)) / 1e6  AS prev_s,
            lead(power_w) OVER w                          AS next_power_w,
            lead(energy_mj) OVER w                        AS next_energy_mj,
-           lag(gpu_util_pct) OVER w                      AS prev_util_pct,
-           lag(power_w) OVER w                           AS prev_power_w
+           row_number() OVER w                           AS rn,
+           -- low samples so far: along a run of low samples rn - lows stays the same (idle stretches
+           -- without a second sort of every sample: only runs with a hole inside are sorted again)
+           sum(CASE WHEN gpu_util_pct <= $idle_util_max_pct
+                         AND ($idle_power_max_w IS NULL OR power_w <= $idle_power_max_w) THEN 1 ELSE 0 END)
+               OVER (PARTITION BY host, gpu_index ORDER BY sampled_at ROWS UNBOUNDED PRECEDING) AS lows
     FROM {source}
     WINDOW w AS (PARTITION BY host, gpu_index ORDER BY sampled_at)
 ), intervals AS (
@@ -26,27 +30,32 @@ WITH ordered AS (
                 WHEN prev_s <= $max_gap_s THEN prev_s ELSE 0 END AS interval_s,
            gpu_util_pct <= $idle_util_max_pct
                AND ($idle_power_max_w IS NULL OR power_w <= $idle_power_max_w) AS low,
-           prev_util_pct <= $idle_util_max_pct
-               AND ($idle_power_max_w IS NULL OR prev_power_w <= $idle_power_max_w) AS prev_low,
            CASE WHEN next_s <= $max_gap_s AND next_energy_mj >= energy_mj
                     THEN (next_energy_mj - energy_mj) / 1000.0
                 WHEN next_s <= $max_gap_s AND next_power_w IS NOT NULL AND power_w IS NOT NULL
                     THEN (power_w + next_power_w) / 2 * next_s
            END AS paired_energy_j
     FROM ordered
-), stretched AS (  -- a stretch: samples in a row, unbroken by a hole, all low or all not
+), stretched AS (
     SELECT *, coalesce(paired_energy_j, power_w * interval_s) AS energy_j,
            at_us + CAST(round(interval_s * 1e6) AS BIGINT) AS end_us,
-           sum(CASE WHEN prev_s IS NULL OR prev_s > $max_gap_s OR low IS DISTINCT FROM prev_low THEN 1 ELSE 0 END)
-               OVER (PARTITION BY host, gpu_index ORDER BY sampled_at ROWS UNBOUNDED PRECEDING) AS stretch
+           rn - lows AS low_run  -- the same for the low samples of one run of them (unbroken by other samples)
     FROM intervals
-), low_stretches AS (
-    SELECT host, gpu_index, stretch, sum(interval_s) AS stretch_s FROM stretched WHERE low GROUP BY ALL
+), low_runs AS (  -- a run of low samples is one stretch unless a hole lies inside it
+    SELECT host, gpu_index, low_run, sum(interval_s) AS run_s,
+           min(rn) < max(rn) FILTER (WHERE prev_s > $max_gap_s) AS holed
+    FROM stretched WHERE low GROUP BY ALL
+), split_stretches AS (  -- the stretches of the few runs with a hole inside: the holes cut them
+    SELECT host, gpu_index, rn, sum(interval_s) OVER (PARTITION BY host, gpu_index, low_run, piece) AS stretch_s
+    FROM (SELECT s.host, s.gpu_index, s.low_run, s.rn, s.interval_s,
+                 sum(CASE WHEN s.prev_s > $max_gap_s THEN 1 ELSE 0 END)
+                     OVER (PARTITION BY s.host, s.gpu_index, s.low_run ORDER BY s.rn ROWS UNBOUNDED PRECEDING) AS piece
+          FROM stretched s JOIN low_runs r USING (host, gpu_index, low_run) WHERE s.low AND r.holed)
 )
 SELECT host, gpu_index, sampled_at, gpu_uuid, gpu_name, power_w, gpu_util_pct, mem_used_mib,
        next_at, next_s, interval_s, energy_j, make_timestamptz(end_us) AS end_at, at_us, end_us,
-       coalesce(low AND l.stretch_s >= $idle_min_s, false) AS idle
-FROM stretched s LEFT JOIN low_stretches l USING (host, gpu_index, stretch)
+       coalesce(low AND coalesce(p.stretch_s, l.run_s) >= $idle_min_s, false) AS idle
+FROM stretched s LEFT JOIN low_runs l USING (host, gpu_index, low_run) LEFT JOIN split_stretches p USING (host, gpu_index, rn)
 """
 
 # Per GPU and UTC minute, from a table of SAMPLE_INTERVALS.

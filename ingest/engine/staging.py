@@ -304,15 +304,18 @@ def _insert_batches(con: duckdb.DuckDBPyConnection, table: str, rows: pa.Table) 
         con.from_arrow(pa.Table.from_batches([batch], schema=rows.schema)).insert_into(table)
 
 
-def keep_last(con: duckdb.DuckDBPyConnection, table: str) -> None:
-    """Within the staged `table`, a key (UNIQUE_BY) repeated keeps only its last line's row."""
+def keep_last(con: duckdb.DuckDBPyConnection, table: str, repeated: bool | None = None) -> None:
+    """Within the staged `table`, a key (UNIQUE_BY) repeated keeps only its last line's row;
+    `repeated` False: the caller knows no key repeats (nothing to look for, only recorded)."""
     key = ", ".join(UNIQUE_BY[table])
     done = con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'kept_last' AND temporary").fetchall()[0][0]
     if not done:
         con.execute("CREATE TEMP TABLE kept_last (table_name VARCHAR)")
     elif con.execute("SELECT count(*) FROM kept_last WHERE table_name = ?", [table]).fetchall()[0][0]:
         return
-    repeated = con.execute(f"SELECT count(*) FROM (SELECT 1 FROM {table} GROUP BY {key} HAVING count(*) > 1)").fetchall()[0][0]
+    if repeated is None:
+        repeated = con.execute(f"SELECT count(*) FROM (SELECT 1 FROM {table} GROUP BY {key} HAVING count(*) > 1)"
+                               ).fetchall()[0][0] > 0
     if repeated:
         con.execute(f"CREATE OR REPLACE TABLE {table} AS SELECT * FROM {table} "
                     f"QUALIFY row_number() OVER (PARTITION BY {key} ORDER BY source_line DESC) = 1")
