@@ -5,6 +5,8 @@ parse() gives; plus the cases where the strict SQL readers deliberately differ.
 """
 from __future__ import annotations
 
+import csv
+
 import gzip
 from datetime import datetime, timezone
 from decimal import Decimal
@@ -193,6 +195,34 @@ def test_odd_lines_stage_like_parse(tmp_path):
     ]) + "\n")
     mine = assert_same(billing_focus, path)
     assert [line for line, *_ in mine["rejects"]] == [2, 3, 4, 5, 6, 7, 8, 9, 10, 12, 20]
+
+
+def test_a_record_of_one_quoted_blank_field_is_skipped_as_a_blank_line(tmp_path):
+    """A record that is only a quoted newline (or a quoted empty field) is a blank line to both
+    readers: no reject, the lines around it load with their own numbers."""
+    path = tmp_path / "quoted_blank.csv"
+    path.write_text(HEADER + '1,1,USD,2026-08-01,Usage,AWS,,a\n"\n"\n2,2,USD,2026-08-01,Usage,AWS,,b\n""\n'
+                    "3,3,USD,2026-08-01,Usage,AWS,,c\n")
+    mine = assert_same(billing_focus, path)
+    assert mine["rejects"] == []
+    assert {r["source_line_id"]: r["source_line"] for r in mine["rows"]} == {"a": 2, "b": 5, "c": 7}
+
+
+def test_a_line_duckdb_reports_without_its_text_is_rejected_not_lost(tmp_path):
+    """A CUR line whose JSON cell lost its opening quote (found by the nightly fuzz): DuckDB reports
+    the record with an empty csv_line for one of its errors; it must be refused at its line, never
+    skipped as blank, and the line after it still loads."""
+    header = ("identity_line_item_id,identity_time_interval,line_item_line_item_type,line_item_usage_start_date,"
+              "line_item_usage_end_date,line_item_currency_code,line_item_unblended_cost,product,resource_tags")
+    broken = ('c2-1,2026-08-02T00:00:00Z/2026-08-02T01:00:00Z,Usage,2026-08-02T00:00:00Z,2026-08-02T01:00:00Z,USD,'
+              '5.672, ""instance_type"": ""g5.12xlarge"", ""sku"": ""SKU9""}","{""user_team"": ""genai""}"')
+    good = "c2-2,2026-08-02T00:00:00Z/2026-08-03T00:00:00Z,Usage,2026-08-02T00:00:00Z,2026-08-03T00:00:00Z,USD,-2.5,{},{}"
+    path = tmp_path / "cur.csv"
+    path.write_text("\n".join([header, broken, good]) + "\n")
+    assert len(next(csv.reader([broken]))) > len(header.split(","))  # more fields than the header: not a bill line
+    mine = staged(billing_aws, path)
+    assert [line for line, _, _ in mine["rejects"]] == [2]
+    assert [r["source_line"] for r in mine["rows"]] == [3]
 
 
 def test_strict_amounts_refuse_what_decimal_accepts(tmp_path):

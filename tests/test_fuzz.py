@@ -86,6 +86,7 @@ FAMILIES = {
     "gcp": (".jsonl", lambda: _lines(CASES / "gcp_export.jsonl", 6), "jsonl"),
     "azure": (".csv", lambda: _lines(CASES / "azure_ea.csv", 6), "bill-csv"),
     "focus": (".csv", lambda: _lines(SAMPLE / "billing" / "focus_2026-08.csv.gz", 8), "bill-csv"),
+    "dbr": (".csv", lambda: _lines(CASES / "dbr_detailed_with_tags.csv", 6), "bill-csv"),
 }
 
 
@@ -222,7 +223,8 @@ def _warehouse(fuzz_warehouse: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 def _family_test(family: str):
     suffix, base, shape = FAMILIES[family]
-    kind = {"cur": "billing_aws", "gcp": "billing_gcp", "azure": "billing_azure", "focus": "billing_focus"}.get(family, family)
+    kind = {"cur": "billing_aws", "gcp": "billing_gcp", "azure": "billing_azure", "focus": "billing_focus",
+            "dbr": "billing_aws_dbr"}.get(family, family)
 
     @given(data=st.data(), encoding=ENCODINGS, packed=st.booleans(), named=st.booleans())
     def test(fuzz_dir: Path, data, encoding: str, packed: bool, named: bool) -> None:

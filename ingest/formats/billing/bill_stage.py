@@ -258,7 +258,10 @@ def _number_csv_rows(src: Source, con: duckdb.DuckDBPyConnection, ctx: ParseCont
     rejects (deduplicated, blank-only lines dropped) into `rejects` at their physical lines."""
     rows = con.execute("SELECT count(*) FROM bill_converted").fetchone()[0]
     errors = con.execute(
-        "SELECT line, any_value(error_type), any_value(csv_line) FROM bill_errors GROUP BY line ORDER BY line"
+        # one error per record; the text of the error that kept most of it (DuckDB leaves csv_line
+        # empty for some errors of a record, e.g. UNQUOTED VALUE beside MISSING COLUMNS)
+        "SELECT line, arg_max(error_type, length(coalesce(csv_line, ''))), "
+        "arg_max(csv_line, length(coalesce(csv_line, ''))) FROM bill_errors GROUP BY line ORDER BY line"
     ).fetchall()
     rejected = np.array([line for line, _, _ in errors], dtype=np.int64)
     records = 1 + rows + len(rejected)
@@ -281,12 +284,27 @@ def _number_csv_rows(src: Source, con: duckdb.DuckDBPyConnection, ctx: ParseCont
     con.register("bill_numbers", pa.Table.from_arrays([_int64s(lines), _int64s(ends)], ["_line", "_end"]))
     con.execute("CREATE TEMP VIEW bill_lines AS SELECT * FROM bill_numbers POSITIONAL JOIN bill_converted")
     found = []
+    # a record DuckDB gave no text for is read from the file: only a blank record is skipped
+    untold = {line: where[line][1] for line, _, text in errors if not (text or "").strip(WHITESPACE)}
+    from_file = {where[line][0]: text for line, text in
+                 line_numbers.line_texts(src, {where[line][0]: end for line, end in untold.items()}).items()}
     for line, error_type, text in errors:
-        raw = (text or "").lstrip("\r\n").rstrip("\r\n")
-        if not raw.strip(WHITESPACE):
-            continue  # a blank line of spaces: skipped, as billing.py does
+        raw = (text if line not in untold else from_file.get(where[line][0], "")) or ""
+        raw = raw.lstrip("\r\n").rstrip("\r\n")
+        if not raw.strip(WHITESPACE) or _blank_record(raw):
+            continue  # a blank line of spaces, or one quoted blank field: skipped, as billing.py does
         found.append(Reject(where[line][0], _structural_reason(error_type, raw, header), raw[:500]))
     _insert_rejects(con, ctx, found)
+
+
+def _blank_record(raw: str) -> bool:
+    """A record of one field that is blank once stripped (a quoted newline, '""'): billing.py's
+    reader skips it as a blank line."""
+    try:
+        fields = next(csv.reader(io.StringIO(raw)), [])
+    except csv.Error:
+        return False
+    return len(fields) <= 1 and not "".join(fields).strip()
 
 
 def _int64s(values: np.ndarray) -> pa.Array:
