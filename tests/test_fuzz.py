@@ -16,6 +16,7 @@ from __future__ import annotations
 import codecs
 import csv
 import gzip
+import hashlib
 import io
 import itertools
 import json
@@ -277,6 +278,9 @@ def test_fuzz_issue_findings_in_runs(fuzz_dir: Path, lines: list[str], packed: b
         assert summary.rows_loaded == 1 and summary.rows_rejected == len(lines)
 
 
+LONG_FIELD_FILES: set[str] = set()  # sha256 of the files test_fuzz_focus_long_field_loses_nothing loaded
+
+
 @given(row=st.integers(1, 99), size=st.sampled_from([200_000, 2_000_000]), column=st.sampled_from(
     ["ChargeDescription", "BilledCost", "Tags", "ResourceId"]))
 @example(row=6, size=200_000, column="ChargeDescription")  # row 2 of issue 13
@@ -290,6 +294,11 @@ def test_fuzz_focus_long_field_loses_nothing(fuzz_dir: Path, row: int, size: int
     path = fuzz_dir / f"focus{next(counter)}.csv"
     path.write_text(text.getvalue())
     summary = _check(path, None, "billing_focus")
+    digest = hashlib.sha256(text.getvalue().encode()).hexdigest()
+    if digest in LONG_FIELD_FILES:  # the same draw again (MLCOST_FUZZ=nightly): the same bytes, one load
+        assert summary.status == "already_loaded"
+        return
+    LONG_FIELD_FILES.add(digest)
     assert summary.status == "loaded" and summary.rows_loaded + summary.rows_rejected == 100
 
 
