@@ -216,14 +216,20 @@ def _span(span: Span, got: dict, named: dict) -> tuple[datetime, float]:
         raise BadValue(f"{length_name} {length:g} is too long") from None
 
 
+def _split_list(value: object, separators: tuple[str, ...]) -> object:
+    """Text split at any of `separators` (CSV's way of writing a list); any other value as it is."""
+    if not isinstance(value, str):
+        return value
+    for separator in separators[1:]:
+        value = value.replace(separator, separators[0])
+    return value.split(separators[0])
+
+
 def _text_list(value: object, name: str, separators: tuple[str, ...] = (",", ";")) -> list[str] | None:
     """A list, or text separated by `separators` (CSV)."""
     if values.is_absent(value):
         return None
-    if isinstance(value, str):
-        for separator in separators[1:]:
-            value = value.replace(separator, separators[0])
-    items = value.split(separators[0]) if isinstance(value, str) else value
+    items = _split_list(value, separators)
     if not isinstance(items, list):
         raise BadValue(f"{name} must be a list")
     return [values.text(item, name) for item in items if not values.is_absent(item)]
@@ -235,10 +241,7 @@ def _count_list(value: object, name: str, separators: tuple[str, ...], maximum: 
         return None
     if isinstance(value, (int, float, Decimal)) and not isinstance(value, bool):
         value = [value]
-    if isinstance(value, str):
-        for separator in separators[1:]:
-            value = value.replace(separator, separators[0])
-    items = value.split(separators[0]) if isinstance(value, str) else value
+    items = _split_list(value, separators)
     if not isinstance(items, list):
         raise BadValue(f"{name} must be a list of whole numbers")
     return [values.integer(item, name, maximum) for item in items if not values.is_absent(item)]
