@@ -39,7 +39,7 @@ def test_each_line_takes_its_path_with_its_values(tmp_path):
         by_record.append(record.line)
         return billing_focus.FOCUS.build(record, columns)
 
-    family = dataclasses.replace(billing_focus.FAMILY, build=spy)
+    family = dataclasses.replace(billing_focus.FOCUS.family, build=spy)
     con = open_stage()
     try:
         src = Source.of(path, "paths.csv")
@@ -77,7 +77,7 @@ def test_a_json_lines_bill_is_read_by_the_definition_line_by_line(tmp_path):
     try:
         src = Source.of(path, "focus.jsonl")
         staged = bill_stage.stage(src, con, ParseContext("focus.jsonl", UTC),
-                                  dataclasses.replace(billing_focus.FAMILY, build=spy), billing_focus.FOCUS.plan)
+                                  dataclasses.replace(billing_focus.FOCUS.family, build=spy), billing_focus.FOCUS.plan)
         rejects = con.execute("SELECT line, reason FROM rejects").fetchall()
     finally:
         con.close()
@@ -112,7 +112,7 @@ def test_azure_lines_take_their_paths_with_their_values(tmp_path):
     con = open_stage()
     try:
         bill_stage.stage(Source.of(path, "azure.csv"), con, ParseContext("azure.csv", UTC),
-                         dataclasses.replace(billing_azure.FAMILY, build=spy), billing_azure.AZURE.plan)
+                         dataclasses.replace(billing_azure.AZURE.family, build=spy), billing_azure.AZURE.plan)
         rows = {r[0]: (r[1], r[2], dict(r[3]) if r[3] else None, r[4].day) for r in con.execute(
             "SELECT sub_account_id, billed_cost, instance_type, tags, charge_period_end FROM billing_lines").fetchall()}
         rejects = con.execute("SELECT line, reason FROM rejects ORDER BY line").fetchall()
@@ -151,7 +151,7 @@ def test_cur_lines_take_their_paths_with_their_values(tmp_path):
     con = open_stage()
     try:
         bill_stage.stage(Source.of(path, "cur.csv"), con, ParseContext("cur.csv", UTC),
-                         dataclasses.replace(billing_aws.FAMILY, build=spy), billing_aws.CUR.plan)
+                         dataclasses.replace(billing_aws.CUR.family, build=spy), billing_aws.CUR.plan)
         rows = {r[0]: (r[1], dict(r[2]) if r[2] else None, r[3]) for r in con.execute(
             "SELECT source_line_id, billed_cost, tags, instance_type FROM billing_lines").fetchall()}
         rejects = con.execute("SELECT line, reason FROM rejects ORDER BY line").fetchall()
@@ -189,7 +189,7 @@ def test_gcp_credit_lines_take_their_paths_with_their_values(tmp_path):
     con = open_stage()
     try:
         bill_stage.stage(Source.of(path, "gcp.csv"), con, ParseContext("gcp.csv", UTC),
-                         dataclasses.replace(billing_gcp.FAMILY, build=spy), billing_gcp.EXPORT.plan)
+                         dataclasses.replace(billing_gcp.EXPORT.family, build=spy), billing_gcp.EXPORT.plan)
         rows = con.execute("SELECT source_line, charge_category, billed_cost FROM billing_lines").fetchall()
         rejects = con.execute("SELECT line, reason FROM rejects ORDER BY line").fetchall()
     finally:
