@@ -201,3 +201,24 @@ def test_gcp_credit_lines_take_their_paths_with_their_values(tmp_path):
                    sorted(c for got, k, c in rows if got == line and k == "credit")) for line in expected} == expected
     assert len(rows) == sum(1 + len(credits) for _, credits in expected.values())
     assert rejects == [(n + 2, why) for n, (_, _, why) in enumerate(GCP_LINES) if isinstance(why, str)]
+
+
+def test_each_bill_module_binds_the_parser_contract_of_its_own_definition():
+    """A format module binds the contract with one line (`... = BILL.contract()`, by position):
+    each name is its own Bill's method of that name, and totals is billing.totals."""
+    from ingest.formats.billing import billing, billing_aws, billing_aws_dbr, billing_azure, billing_gcp
+    from ingest.formats.billing.bill_definition import Bill
+
+    bills = [(billing_focus, billing_focus.FOCUS), (billing_aws, billing_aws.CUR),
+             (billing_azure, billing_azure.AZURE), (billing_aws_dbr, billing_aws_dbr.DBR)]
+    for module, bill in bills:
+        for name in ("sniff", "sniff_bytes", "parse", "parse_bytes", "stage"):
+            bound = getattr(module, name)
+            assert (bound.__self__, bound.__func__) == (bill, getattr(Bill, name)), (module.__name__, name)
+        assert module.totals is billing.totals
+    # GCP picks one of two definitions by the header for text; Parquet is always the BigQuery export's
+    for name in ("sniff_bytes", "parse_bytes"):
+        bound = getattr(billing_gcp, name)
+        assert (bound.__self__, bound.__func__) == (billing_gcp.EXPORT, getattr(Bill, name))
+    assert billing_gcp.totals is billing.totals
+    assert billing_gcp.EXPORT.json_lines is not None and billing_gcp.FILE_EXPORT.json_lines is None
