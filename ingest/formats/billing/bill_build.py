@@ -24,6 +24,7 @@ from ingest.formats.billing.bill_steps import (Amount, Case, Category, Constant,
 Reader = Callable[[Record, dict, set], object]
 
 def column_of(step: Step) -> str:
+    """The column a step's reader fills: a helper name for the steps that fill several or none."""
     if isinstance(step, (CreditList, CreditColumns)):
         return "_credits"
     if isinstance(step, MonthSpan):
