@@ -158,15 +158,8 @@ def _stage_batch(definition: Definition, con, src: Source, ctx: ParseContext, pr
     Each of `passes` types the lines the one before did not load (JSON: lenient, then strict);
     the lines none loads go to the generic reader."""
     params = {}
-    if header is not None:  # unquoted lines with the wrong number of fields: refused here
-        width = len(header)
+    if header is not None:  # unquoted lines with the wrong number of fields: refused by the typed pass (_csv_fields)
         params = {"header_line": header_line, "quirk": CSV_QUIRK, "blank": line_sql.BLANK_LINE}
-        con.execute(f"""
-            INSERT INTO rejects (path, line, reason, raw)
-            SELECT $path, line, {_width_reason(definition, width)}, left(raw, 500)
-            FROM (SELECT line, raw, len(string_split(raw, ',')) AS fields FROM batch
-                  WHERE line > $header_line AND NOT regexp_matches(raw, $quirk))
-            WHERE fields <> {width} AND NOT regexp_full_match(raw, $blank)""", {"path": src.name, **params})
     accepted, source = 0, "batch"
     for typed_sql in passes:
         if source == "rest" and not con.execute("SELECT count(*) FROM rest").fetchall()[0][0]:
@@ -194,9 +187,9 @@ def _stage_batch(definition: Definition, con, src: Source, ctx: ParseContext, pr
     return accepted
 
 
-def _width_reason(definition: Definition, width: int) -> str:
-    """SQL for the reason a line of `fields` fields is refused under a header of `width`."""
-    return _quote(definition.width_reason.format(got="\x00", expected=width)).replace("\x00", "' || fields || '")
+def _width_reason(definition: Definition, width: int, fields: str = "fields") -> str:
+    """SQL for the reason a line of `fields` (SQL) fields is refused under a header of `width`."""
+    return _quote(definition.width_reason.format(got="\x00", expected=width)).replace("\x00", f"' || {fields} || '")
 
 
 def _scalars(definition: Definition, *types: str) -> list:
@@ -501,10 +494,12 @@ def _csv_fields(definition: Definition, header: list[str], ctx: ParseContext | N
             FROM (SELECT line, raw, {tight} AS tight FROM batch WHERE line > $header_line)
             WHERE tight OR NOT regexp_full_match(raw, $blank)
         ), cut AS (
-            SELECT line, raw, tight, unquoted {"".join(" AND " + n for n in nested)} AS object, {", ".join(columns + lists)}
-            FROM split WHERE NOT unquoted OR len(f) = {len(header)}
+            SELECT line, raw, tight, unquoted {"".join(" AND " + n for n in nested)} AS object, {", ".join(columns + lists)},
+                   CASE WHEN unquoted AND len(f) <> {len(header)} THEN {_width_reason(definition, len(header), "len(f)")}
+                   END AS misfit  -- an unquoted line with another number of fields than the header: refused so
+            FROM split
         ), fields AS (
-            SELECT line, raw, tight, object, {", ".join(kinds)},
+            SELECT line, raw, tight, misfit, object, {", ".join(kinds)},
                    {", ".join(f"{f.column}_text" for f in scalars)}
                    {"".join(f", {f.column}_entries, {f.column}_plain" for f in _maps(definition))}
                    {"".join(f", {i.field}_items, {i.field}_plain" for i in definition.items)}
@@ -590,7 +585,8 @@ def _typed_sql(definition: Definition, ctx: ParseContext, fields_sql: str, csv: 
     return f"""
         CREATE OR REPLACE TEMP TABLE typed AS
         WITH {fields_sql}{typed_cte}, checked AS (
-            SELECT *, CASE WHEN NOT ({"tight OR " if csv else ""}coalesce(object AND {plain_check}, false)) THEN ''
+            SELECT *, CASE {"WHEN misfit IS NOT NULL THEN misfit" if csv else ""}
+                           WHEN NOT ({"tight OR " if csv else ""}coalesce(object AND {plain_check}, false)) THEN ''
                            {" ".join(f"WHEN NOT coalesce({holds}, false) THEN {reason or chr(39) * 2}" for holds, reason in checks)}
                       END AS verdict  -- NULL: loads; '': the reader's; else the reason it is refused
             FROM {"loaded" if given_by_load else "typed"}
