@@ -114,11 +114,16 @@ def test_host_from_the_option_the_column_or_the_file_name(tmp_path):
 
 def test_naive_times_are_read_in_the_zone_given(tmp_path):
     path = tmp_path / "n1_paris.csv"
-    path.write_text("gpu_index,timestamp,power_w\n0,2026-07-01T12:00:00,5\n0,2026-07-01T12:00:00Z,6\n")
-    rows, rejects, by_reader, _ = stage(path, ParseContext(str(path), ZoneInfo("Europe/Paris")))
-    assert rejects == [] and by_reader == [2]  # a naive time in a zone: the reader's (Python's rule at changes)
-    assert {line: row[2] for line, row in rows.items()} == {2: datetime(2026, 7, 1, 10, tzinfo=UTC),
-                                                            3: datetime(2026, 7, 1, 12, tzinfo=UTC)}
+    stamps = ["2026-07-01T12:00:00", "2026-07-01T12:00:00Z", "2026-10-25T02:30:00", "2026-03-29T02:30:00"]
+    path.write_text("gpu_index,timestamp,power_w\n" + "".join(f"0,{stamp},5\n" for stamp in stamps))
+    paris = ZoneInfo("Europe/Paris")
+    rows, rejects, by_reader, _ = stage(path, ParseContext(str(path), paris))
+    # in SQL, but within 3 hours of a change of offset (02:30 twice in October, never in March): the reader's
+    assert rejects == [] and by_reader == [4, 5]
+    want = [datetime.fromisoformat(s.replace("Z", "+00:00")) for s in stamps]  # Python's rule: fold=0
+    want = [(w if w.tzinfo else w.replace(tzinfo=paris)).astimezone(UTC) for w in want]
+    assert {line: row[2] for line, row in rows.items()} == dict(zip(range(2, 6), want))
+    assert want[0] == datetime(2026, 7, 1, 10, tzinfo=UTC)
 
 
 @pytest.mark.parametrize("text, reject", [

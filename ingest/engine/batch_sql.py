@@ -83,10 +83,11 @@ def stage(definition: Definition, src: Source, con, ctx: ParseContext) -> Staged
                     if reason:  # the file is refused at its header, as line by line
                         staging.add_rejects(con, src.name, [(header_line, reason, text)])
                         return Staged(0, totals(definition, con))
-                    passes = (_typed_sql(definition, ctx, _csv_fields(definition, header, ctx), csv=True),)
+                    passes = (_typed_sql(definition, ctx, _csv_fields(definition, header, ctx), csv=True,
+                                         zone=line_sql.sql_zone(con, ctx.tz)),)
                 else:
                     passes = (_typed_sql(definition, ctx, _lenient_fields(definition, ctx), lenient=True),
-                              _typed_sql(definition, ctx, _json_fields(definition, "rest")))
+                              _typed_sql(definition, ctx, _json_fields(definition, "rest"), zone=line_sql.sql_zone(con, ctx.tz)))
             accepted += _stage_batch(definition, con, src, ctx, prices, passes, header, header_line)
         finally:
             con.unregister("batch")
@@ -387,6 +388,16 @@ def _quirk(definition: Definition) -> str:
     ))
 
 
+def _zoned(text: str, zone: str | None) -> str:
+    """SQL (a WHEN of a CASE): a naive ISO-8601 `text` read in `zone` (an IANA name DuckDB knows,
+    line_sql.sql_zone), as Python reads it; within 3 hours of a change of offset (summer time) it
+    is left to the reader (Python's rule, fold=0). Nothing when naive times are UTC or unknown."""
+    if zone in (None, "UTC"):
+        return ""
+    return (f"WHEN regexp_full_match({text}, '{ISO_NAIVE}') "
+            f"THEN {line_sql.instant(text, zone).replace('$zone', _quote(zone))} ")
+
+
 def _time_ok(ctx: ParseContext, text: str) -> str:
     """SQL: `text` is ISO-8601 that DuckDB reads as Python does (naive only when read in UTC)."""
     patterns = [ISO_WITH_OFFSET] + ([ISO_NAIVE] if ctx.tz is timezone.utc else [])
@@ -509,7 +520,7 @@ def _csv_fields(definition: Definition, header: list[str], ctx: ParseContext | N
 
 
 def _typed_sql(definition: Definition, ctx: ParseContext, fields_sql: str, csv: bool = False,
-               lenient: bool = False) -> str:
+               lenient: bool = False, zone: str | None = None) -> str:
     """The statement typing and checking a batch into TEMP TABLE `typed` (`ok`: plain and loadable
     straight from SQL) from the CTEs `fields_sql` (_json_fields, or _csv_fields when `csv`; or
     _lenient_fields, which end in the typed values themselves and vouch for their types and blanks)."""
@@ -528,7 +539,8 @@ def _typed_sql(definition: Definition, ctx: ParseContext, fields_sql: str, csv: 
         plain_check = (" AND ".join(plain) + f" AND CASE WHEN {tight} THEN true "
                        f"ELSE NOT regexp_matches(concat_ws(chr(1), {', '.join(texts)}), '{EDGE_BLANK}') END")
         typed = [f"CASE WHEN {tight} THEN TRY_CAST({f.column}_text AS TIMESTAMPTZ) WHEN {_time_ok(ctx, f'{f.column}_text')} "
-                 f"THEN TRY_CAST({f.column}_text AS TIMESTAMPTZ) END AS {f.column}" for f in _scalars(definition, TIME)]
+                 f"THEN TRY_CAST({f.column}_text AS TIMESTAMPTZ) {_zoned(f'{f.column}_text', zone)}END AS {f.column}"
+                 for f in _scalars(definition, TIME)]
         typed += [f"TRY_CAST({f.column}_text AS BIGINT) AS {f.column}" for f in _scalars(definition, COUNT)]
         typed += [f"TRY_CAST({f.column}_text AS DOUBLE) AS {f.column}" for f in _scalars(definition, NUMBER, PERCENT)]
         typed += [f"CASE WHEN regexp_full_match({f.column}_text, '{CSV_MONEY if csv else MONEY_TEXT}') "
