@@ -16,7 +16,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from ingest.engine import staging
+from ingest.engine import reader, staging
 from ingest.engine.contract import ParseContext
 from ingest.formats.gpu import dcgm, gpu_collector, nvidia_smi
 from ingest.formats.runs import codecarbon
@@ -80,14 +80,14 @@ def _count_fallback(module, monkeypatch) -> set[int]:
             seen.update(number for number, _ in lines)
             return suspects(con, src, ctx, lines)
         monkeypatch.setattr(dcgm, "_stage_suspects", counting)
-    elif module is gpu_collector:
-        parse = gpu_collector.parse
+    elif module is gpu_collector:  # a definition: the lines the engine's SQL pass hands to its reader
+        read_lines = reader.read_lines
 
-        def counting(lines, ctx):
+        def counting(definition, lines, *args):
             lines = list(lines)
-            seen.update(number for number, _ in lines[1:])  # the first is the header
-            return parse(lines, ctx)
-        monkeypatch.setattr(gpu_collector, "parse", counting)
+            seen.update(number for number, _ in lines)
+            return read_lines(definition, lines, *args)
+        monkeypatch.setattr(reader, "read_lines", counting)
     else:
         parse = codecarbon.parse
 

@@ -302,7 +302,7 @@ def test_naive_times_in_a_zone_are_read_there(tmp_path, caplog):
     path.write_text(HEADER + "\n" + line + "\n", encoding="utf-8")
     rows, _, reader, _ = stage(path, caplog, tz=ZoneInfo("Europe/Berlin"))
     [row] = rows.values()
-    assert row["window_key"] == "svc-a|v1|h0|2026-09-30T22:00:00+00:00" and reader == {2}
+    assert row["window_key"] == "svc-a|v1|h0|2026-09-30T22:00:00+00:00" and reader == set()  # a zone DuckDB knows: in SQL
     rows, _, reader, _ = stage(path, caplog)
     assert next(iter(rows)) == "svc-a|v1|h0|2026-10-01T00:00:00+00:00" and reader == set()  # UTC: in SQL
 

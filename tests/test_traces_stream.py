@@ -15,7 +15,7 @@ import duckdb
 import pytest
 import zstandard
 
-from ingest.engine import staging
+from ingest.engine import batch_sql, staging
 from ingest.formats.gpu import gpu_collector
 from ingest.pipeline import loader
 from ingest.settings import config, limits
@@ -100,7 +100,7 @@ def write(path: Path, lines: list[str], compress: str | None) -> Path:
 @pytest.mark.parametrize("compress", [None, "gzip", "zstd"])
 def test_many_batches_load_every_good_line_and_refuse_every_bad_one(warehouse, tmp_path, monkeypatch, compress):
     monkeypatch.setattr(staging, "LINE_BATCH_BYTES", 512)      # a batch every few lines
-    monkeypatch.setattr(gpu_collector, "SUSPECT_PAGE", 7)      # lines Python settles, a few at a time
+    monkeypatch.setattr(batch_sql, "JOINED_BYTES", 512)        # and each typed alone (the engine joins them up)
     lines, samples, bad = build(40)
     path = write(tmp_path / "n1_trace.csv", lines, compress)
     summary = loader.ingest_file(path)

@@ -29,6 +29,7 @@ from ingest.engine import reader
 from ingest.engine.definition import (COUNT, COUNT_LIST, MONEY, NUMBER, PERCENT, TEXT, TEXT_LIST, TEXT_MAP, TIME, CatalogCost, CountOf,
                                       Default, Definition, Field, HashedId, Items, OneOf, Required, Span, SumAtMost, csv_header,
                                       header_problem, is_csv_header)
+from ingest.engine.definition import FromFileName, FromOption, Within
 from ingest.engine.staging import Source, Staged
 
 ISO_WITH_OFFSET = (r"\d{4}-\d{2}-\d{2}[T ]([01]\d|2[0-3]):[0-5]\d(:[0-5]\d(\.\d{1,6})?)?"
@@ -75,20 +76,24 @@ def stage(definition: Definition, src: Source, con, ctx: ParseContext) -> Staged
                 header_line, text = line_sql.first_filled(con, src, refuse_before=False)
                 if header_line is None:
                     continue
-                if is_csv_header(text):
+                if is_csv_header(text) or definition.csv_only:
                     line_sql.refuse_too_long(con, src, before=header_line)  # not read as CSV below
                     header = csv_header(text)
                     reason = header_problem(definition, header)
                     if reason:  # the file is refused at its header, as line by line
                         staging.add_rejects(con, src.name, [(header_line, reason, text)])
                         return Staged(0, totals(definition, con))
-                    passes = (_typed_sql(definition, ctx, _csv_fields(definition, header), csv=True),)
+                    passes = (_typed_sql(definition, ctx, _csv_fields(definition, header, ctx), csv=True,
+                                         zone=line_sql.sql_zone(con, ctx.tz)),)
                 else:
                     passes = (_typed_sql(definition, ctx, _lenient_fields(definition, ctx), lenient=True),
-                              _typed_sql(definition, ctx, _json_fields(definition, "rest")))
+                              _typed_sql(definition, ctx, _json_fields(definition, "rest"), zone=line_sql.sql_zone(con, ctx.tz)))
             accepted += _stage_batch(definition, con, src, ctx, prices, passes, header, header_line)
         finally:
             con.unregister("batch")
+    if passes is None and definition.empty_reason:  # not one non-blank line
+        staging.add_rejects(con, src.name, [(0, definition.empty_reason, "")])
+    con.execute("DROP TABLE IF EXISTS typed; DROP TABLE IF EXISTS rest")  # the last batch's: memory for what follows
     figures = totals(definition, con)
     _settle_items(definition, con)
     return Staged(accepted, figures)
@@ -124,7 +129,10 @@ def _joined(batches, limit: int):
 
 
 def totals(definition: Definition, con) -> dict:
-    """The definition's summary figures over the staged rows (a repeated key counted once)."""
+    """The definition's summary figures over the staged rows (a repeated key counted once).
+    Without Totals: none (the format sums up itself, and settles repeated keys)."""
+    if not definition.totals:
+        return {}
     table = definition.table
     staging.keep_last(con, table)
     sql = {"rows": "count(*)", "sum": "coalesce(sum({c}), 0)", "money": "sum({c})", "float": "fsum({c})",
@@ -151,15 +159,8 @@ def _stage_batch(definition: Definition, con, src: Source, ctx: ParseContext, pr
     Each of `passes` types the lines the one before did not load (JSON: lenient, then strict);
     the lines none loads go to the generic reader."""
     params = {}
-    if header is not None:  # unquoted lines with the wrong number of fields: refused here
-        width = len(header)
+    if header is not None:  # unquoted lines with the wrong number of fields: refused by the typed pass (_csv_fields)
         params = {"header_line": header_line, "quirk": CSV_QUIRK, "blank": line_sql.BLANK_LINE}
-        con.execute(f"""
-            INSERT INTO rejects (path, line, reason, raw)
-            SELECT $path, line, 'has ' || fields || ' fields, the header has {width}', left(raw, 500)
-            FROM (SELECT line, raw, len(string_split(raw, ',')) AS fields FROM batch
-                  WHERE line > $header_line AND NOT regexp_matches(raw, $quirk))
-            WHERE fields <> {width} AND NOT regexp_full_match(raw, $blank)""", {"path": src.name, **params})
     accepted, source = 0, "batch"
     for typed_sql in passes:
         if source == "rest" and not con.execute("SELECT count(*) FROM rest").fetchall()[0][0]:
@@ -185,6 +186,11 @@ def _stage_batch(definition: Definition, con, src: Source, ctx: ParseContext, pr
         staging.insert_parsed(con, parsed, src.name)
         accepted += parsed.accepted
     return accepted
+
+
+def _width_reason(definition: Definition, width: int, fields: str = "fields") -> str:
+    """SQL for the reason a line of `fields` (SQL) fields is refused under a header of `width`."""
+    return _quote(definition.width_reason.format(got="\x00", expected=width)).replace("\x00", f"' || {fields} || '")
 
 
 def _scalars(definition: Definition, *types: str) -> list:
@@ -273,7 +279,7 @@ def _insert_typed(definition: Definition) -> str:
         else:
             key_parts.append(f"coalesce(CAST({part} AS VARCHAR), '')")
     key = f"concat_ws('|', {', '.join(key_parts)}) AS {definition.key.column}, "
-    if definition.key.parts == (definition.key.column,):  # a field is the key
+    if definition.key.parts == (definition.key.column,) or not definition.key.stored:  # a field is the key, or none
         key = ""
     given = [f"CASE WHEN {g.of} IS NOT NULL THEN 'given' END AS {g.column}" for g in definition.given]
     derived = [f"{c.source}, {c.price}" for c in definition.rules(CatalogCost)]
@@ -382,6 +388,16 @@ def _quirk(definition: Definition) -> str:
     ))
 
 
+def _zoned(text: str, zone: str | None) -> str:
+    """SQL (a WHEN of a CASE): a naive ISO-8601 `text` read in `zone` (an IANA name DuckDB knows,
+    line_sql.sql_zone), as Python reads it; within 3 hours of a change of offset (summer time) it
+    is left to the reader (Python's rule, fold=0). Nothing when naive times are UTC or unknown."""
+    if zone in (None, "UTC"):
+        return ""
+    return (f"WHEN regexp_full_match({text}, '{ISO_NAIVE}') "
+            f"THEN {line_sql.instant(text, zone).replace('$zone', _quote(zone))} ")
+
+
 def _time_ok(ctx: ParseContext, text: str) -> str:
     """SQL: `text` is ISO-8601 that DuckDB reads as Python does (naive only when read in UTC)."""
     patterns = [ISO_WITH_OFFSET] + ([ISO_NAIVE] if ctx.tz is timezone.utc else [])
@@ -425,11 +441,25 @@ def _lenient_fields(definition: Definition, ctx: ParseContext) -> str:
         )"""
 
 
-def _csv_fields(definition: Definition, header: list[str]) -> str:
+def _tight_pattern(definition: Definition, header: list[str], ctx: ParseContext | None) -> str:
+    """The whole of a tight CSV line under `header`, for one match a line: each field's column in
+    its strict spelling (or empty), a text without a blank at an edge, any other column without
+    comma, quote or control character, as many fields as the header. Such a line is read without
+    trimming or typing a value by pattern (the costliest steps when done for every value)."""
+    times = ISO_WITH_OFFSET + (f"|{ISO_NAIVE}" if ctx is not None and ctx.tz is timezone.utc else "")
+    spelled = {COUNT: CSV_COUNT, NUMBER: CSV_NUMBER, PERCENT: CSV_NUMBER, MONEY: CSV_MONEY, TIME: times,
+               TEXT: line_sql.TEXT}
+    forms = {name: f"({spelled[f.type]})?" for f in _scalars(definition) for name in f.spellings}
+    for name in [f.column for f in _lists(definition) + _maps(definition)] + [i.field for i in definition.items]:
+        forms[name] = ""  # a list, map or items given: not tight (the usual way)
+    return ",".join(forms.get(name, line_sql.OTHER) for name in header)
+
+
+def _csv_fields(definition: Definition, header: list[str], ctx: ParseContext | None = None) -> str:
     """CTEs ending in `fields` for CSV lines under `header` (as _json_fields): a line without
     quotes or control characters split at its commas; each value typed by its strict spelling
-    (another spelling is no type SQL reads, so the line goes to the reader). Binds $header_line,
-    $quirk and $blank."""
+    (another spelling is no type SQL reads, so the line goes to the reader); a tight line
+    (_tight_pattern) without looking. Binds $header_line, $quirk and $blank."""
     where = {name: index + 1 for index, name in enumerate(header)}  # a repeated column: its last (as dict(zip))
     spelled = {COUNT: ("BIGINT", CSV_COUNT), NUMBER: ("DOUBLE", CSV_NUMBER), PERCENT: ("DOUBLE", CSV_NUMBER),
                MONEY: ("DOUBLE", CSV_MONEY)}
@@ -438,13 +468,15 @@ def _csv_fields(definition: Definition, header: list[str]) -> str:
     for f in scalars:
         found = [f"f[{where[name]}]" for name in f.spellings if name in where]
         text = ("CASE " + " ".join(f"WHEN trim({x}) <> '' THEN {x}" for x in found) + " END") if found else "CAST(NULL AS VARCHAR)"
+        if found:  # a tight line's value has no blank to trim
+            text = f"CASE WHEN tight THEN coalesce({', '.join(f'nullif({x}, {chr(39) * 2})' for x in found)}) ELSE {text} END"
         columns.append(f"{text} AS {f.column}_text")
     kinds = []
     for f in scalars:
         if f.type in spelled:
             name, pattern = spelled[f.type]
-            kinds.append(f"CASE WHEN regexp_full_match({f.column}_text, '{pattern}') THEN '{name}' "
-                         f"WHEN {f.column}_text IS NOT NULL THEN 'TEXT' END AS {f.column}_type")
+            kinds.append(f"CASE WHEN {f.column}_text IS NULL THEN NULL WHEN tight THEN '{name}' "
+                         f"WHEN regexp_full_match({f.column}_text, '{pattern}') THEN '{name}' ELSE 'TEXT' END AS {f.column}_type")
         else:
             kinds.append(f"CASE WHEN {f.column}_text IS NOT NULL THEN 'VARCHAR' END AS {f.column}_type")
     nested = []  # a map or items written in CSV: the reader's (it refuses them, or reads them absent)
@@ -456,6 +488,8 @@ def _csv_fields(definition: Definition, header: list[str]) -> str:
     for items in definition.items:
         columns.append(f"CAST(NULL AS JSON[]) AS {items.field}_items, true AS {items.field}_plain")
     separator = definition.list_separators[-1]  # a comma cannot be inside an unquoted CSV field
+    # one column: a tight line could be blank (a blank line is skipped, never read)
+    tight = f"regexp_full_match(raw, {_quote(_tight_pattern(definition, header, ctx))})" if len(header) > 1 else "false"
     lists = []
     for f in _lists(definition):
         at = f"f[{where[f.column]}]" if f.column in where else "CAST(NULL AS VARCHAR)"
@@ -466,13 +500,17 @@ def _csv_fields(definition: Definition, header: list[str]) -> str:
             lists.append(f"CASE WHEN unquoted AND trim({at}) <> '' THEN string_split({at}, '{separator}') END AS {f.column}_list")
     return f"""
         split AS (
-            SELECT line, raw, NOT regexp_matches(raw, $quirk) AS unquoted, string_split(raw, ',') AS f
-            FROM batch WHERE line > $header_line AND NOT regexp_full_match(raw, $blank)
+            SELECT line, raw, tight, CASE WHEN tight THEN true ELSE NOT regexp_matches(raw, $quirk) END AS unquoted,
+                   string_split(raw, ',') AS f
+            FROM (SELECT line, raw, {tight} AS tight FROM batch WHERE line > $header_line)
+            WHERE tight OR NOT regexp_full_match(raw, $blank)
         ), cut AS (
-            SELECT line, raw, unquoted {"".join(" AND " + n for n in nested)} AS object, {", ".join(columns + lists)}
-            FROM split WHERE NOT unquoted OR len(f) = {len(header)}
+            SELECT line, raw, tight, unquoted {"".join(" AND " + n for n in nested)} AS object, {", ".join(columns + lists)},
+                   CASE WHEN unquoted AND len(f) <> {len(header)} THEN {_width_reason(definition, len(header), "len(f)")}
+                   END AS misfit  -- an unquoted line with another number of fields than the header: refused so
+            FROM split
         ), fields AS (
-            SELECT line, raw, object, {", ".join(kinds)},
+            SELECT line, raw, tight, misfit, object, {", ".join(kinds)},
                    {", ".join(f"{f.column}_text" for f in scalars)}
                    {"".join(f", {f.column}_entries, {f.column}_plain" for f in _maps(definition))}
                    {"".join(f", {i.field}_items, {i.field}_plain" for i in definition.items)}
@@ -482,7 +520,7 @@ def _csv_fields(definition: Definition, header: list[str]) -> str:
 
 
 def _typed_sql(definition: Definition, ctx: ParseContext, fields_sql: str, csv: bool = False,
-               lenient: bool = False) -> str:
+               lenient: bool = False, zone: str | None = None) -> str:
     """The statement typing and checking a batch into TEMP TABLE `typed` (`ok`: plain and loadable
     straight from SQL) from the CTEs `fields_sql` (_json_fields, or _csv_fields when `csv`; or
     _lenient_fields, which end in the typed values themselves and vouch for their types and blanks)."""
@@ -497,8 +535,11 @@ def _typed_sql(definition: Definition, ctx: ParseContext, fields_sql: str, csv: 
     if not lenient:
         texts = [f"coalesce({f.column}, '')" for f in _scalars(definition, TEXT)]
         texts += [f"coalesce(array_to_string({f.column}_list, chr(1)), '')" for f in lists if f.type == TEXT_LIST]
-        plain_check = (" AND ".join(plain) + f" AND NOT regexp_matches(concat_ws(chr(1), {', '.join(texts)}), '{EDGE_BLANK}')")
-        typed = [f"CASE WHEN {_time_ok(ctx, f'{f.column}_text')} THEN TRY_CAST({f.column}_text AS TIMESTAMPTZ) END AS {f.column}"
+        tight = "tight" if csv else "false"  # a tight CSV line (_tight_pattern): its texts and times are plain
+        plain_check = (" AND ".join(plain) + f" AND CASE WHEN {tight} THEN true "
+                       f"ELSE NOT regexp_matches(concat_ws(chr(1), {', '.join(texts)}), '{EDGE_BLANK}') END")
+        typed = [f"CASE WHEN {tight} THEN TRY_CAST({f.column}_text AS TIMESTAMPTZ) WHEN {_time_ok(ctx, f'{f.column}_text')} "
+                 f"THEN TRY_CAST({f.column}_text AS TIMESTAMPTZ) {_zoned(f'{f.column}_text', zone)}END AS {f.column}"
                  for f in _scalars(definition, TIME)]
         typed += [f"TRY_CAST({f.column}_text AS BIGINT) AS {f.column}" for f in _scalars(definition, COUNT)]
         typed += [f"TRY_CAST({f.column}_text AS DOUBLE) AS {f.column}" for f in _scalars(definition, NUMBER, PERCENT)]
@@ -517,6 +558,12 @@ def _typed_sql(definition: Definition, ctx: ParseContext, fields_sql: str, csv: 
         )"""
     else:
         plain_check, typed_cte = "true", ""
+    given_by_load = _given_by_load(definition, ctx)  # an option or the file's name: the value before the checks
+    if given_by_load:
+        typed_cte += f""", loaded AS (
+            SELECT * REPLACE ({", ".join(f"{sql} AS {column}" for column, sql in given_by_load.items())})
+            FROM typed
+        )"""
     # the row's values: a span's end and length, lists without empty items, counts of items
     out = {f.column: f.column for f in definition.fields}
     for span in definition.rules(Span):
@@ -550,13 +597,25 @@ def _typed_sql(definition: Definition, ctx: ParseContext, fields_sql: str, csv: 
     return f"""
         CREATE OR REPLACE TEMP TABLE typed AS
         WITH {fields_sql}{typed_cte}, checked AS (
-            SELECT *, CASE WHEN NOT coalesce(object AND {plain_check}, false) THEN ''
+            SELECT *, CASE {"WHEN misfit IS NOT NULL THEN misfit" if csv else ""}
+                           WHEN NOT ({"tight OR " if csv else ""}coalesce(object AND {plain_check}, false)) THEN ''
                            {" ".join(f"WHEN NOT coalesce({holds}, false) THEN {reason or chr(39) * 2}" for holds, reason in checks)}
                       END AS verdict  -- NULL: loads; '': the reader's; else the reason it is refused
-            FROM typed
+            FROM {"loaded" if given_by_load else "typed"}
         )
         SELECT line, verdict IS NULL AS ok, nullif(verdict, '') AS reason, {", ".join([f"{sql} AS {column}" for column, sql in out.items()] + derived)}
         FROM checked"""
+
+
+def _given_by_load(definition: Definition, ctx: ParseContext) -> dict[str, str]:
+    """SQL of each column a FromOption or FromFileName sets, as the reader sets it."""
+    given: dict[str, str] = {}
+    for step in definition.steps:
+        if isinstance(step, FromOption) and getattr(ctx, step.option, None):
+            given[step.column] = _quote(str(getattr(ctx, step.option)))
+        elif isinstance(step, FromFileName):
+            given[step.column] = f"coalesce({given.get(step.column, step.column)}, {_quote(step.of(ctx.source))})"
+    return given
 
 
 def _quote(text: str) -> str:
@@ -608,6 +667,8 @@ def _checks(definition: Definition, json_strict: bool) -> list[tuple[str, str | 
                        (f"({end} IS NOT NULL OR ({length} * 1e6 = round({length} * 1e6) AND {length} < 1e9))", None)]
         elif isinstance(step, Required):
             checks.append((f"{step.column} IS NOT NULL", _quote(step.reason)))
+        elif isinstance(step, Within):  # the reader words it (a value's repr)
+            checks.append((f"({step.column} IS NULL OR {step.column} BETWEEN {step.low!r} AND {step.high!r})", None))
         elif isinstance(step, Default) and step.words:  # words of plain ASCII only: lower() and the split as Python's
             checks.append((f"({step.column} IS NOT NULL OR regexp_full_match(coalesce({step.of}, ''), '[\\x20-\\x7e]*'))", None))
         elif isinstance(step, OneOf):  # plain ASCII spellings only: lower() as Python's; another text, the reader's reason

@@ -19,10 +19,15 @@ The rules (`Definition.steps`) apply in order and the first that fails names the
 - `HashedId`: an identity made from other values when the record gives none.
 - `Items`: a list of objects read into a second table, one row per item, each item read by its
   own Fields (and `Required`, `Since`), the reason naming the item ("eval_history[2].value ...").
+- `Within`: a read value between two bounds, with the format's own reason ("gpu_util_pct 140.0 is
+  outside 0 to 100").
+- `FromOption`, `FromFileName`: a value the load gives (an option such as --host, overriding the
+  file) or the file's name gives ("gpu-node-1_2026-08.csv" -> "gpu-node-1") when the record has none.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import PurePath
 
 from ingest.engine import values
 
@@ -127,6 +132,7 @@ class Key:
 
     column: str
     parts: tuple[str, ...]
+    stored: bool = True  # False: the parts are the identity (staging.UNIQUE_BY), no column of the table
 
 
 @dataclass(frozen=True)
@@ -224,7 +230,46 @@ class Items:
         return tuple(step for step in self.steps if isinstance(step, Field))
 
 
-Step = Field | Required | SumAtMost | Span | CountOf | CatalogCost | OneOf | Default | HashedId | Items
+@dataclass(frozen=True)
+class Within:
+    """The value of `column` (read by a Field before this rule), when given, is from `low` to
+    `high`; else `reason`, a template over {name} (the spelling read), {value!r}, {low:g}, {high:g}."""
+
+    column: str
+    low: float
+    high: float
+    reason: str = "{name} {value!r} is outside {low:g} to {high:g}"
+
+
+@dataclass(frozen=True)
+class FromOption:
+    """`column` is the load's option `option` (a ParseContext attribute, e.g. "host" for --host)
+    whenever it is given, whatever the record says."""
+
+    column: str
+    option: str
+
+
+@dataclass(frozen=True)
+class FromFileName:
+    """Where `column` is absent: the file's name (no folder, `suffixes` dropped from its end) up to
+    the first `before` ("gpu-node-1_2026-08.csv.gz" -> "gpu-node-1"); the whole name when that part
+    is empty."""
+
+    column: str
+    before: str = "_"
+    suffixes: tuple[str, ...] = ()
+
+    def of(self, source: str) -> str:
+        """The value the file `source` (a path or name) gives."""
+        name = PurePath(source).name
+        while name.lower().endswith(self.suffixes):
+            name = name[: name.rfind(".")]
+        return name.split(self.before, 1)[0] or name
+
+
+Step = Field | Required | SumAtMost | Span | CountOf | CatalogCost | OneOf | Default | HashedId | Items | Within \
+    | FromOption | FromFileName
 
 
 @dataclass(frozen=True)
@@ -235,12 +280,18 @@ class Definition:
     table: str
     detect: Detect
     header_requires: tuple[str, ...]  # columns a CSV header must name (any spelling; the reason names the first)
-    header_reason: str                # "not a serving-window header": the header's reject starts so
+    header_reason: str                # "not a serving-window header": the header's reject starts so (or a template over {missing})
     steps: tuple[Step, ...]
     key: Key
     given: tuple[Given, ...] = ()
     totals: tuple[Total, ...] = ()
     list_separators: tuple[str, ...] = (",", ";")  # a TEXT_LIST written as text (CSV)
+    # CSV only: the first non-blank line is the header whatever it holds (never JSON lines)
+    csv_only: bool = False
+    # a CSV line (unquoted or not) with another number of fields than the header: a template
+    width_reason: str = "has {got} fields, the header has {expected}"
+    csv_trim: bool = False   # a CSV value is read with the blanks around it removed (str.strip())
+    empty_reason: str = ""   # a file without a non-blank line is refused with this (at line 0)
 
     @property
     def fields(self) -> tuple[Field, ...]:
@@ -271,7 +322,7 @@ def sniff(definition: Definition, head: str) -> bool:
     """JSON lines naming the detection keys, or a CSV header naming them."""
     text = head.lstrip("\ufeff").lstrip()
     detect = definition.detect
-    if text.startswith("{"):
+    if text.startswith("{") and not definition.csv_only:
         return all(f'"{k}"' in head for k in detect.all_of) and any(f'"{k}"' in head for k in detect.any_of)
     columns = {c.strip().strip('"') for c in text.split("\n", 1)[0].split(",")}
     return set(detect.all_of) <= columns and bool(columns & set(detect.any_of))
@@ -283,16 +334,21 @@ def is_csv_header(text: str) -> bool:
 
 
 def csv_header(text: str) -> list[str]:
-    """The header line's column names, stripped."""
+    """The header line's column names, stripped (of quotes a blank kept from the CSV reader too, as sniff())."""
     import csv
 
-    return [c.strip() for c in next(csv.reader([text.lstrip("\ufeff")]))]
+    try:
+        return [c.strip().strip('"') for c in next(csv.reader([text.lstrip("\ufeff")]))]
+    except csv.Error:  # e.g. a carriage return inside an unquoted name: the names between commas
+        return [c.strip().strip('"') for c in text.lstrip("\ufeff").split(",")]
 
 
 def header_problem(definition: Definition, header: list[str]) -> str | None:
     """Why a CSV header cannot be this format's, or None when it can."""
     missing = [_spellings(definition, column)[0] for column in definition.header_requires
                if not any(name in header for name in _spellings(definition, column))]
+    if missing and "{missing}" in definition.header_reason:  # a template: the names go where it says
+        return definition.header_reason.replace("{missing}", ", ".join(missing))
     return f"{definition.header_reason}: missing {', '.join(missing)}" if missing else None
 
 

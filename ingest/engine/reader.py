@@ -21,6 +21,7 @@ from ingest.engine.contract import BadValue, Lines, ParseContext, Parsed, Reject
 from ingest.engine.definition import (COUNT, COUNT_LIST, MONEY, NUMBER, PERCENT, TEXT, TEXT_LIST, TEXT_MAP, TIME, CatalogCost,
                                       CountOf, Default, Definition, Field, HashedId, Items, OneOf, Required, Since, Span,
                                       SumAtMost, csv_header, header_problem, is_csv_header)
+from ingest.engine.definition import FromFileName, FromOption, Within
 
 CENT = Decimal("0.01")
 SECONDS_PER_HOUR = Decimal(3600)
@@ -83,6 +84,16 @@ def build_record(definition: Definition, record: object, line: int, ctx: ParseCo
                 got[step.column] = step.prefix + hashlib.sha256(identity.encode()).hexdigest()[:step.length]
         elif isinstance(step, Items):
             children[step.table] = _items(step, record.get(step.field), got, ctx)
+        elif isinstance(step, Within):
+            value = got[step.column]
+            if value is not None and not step.low <= value <= step.high:
+                raise BadValue(step.reason.format(name=named[step.column], value=value, low=step.low, high=step.high))
+        elif isinstance(step, FromOption):
+            if getattr(ctx, step.option, None):
+                got[step.column] = getattr(ctx, step.option)
+        elif isinstance(step, FromFileName):
+            if got[step.column] is None:
+                got[step.column] = step.of(ctx.source)
     for items in definition.items:  # the parent's key as the record ends up with it
         for child in children[items.table]:
             child[items.parent] = got[items.parent]
@@ -281,19 +292,23 @@ def _records(definition: Definition, lines: Lines, parsed: Parsed):
         if not text.strip():
             continue
         opening, first = first, False
-        if opening and is_csv_header(text):
+        if opening and (definition.csv_only or is_csv_header(text)):
             header = csv_header(text)
             reason = header_problem(definition, header)
             if reason:
                 parsed.rejects.append(Reject(line, reason, text))
                 return
             continue
-        record = _csv_record(line, text, header, parsed) if header is not None else _json_record(line, text, parsed)
+        record = (_csv_record(line, text, header, parsed, definition) if header is not None
+                  else _json_record(line, text, parsed))
         if record is not None:
             yield line, record, text
+    if first and definition.empty_reason:  # not one non-blank line
+        parsed.rejects.append(Reject(0, definition.empty_reason, ""))
 
 
-def _csv_record(line: int, text: str, header: list[str], parsed: Parsed) -> dict | None:
+def _csv_record(line: int, text: str, header: list[str], parsed: Parsed,
+                definition: Definition | None = None) -> dict | None:
     """One CSV line's fields by header name; None (and a reject) when it cannot be split to the header."""
     try:
         fields = next(csv.reader([text]))
@@ -301,8 +316,11 @@ def _csv_record(line: int, text: str, header: list[str], parsed: Parsed) -> dict
         parsed.rejects.append(Reject(line, f"unreadable CSV: {error}", text[:500]))
         return None
     if len(fields) != len(header):
-        parsed.rejects.append(Reject(line, f"has {len(fields)} fields, the header has {len(header)}", text))
+        width = definition.width_reason if definition else "has {got} fields, the header has {expected}"
+        parsed.rejects.append(Reject(line, width.format(got=len(fields), expected=len(header)), text))
         return None
+    if definition is not None and definition.csv_trim:
+        fields = [field.strip() for field in fields]
     return dict(zip(header, fields))
 
 
@@ -325,7 +343,8 @@ def read_lines(definition: Definition, lines: Lines, ctx: ParseContext, prices: 
     for line, text in lines:
         if not text.strip():
             continue
-        record = _csv_record(line, text, header, parsed) if header is not None else _json_record(line, text, parsed)
+        record = (_csv_record(line, text, header, parsed, definition) if header is not None
+                  else _json_record(line, text, parsed))
         if record is None:
             continue
         try:
