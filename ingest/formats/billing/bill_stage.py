@@ -27,7 +27,6 @@ import logging
 import shutil
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from decimal import Decimal
 from pathlib import Path
 
@@ -35,7 +34,7 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
-from ingest.engine import line_numbers
+from ingest.engine import line_numbers, staging
 from ingest.engine.contract import BadValue, ParseContext, Parsed, Reject, numbered
 from ingest.engine.staging import Source, Staged
 from ingest.formats.billing import bill_sql, billing
@@ -74,6 +73,7 @@ def stage(src: Source, con: duckdb.DuckDBPyConnection, ctx: ParseContext, family
     """Stage one bill file; `plan_of(fields) -> Plan` is the family's SQL; `json_lines(src, con,
     ctx, family, plan_of) -> accepted` the family's own reader of JSON lines (else billing.py's)."""
     bill_sql.install(con)
+    _restore_table(con)
     if con.execute("SELECT current_setting('temp_directory')").fetchone()[0] in ("", ".tmp"):
         # an in-memory database spills into ./.tmp of the working directory by default
         con.execute(f"SET temp_directory = {literal(str(Path(tempfile.gettempdir()) / 'mlcost-staging'))}")
@@ -214,11 +214,13 @@ def _read_csv(src: Source, con: duckdb.DuckDBPyConnection, family: Family, ctx: 
         with ThreadPoolExecutor(1) as pool:
             counting = pool.submit(line_numbers.count_lines, src)
             try:
-                source = f"(SELECT {', '.join(cleaned) or '1 AS _none'} FROM {reader})"
-                # rows are numbered by their place (bill_lines' POSITIONAL JOIN): the staging
-                # connection lets threads insert in any order, this one statement may not
-                with _in_order(con):
-                    con.execute(f"CREATE TEMP TABLE bill_converted AS {convert(source, '')}")
+                # each record's place in the file (_ord, from 1) numbered as it is read: a
+                # streaming row_number() keeps the reader's order (DuckDB runs it in one thread),
+                # so the table may be written in any order - an ordered insert held the staging
+                # memory and blocked the second thread
+                source = (f"(SELECT {', '.join(['_ord'] + cleaned)} FROM "
+                          f"(SELECT row_number() OVER () AS _ord, * FROM {reader}))")
+                con.execute(f"CREATE TEMP TABLE bill_converted AS {convert(source, '_ord, ')}")
             except duckdb.OutOfMemoryException as error:
                 raise BadValue(f"needs more memory than the staging limit (MLCOST_STAGE_MEMORY): "
                                f"{str(error).splitlines()[0]}") from None
@@ -228,17 +230,6 @@ def _read_csv(src: Source, con: duckdb.DuckDBPyConnection, family: Family, ctx: 
         _number_csv_rows(src, con, ctx, physical, header)
 
     return Frame(fields, set(columns) | set(header.constants), load)
-
-
-@contextmanager
-def _in_order(con: duckdb.DuckDBPyConnection):
-    """Statements inside keep their source's row order (the staging connection does not)."""
-    before = con.execute("SELECT current_setting('preserve_insertion_order')").fetchone()[0]
-    con.execute("SET preserve_insertion_order = true")
-    try:
-        yield
-    finally:
-        con.execute(f"SET preserve_insertion_order = {'true' if before else 'false'}")
 
 
 def _cleaned(column: str, nulls: str) -> str:
@@ -281,8 +272,14 @@ def _number_csv_rows(src: Source, con: duckdb.DuckDBPyConnection, ctx: ParseCont
         where = {line: (int(starts[line - 1]), int(following[line - 1])) for line in rejected.tolist()}
     if len(lines) != rows:
         raise Unreadable("the records DuckDB read do not match the file's lines")
-    con.register("bill_numbers", pa.Table.from_arrays([_int64s(lines), _int64s(ends)], ["_line", "_end"]))
-    con.execute("CREATE TEMP VIEW bill_lines AS SELECT * FROM bill_numbers POSITIONAL JOIN bill_converted")
+    if physical == records and not len(rejected):  # record k is line k + 1 (the header is line 1)
+        con.execute("CREATE TEMP VIEW bill_lines AS SELECT _ord + 1 AS _line, _ord + 1 AS _end, * EXCLUDE (_ord) "
+                    "FROM bill_converted")
+    else:  # the k-th record read is the k-th of `lines`
+        con.register("bill_numbers", pa.Table.from_arrays(
+            [_int64s(np.arange(1, len(lines) + 1)), _int64s(lines), _int64s(ends)], ["_ord", "_line", "_end"]))
+        con.execute("CREATE TEMP VIEW bill_lines AS SELECT n._line, n._end, c.* EXCLUDE (_ord) "
+                    "FROM bill_converted c JOIN bill_numbers n USING (_ord)")
     found = []
     # a record DuckDB gave no text for is read from the file: only a blank record is skipped
     untold = {line: where[line][1] for line, _, text in errors if not (text or "").strip(WHITESPACE)}
@@ -387,8 +384,11 @@ def _stage_frame(src: Source, con: duckdb.DuckDBPyConnection, ctx: ParseContext,
     values = ", ".join(f"{sql} AS v_{column}" for column, sql in plan.columns.items())
     arms = " ".join(f"WHEN {check.bad} THEN {check.reason}" for check in plan.checks)
     reason = f"CASE WHEN _python THEN NULL {arms} END" if arms else "NULL"
-    # helpers (`_...`) are read by the checks below and by `extra` only: not stored without it
-    kept = ", ".join(f"v_{column}" for column in plan.columns if plan.extra or not column.startswith("_"))
+    # helpers (`_...`) are read by the checks below and by `extra` only: not stored without it;
+    # nor, without `extra`, is a constant (the format) or a second column of the same SQL (a
+    # line id that is also the source line id): bill_sql_rows writes them out
+    stored = _stored_as(plan)
+    kept = ", ".join(f"v_{column}" for column in plan.columns if column in stored and stored[column] == column)
     # the raw text is kept only for the lines billing.py reads; text fields as one list (NULL on
     # every other line): 27 mostly-NULL columns took 140 MB of a 1M-line bill's 665 MB table,
     # which then spilled past the staging memory limit
@@ -409,7 +409,8 @@ def _stage_frame(src: Source, con: duckdb.DuckDBPyConnection, ctx: ParseContext,
     frame.load(con, frame.fields.used, convert)
     types = dict(con.execute("SELECT column_name, data_type FROM duckdb_columns() "
                              "WHERE table_name = 'bill_candidates'").fetchall())
-    outputs = ", ".join(f"CAST(v_{c} AS {types[c]}) AS {c}" for c in plan.columns if not c.startswith("_"))
+    outputs = ", ".join(f"CAST({_stored_sql(plan, stored, c)} AS {types[c]}) AS {c}"
+                        for c in plan.columns if not c.startswith("_"))
     # the good lines are read from the converted table where they are (no copy): _finish reads
     # them with the few rows of bill_candidates
     con.execute(f"""CREATE TEMP VIEW bill_sql_rows AS
@@ -428,6 +429,35 @@ def _stage_frame(src: Source, con: duckdb.DuckDBPyConnection, ctx: ParseContext,
     _insert_rejects(con, ctx, [Reject(line, reason, texts.get(line, "")) for line, _, reason in bad])
     accepted += _python_lines(src, con, ctx, family, frame)
     return accepted
+
+
+def _stored_as(plan: Plan) -> dict[str, str]:
+    """Which stored column holds each column of the plan bill_converted keeps: itself, or the
+    first column with the same SQL; a constant maps to '' (written out by bill_sql_rows)."""
+    if plan.extra:  # `extra` reads every column of bill_lines by its own name
+        return {column: column for column in plan.columns}
+    first: dict[str, str] = {}
+    stored: dict[str, str] = {}
+    for column, sql in plan.columns.items():
+        if column.startswith("_"):
+            continue
+        if _is_constant(sql):
+            stored[column] = ""
+        else:
+            stored[column] = first.setdefault(sql.strip(), column)
+    return stored
+
+
+def _is_constant(sql: str) -> bool:
+    """A plain SQL string literal or NULL."""
+    text = sql.strip()
+    return text == "NULL" or (len(text) >= 2 and text[0] == text[-1] == "'" and "'" not in text[1:-1].replace("''", ""))
+
+
+def _stored_sql(plan: Plan, stored: dict[str, str], column: str) -> str:
+    """SQL over bill_lines of a plan column as _stored_as kept it."""
+    held = stored[column]
+    return plan.columns[column] if held == "" else f"v_{held}"
 
 
 def _python_lines(src: Source, con: duckdb.DuckDBPyConnection, ctx: ParseContext, family: Family,
@@ -559,6 +589,9 @@ def _finish(con: duckdb.DuckDBPyConnection, ctx: ParseContext, family: Family) -
         f"count(*) FILTER (line_key IS NULL) FROM {rows}").fetchone()
     last = ("QUALIFY row_number() OVER (PARTITION BY provider, line_key ORDER BY source_line DESC, _sub DESC) = 1"
             if repeated else "")  # a line id given twice: the later line wins
+    if not repeated and not unkeyed_rows and rows != "bill_candidates":
+        _serve_in_place(con, columns, keyed)
+        return
     con.execute(f"""INSERT INTO billing_lines ({columns})
         SELECT {keyed} FROM {rows} WHERE line_key IS NOT NULL {last}""")
     if not unkeyed_rows:  # every line has its id (FOCUS, CUR): no digests
@@ -570,6 +603,41 @@ def _finish(con: duckdb.DuckDBPyConnection, ctx: ParseContext, family: Family) -
                "WHERE c.line_key IS NULL)" if known else f"(SELECT * FROM {rows} WHERE line_key IS NULL)")
     con.execute(f"""INSERT INTO billing_lines ({columns})
         SELECT {hashed} FROM (SELECT *, coalesce(_key, {_digest_sql()}) AS digest FROM {unkeyed})""")
+
+
+def _serve_in_place(con: duckdb.DuckDBPyConnection, columns: str, keyed: str) -> None:
+    """Every line keyed by its id, none repeated: the staged `billing_lines` becomes a view of the
+    SQL rows where they were converted (with the few rows of bill_candidates, keyed, in the table
+    it was, renamed bill_kept_lines), so the merge reads them from there: no copy of the file's
+    rows within the staging database (a 1M-line bill's ~1.1 s and its memory)."""
+    con.execute(f"INSERT INTO billing_lines ({columns}) SELECT {keyed} FROM bill_candidates")
+    con.execute("ALTER TABLE billing_lines RENAME TO bill_kept_lines")
+    types = dict(con.execute(
+        "SELECT column_name, data_type FROM duckdb_columns() WHERE database_name = 'memory' AND schema_name = 'main' "
+        "AND table_name = 'bill_kept_lines' ORDER BY column_index").fetchall())
+    converted = {row[0] for row in con.execute("DESCRIBE bill_sql_rows").fetchall()}
+    select = ", ".join(
+        ("provider || '|id|' || line_key AS line_key" if name == "line_key" else name)
+        if name in converted and name in billing.LINE_COLUMNS
+        else f"CAST(NULL AS {kind}) AS {name}" for name, kind in types.items())
+    con.execute(f"CREATE VIEW billing_lines AS SELECT {select} FROM bill_sql_rows "
+                "UNION ALL SELECT * FROM bill_kept_lines")
+    staging.keep_last(con, "billing_lines", repeated=False)  # counted above: no key repeats
+
+
+def _restore_table(con: duckdb.DuckDBPyConnection) -> None:
+    """Before another file is staged on this connection: the view `billing_lines` of the last
+    one (_serve_in_place) back into a table with its rows, as staged tables accumulate."""
+    if not con.execute("SELECT count(*) FROM duckdb_views() WHERE database_name = 'memory' "
+                       "AND view_name = 'billing_lines'").fetchone()[0]:
+        return
+    con.execute("CREATE TEMP TABLE bill_restored AS SELECT * FROM billing_lines")
+    con.execute("DROP VIEW billing_lines")
+    con.execute("DELETE FROM bill_kept_lines")
+    con.execute("INSERT INTO bill_kept_lines SELECT * FROM bill_restored")
+    con.execute("DROP TABLE bill_restored")
+    con.execute("ALTER TABLE bill_kept_lines RENAME TO billing_lines")
+    con.execute("DELETE FROM kept_last WHERE table_name = 'billing_lines'")  # its rows may repeat now
 
 
 def _exists(con: duckdb.DuckDBPyConnection, view: str) -> bool:
@@ -648,7 +716,12 @@ def totals(con: duckdb.DuckDBPyConnection) -> dict:
 
 
 def _drop(con: duckdb.DuckDBPyConnection, keep_candidates: bool = False) -> None:
+    """Drop the working tables of a staging (those the view `billing_lines` reads stay)."""
     views = {name for (name,) in con.execute("SELECT view_name FROM duckdb_views() WHERE temporary").fetchall()}
+    if con.execute("SELECT count(*) FROM duckdb_views() WHERE database_name = 'memory' "
+                   "AND view_name = 'billing_lines'").fetchone()[0]:
+        con.execute("DROP TABLE IF EXISTS bill_candidates")
+        return
     for table in ("bill_sql_rows", "bill_keys", "bill_lines", "bill_converted", "bill_errors", "bill_scans") + (
             () if keep_candidates else ("bill_candidates",)):
         con.execute(f"DROP {'VIEW' if table in views else 'TABLE'} IF EXISTS {table}")
