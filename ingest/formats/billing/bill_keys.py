@@ -58,14 +58,16 @@ def finish(con: duckdb.DuckDBPyConnection, ctx: ParseContext, family: Family) ->
 
 def _serve_in_place(con: duckdb.DuckDBPyConnection, columns: str, keyed: str) -> None:
     """Every line keyed by its id, none repeated: the staged `billing_lines` becomes a view of the
-    SQL rows where they were converted (with the few rows of bill_candidates, keyed, in the table
-    it was, renamed bill_kept_lines), so the merge reads them from there: no copy of the file's
-    rows within the staging database (a 1M-line bill's ~1.1 s and its memory)."""
+    SQL rows where they were converted and of the few rows of bill_candidates, keyed (with any
+    the table held, in the temp table bill_kept_lines: a temp table is not one the merge copies),
+    so the merge reads them from there: no copy of the file's rows within the staging database
+    (a 1M-line bill's ~1.1 s and its memory)."""
     con.execute(f"INSERT INTO billing_lines ({columns}) SELECT {keyed} FROM bill_candidates")
-    con.execute("ALTER TABLE billing_lines RENAME TO bill_kept_lines")
     types = dict(con.execute(
         "SELECT column_name, data_type FROM duckdb_columns() WHERE database_name = 'memory' AND schema_name = 'main' "
-        "AND table_name = 'bill_kept_lines' ORDER BY column_index").fetchall())
+        "AND table_name = 'billing_lines' ORDER BY column_index").fetchall())
+    con.execute("CREATE TEMP TABLE bill_kept_lines AS SELECT * FROM billing_lines")
+    con.execute("DROP TABLE billing_lines")
     converted = {row[0] for row in con.execute("DESCRIBE bill_sql_rows").fetchall()}
     select = ", ".join(
         ("provider || '|id|' || line_key AS line_key" if name == "line_key" else name)
@@ -84,10 +86,9 @@ def restore_table(con: duckdb.DuckDBPyConnection) -> None:
         return
     con.execute("CREATE TEMP TABLE bill_restored AS SELECT * FROM billing_lines")
     con.execute("DROP VIEW billing_lines")
-    con.execute("DELETE FROM bill_kept_lines")
-    con.execute("INSERT INTO bill_kept_lines SELECT * FROM bill_restored")
+    con.execute("CREATE TABLE billing_lines AS SELECT * FROM bill_restored")
     con.execute("DROP TABLE bill_restored")
-    con.execute("ALTER TABLE bill_kept_lines RENAME TO billing_lines")
+    con.execute("DROP TABLE bill_kept_lines")
     con.execute("DELETE FROM kept_last WHERE table_name = 'billing_lines'")  # its rows may repeat now
 
 
