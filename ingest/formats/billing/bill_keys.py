@@ -40,7 +40,7 @@ def finish(con: duckdb.DuckDBPyConnection, ctx: ParseContext, family: Family) ->
         f"count(*) FILTER (line_key IS NULL) FROM {rows}").fetchone()
     last = ("QUALIFY row_number() OVER (PARTITION BY provider, line_key ORDER BY source_line DESC, _sub DESC) = 1"
             if repeated else "")  # a line id given twice: the later line wins
-    if not repeated and not unkeyed_rows and rows != "bill_candidates":
+    if not repeated and not unkeyed_rows and rows != "bill_candidates":  # nothing to drop or digest
         _serve_in_place(con, columns, keyed)
         return
     con.execute(f"""INSERT INTO billing_lines ({columns})
