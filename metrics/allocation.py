@@ -86,10 +86,12 @@ WITH pieces AS (
 """
 
 # The key of a piece: a run's own project or team, else the bill line's tag; namespace and pod
-# from the DCGM samples of a node piece's host in the period (the commonest), else a tag.
+# from the DCGM samples of a node piece's host in the period (the commonest; of two as common, the
+# first in alphabetical order, so the key never depends on the order samples are read in), else a tag.
 KEYED = PIECES + """
 , dcgm AS (
-    SELECT host, mode(namespace) AS namespace, mode(pod) AS pod FROM gpu_samples
+    SELECT host, mode() WITHIN GROUP (ORDER BY namespace) AS namespace,
+           mode() WITHIN GROUP (ORDER BY pod) AS pod FROM gpu_samples
     WHERE (namespace IS NOT NULL OR pod IS NOT NULL) AND sampled_at >= $start AND sampled_at < $end
     GROUP BY host
 ), keyed AS (

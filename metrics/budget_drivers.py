@@ -17,7 +17,7 @@ from decimal import Decimal
 import pandas as pd
 
 from metrics import allocation, queries
-from ingest.settings.config import Budget
+from ingest.settings.sections import Budget
 
 TOP_ITEMS = 10
 

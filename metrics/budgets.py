@@ -31,7 +31,7 @@ from decimal import Decimal
 import pandas as pd
 
 from metrics import allocation, budget_drivers, queries
-from ingest.settings.config import Budget, Config
+from ingest.settings.sections import Budget, Config
 
 RATE_DAYS = 7
 BAND_DAYS = 28

@@ -10,7 +10,7 @@ from decimal import Decimal, localcontext
 
 import pandas as pd
 
-from ingest.settings.config import Comparison
+from ingest.settings.sections import Comparison
 
 # Groupings the comparison offers: label -> training_runs column.
 GROUP_BY = {"config": "config", "instance type": "instance_type", "GPU type": "gpu_type", "model": "model",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ingest.settings.config import Prices
+from ingest.settings.sections import Prices
 
 CATALOG_SOURCES = ("catalog", "gpu_traces_catalog")
 

@@ -13,13 +13,13 @@ from pathlib import Path
 
 from ingest.engine.contract import ParseContext, numbered
 from ingest.engine.staging import Source, open_stage
-from ingest.formats.billing import billing
+from ingest.formats.billing import bill_family
 
 UTC = timezone.utc
 
 
 def _plain(row: dict) -> dict:
-    row = {k: row[k] for k in billing.LINE_COLUMNS}
+    row = {k: row[k] for k in bill_family.LINE_COLUMNS}
     tags = row["tags"]
     row["tags"] = dict(tags) if tags else None
     for key in ("charge_period_start", "charge_period_end", "billing_period_start", "billing_period_end"):
@@ -34,8 +34,8 @@ def staged(module, path: Path, name: str | None = None) -> dict:
     try:
         src = Source.of(path, name)
         result = module.stage(src, con, ParseContext(src.name, UTC))
-        cursor = con.execute(f"SELECT {', '.join(billing.LINE_COLUMNS)} FROM billing_lines")
-        rows = [_plain(dict(zip(billing.LINE_COLUMNS, r))) for r in cursor.fetchall()]
+        cursor = con.execute(f"SELECT {', '.join(bill_family.LINE_COLUMNS)} FROM billing_lines")
+        rows = [_plain(dict(zip(bill_family.LINE_COLUMNS, r))) for r in cursor.fetchall()]
         rejects = con.execute("SELECT line, reason, raw FROM rejects ORDER BY line").fetchall()
     finally:
         con.close()
@@ -50,7 +50,7 @@ def parsed(module, path: Path, name: str | None = None) -> dict:
     ctx = ParseContext(name or str(path), UTC)
     result = (module.parse_bytes(data, ctx) if data[:4] == b"PAR1"
               else module.parse(numbered(data.decode("utf-8-sig").split("\n")), ctx))
-    rows = [_plain(r) for r in result.tables.get(billing.TABLE, [])]
+    rows = [_plain(r) for r in result.tables.get(bill_family.TABLE, [])]
     return {"rows": sorted(rows, key=lambda r: r["line_key"]),
             "rejects": [(r.line, r.reason, r.raw[:500]) for r in sorted(result.rejects, key=lambda r: r.line)],
             "accepted": result.accepted, "totals": module.totals(result)}

@@ -39,7 +39,7 @@ def test_each_line_takes_its_path_with_its_values(tmp_path):
         by_record.append(record.line)
         return billing_focus.FOCUS.build(record, columns)
 
-    family = dataclasses.replace(billing_focus.FAMILY, build=spy)
+    family = dataclasses.replace(billing_focus.FOCUS.family, build=spy)
     con = open_stage()
     try:
         src = Source.of(path, "paths.csv")
@@ -77,7 +77,7 @@ def test_a_json_lines_bill_is_read_by_the_definition_line_by_line(tmp_path):
     try:
         src = Source.of(path, "focus.jsonl")
         staged = bill_stage.stage(src, con, ParseContext("focus.jsonl", UTC),
-                                  dataclasses.replace(billing_focus.FAMILY, build=spy), billing_focus.FOCUS.plan)
+                                  dataclasses.replace(billing_focus.FOCUS.family, build=spy), billing_focus.FOCUS.plan)
         rejects = con.execute("SELECT line, reason FROM rejects").fetchall()
     finally:
         con.close()
@@ -112,7 +112,7 @@ def test_azure_lines_take_their_paths_with_their_values(tmp_path):
     con = open_stage()
     try:
         bill_stage.stage(Source.of(path, "azure.csv"), con, ParseContext("azure.csv", UTC),
-                         dataclasses.replace(billing_azure.FAMILY, build=spy), billing_azure.AZURE.plan)
+                         dataclasses.replace(billing_azure.AZURE.family, build=spy), billing_azure.AZURE.plan)
         rows = {r[0]: (r[1], r[2], dict(r[3]) if r[3] else None, r[4].day) for r in con.execute(
             "SELECT sub_account_id, billed_cost, instance_type, tags, charge_period_end FROM billing_lines").fetchall()}
         rejects = con.execute("SELECT line, reason FROM rejects ORDER BY line").fetchall()
@@ -151,7 +151,7 @@ def test_cur_lines_take_their_paths_with_their_values(tmp_path):
     con = open_stage()
     try:
         bill_stage.stage(Source.of(path, "cur.csv"), con, ParseContext("cur.csv", UTC),
-                         dataclasses.replace(billing_aws.FAMILY, build=spy), billing_aws.CUR.plan)
+                         dataclasses.replace(billing_aws.CUR.family, build=spy), billing_aws.CUR.plan)
         rows = {r[0]: (r[1], dict(r[2]) if r[2] else None, r[3]) for r in con.execute(
             "SELECT source_line_id, billed_cost, tags, instance_type FROM billing_lines").fetchall()}
         rejects = con.execute("SELECT line, reason FROM rejects ORDER BY line").fetchall()
@@ -189,7 +189,7 @@ def test_gcp_credit_lines_take_their_paths_with_their_values(tmp_path):
     con = open_stage()
     try:
         bill_stage.stage(Source.of(path, "gcp.csv"), con, ParseContext("gcp.csv", UTC),
-                         dataclasses.replace(billing_gcp.FAMILY, build=spy), billing_gcp.EXPORT.plan)
+                         dataclasses.replace(billing_gcp.EXPORT.family, build=spy), billing_gcp.EXPORT.plan)
         rows = con.execute("SELECT source_line, charge_category, billed_cost FROM billing_lines").fetchall()
         rejects = con.execute("SELECT line, reason FROM rejects ORDER BY line").fetchall()
     finally:
@@ -201,3 +201,24 @@ def test_gcp_credit_lines_take_their_paths_with_their_values(tmp_path):
                    sorted(c for got, k, c in rows if got == line and k == "credit")) for line in expected} == expected
     assert len(rows) == sum(1 + len(credits) for _, credits in expected.values())
     assert rejects == [(n + 2, why) for n, (_, _, why) in enumerate(GCP_LINES) if isinstance(why, str)]
+
+
+def test_each_bill_module_binds_the_parser_contract_of_its_own_definition():
+    """A format module binds the contract with one line (`... = BILL.contract()`, by position):
+    each name is its own Bill's method of that name, and totals is billing.totals."""
+    from ingest.formats.billing import billing, billing_aws, billing_aws_dbr, billing_azure, billing_gcp
+    from ingest.formats.billing.bill_definition import Bill
+
+    bills = [(billing_focus, billing_focus.FOCUS), (billing_aws, billing_aws.CUR),
+             (billing_azure, billing_azure.AZURE), (billing_aws_dbr, billing_aws_dbr.DBR)]
+    for module, bill in bills:
+        for name in ("sniff", "sniff_bytes", "parse", "parse_bytes", "stage"):
+            bound = getattr(module, name)
+            assert (bound.__self__, bound.__func__) == (bill, getattr(Bill, name)), (module.__name__, name)
+        assert module.totals is billing.totals
+    # GCP picks one of two definitions by the header for text; Parquet is always the BigQuery export's
+    for name in ("sniff_bytes", "parse_bytes"):
+        bound = getattr(billing_gcp, name)
+        assert (bound.__self__, bound.__func__) == (billing_gcp.EXPORT, getattr(Bill, name))
+    assert billing_gcp.totals is billing.totals
+    assert billing_gcp.EXPORT.json_lines is not None and billing_gcp.FILE_EXPORT.json_lines is None

@@ -25,7 +25,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from ingest.engine import warehouse as wh
-from ingest.formats.billing import billing
+from ingest.formats.billing import bill_family, billing
 from ingest.pipeline import loader
 from tests.conftest import SAMPLE_DIR
 
@@ -138,7 +138,7 @@ def test_every_real_bill_loads_with_its_own_totals(formats_dir, warehouse, name,
     stored = {r["billing_currency"]: r for r in fetch("SELECT * FROM billing_currency_totals")}
     assert_totals({c: str(r["billed_cost"]) for c, r in stored.items()}, expected, len(kept))
     for row in stored.values():  # the categories add up to the total
-        parts = sum(row[f"{c}_cost"] for c in billing.CATEGORIES)
+        parts = sum(row[f"{c}_cost"] for c in bill_family.CATEGORIES)
         assert parts == row["billed_cost"]
 
 

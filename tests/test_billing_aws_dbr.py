@@ -81,7 +81,7 @@ def test_totals_are_refused_as_a_rule_and_lines_read_in_sql(tmp_path):
     con = open_stage()
     try:
         result = bill_stage.stage(Source.of(path, "dbr.csv"), con, ParseContext("dbr.csv", UTC),
-                                  dataclasses.replace(billing_aws_dbr.FAMILY, build=spy), billing_aws_dbr.DBR.plan)
+                                  dataclasses.replace(billing_aws_dbr.DBR.family, build=spy), billing_aws_dbr.DBR.plan)
         rejects = con.execute("SELECT line, reason FROM rejects ORDER BY line").fetchall()
     finally:
         con.close()

@@ -248,3 +248,32 @@ def test_reconciliation_with_bills_but_no_matching_runs_says_what_to_load(wareho
     usage = sum((Decimal(r["BilledCost"]) for r in bill_rows() if r["ChargeCategory"] == "Usage"), Decimal(0))
     [line] = [c.value for c in at.caption if c.value.startswith("USD: ")]
     assert line.startswith(f"USD: {dollars(usage)} of usage")
+
+
+def test_top_resources_are_the_same_whichever_order_the_lines_come_in(tmp_path, monkeypatch):
+    """A bucket billed as often under storage as under data transfer, renamed on its last day: the
+    table lists both services (a tie has no commonest) and the latest name, from either file order.
+    The mode of a tie depended on the order lines were read in, so a lake and a warehouse disagreed."""
+    from metrics import queries
+    from metrics.filters import Filters
+
+    header = "BilledCost,EffectiveCost,BillingCurrency,ChargePeriodStart,ChargePeriodEnd,ChargeCategory," \
+             "ProviderName,ServiceName,ResourceId,ResourceName,x_LineItemId"
+    lines = [f"1.50,1.50,USD,2026-08-0{day}T00:00:00Z,2026-08-0{day + 1}T00:00:00Z,Usage,AWS,{service},"
+             f"bucket-1,{'new-name' if day == 4 else 'old-name'},li-{day}-{n}"
+             for day in (1, 2, 3, 4) for n, service in enumerate(("Amazon Simple Storage Service", "AWS Data Transfer"))]
+    tables = []
+    for order in (lines, lines[::-1]):
+        folder = tmp_path / f"run{len(tables)}"
+        folder.mkdir()
+        bill = folder / "focus.csv"
+        bill.write_text(header + "\n" + "\n".join(order) + "\n")
+        monkeypatch.setenv("MLCOST_DB", str(folder / "wh.duckdb"))
+        assert loader.ingest_file(bill).rows_loaded == len(lines)
+        tables.append(queries.billing_top_resources(Filters(), "USD"))
+    first, second = tables
+    assert first.to_dict("records") == second.to_dict("records")
+    [row] = first.to_dict("records")
+    assert row["service_name"] == ", ".join(sorted({"Amazon Simple Storage Service", "AWS Data Transfer"}))
+    assert row["resource_name"] == "new-name"
+    assert row["billed_cost"] == Decimal("1.50") * len(lines)

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from ingest.engine import staging
-from ingest.formats.billing import bill_gcp_json, bill_stage, billing, billing_gcp
+from ingest.engine import staging, values
+from ingest.formats.billing import bill_gcp_json, bill_stage, billing_gcp
 from tests.bill_equivalence import parsed, staged
 from tests import corpus
 
@@ -52,7 +52,7 @@ def as_json_lines(path: Path, target: Path) -> Path:
                         value = json.loads(cell)
                     except json.JSONDecodeError:
                         pass
-                elif name in NUMBER_CELLS and billing.values.is_number_text(cell):
+                elif name in NUMBER_CELLS and values.is_number_text(cell):
                     value = float(cell)
                 *parents, leaf = name.split(".")
                 place = document
@@ -168,7 +168,7 @@ class WholeFile:
 
     @staticmethod
     def stage(src, con, ctx):
-        return bill_stage.stage(src, con, ctx, billing_gcp.FAMILY, billing_gcp.EXPORT.plan)
+        return bill_stage.stage(src, con, ctx, billing_gcp.EXPORT.family, billing_gcp.EXPORT.plan)
 
 
 def assert_same(path: Path, before: str = "parse") -> dict:

@@ -357,7 +357,8 @@ def test_every_page_shows_the_same_figures_from_the_lake(sample_pair, kind, tmp_
         # rows that tie on a page's sort order come in either order, in both warehouses
         differ = [i for i, (a, b) in enumerate(zip(tables, lake_tables))
                   if not same_rows(sorted(a, key=_sort_key), sorted(b, key=_sort_key))]
-        assert differ == [], f"{page}: tables {differ} differ"
+        shown_rows = {i: (sorted(tables[i], key=_sort_key)[:5], sorted(lake_tables[i], key=_sort_key)[:5]) for i in differ}
+        assert differ == [], f"{page}: tables {differ} differ (first rows, embedded then lake): {shown_rows}"
 
 
 def test_the_settings_files_lake_is_where_load_writes_and_the_warehouse_reads(tmp_path):

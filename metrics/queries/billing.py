@@ -93,10 +93,15 @@ def billing_by_category(filters: Filters, currency: str) -> pd.DataFrame:
 
 def billing_top_resources(filters: Filters, currency: str, limit: int = 20) -> pd.DataFrame:
     """The resources with the largest billed cost in `currency`, with their effective cost,
-    service, instance type, lines and span."""
+    lines and span. The name is the latest line's; provider, service and instance type list every
+    one the resource was billed under, in alphabetical order (an S3 bucket is billed under storage
+    and data transfer alike), so the table is the same whichever order the lines are read in."""
     return warehouse.query(BILL_LINES + """
-        SELECT resource_id, any_value(resource_name) AS resource_name, any_value(provider) AS provider,
-               mode(service_name) AS service_name, mode(instance_type) AS instance_type,
+        SELECT resource_id,
+               arg_max(resource_name, (charge_period_start, resource_name)) AS resource_name,
+               string_agg(DISTINCT provider, ', ' ORDER BY provider) AS provider,
+               string_agg(DISTINCT service_name, ', ' ORDER BY service_name) AS service_name,
+               string_agg(DISTINCT instance_type, ', ' ORDER BY instance_type) AS instance_type,
                sum(billed_cost) AS billed_cost, sum(effective_cost) AS effective_cost, count(*) AS lines,
                min(charge_period_start) AS first_charge, max(coalesce(charge_period_end, charge_period_start)) AS last_charge
         FROM lines WHERE billing_currency = $currency AND resource_id IS NOT NULL

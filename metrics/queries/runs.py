@@ -121,7 +121,7 @@ def runs_over_limits(filters: Filters, max_cost_usd: float, max_hours: float, ma
 def metric_names(filters: Filters) -> pd.DataFrame:
     """Validation metric names with how many runs report each, commonest first."""
     return warehouse.query(FILTERED_RUNS + """
-        SELECT val_metric_name, count(*) AS runs, mode(metric_goal) AS goal
+        SELECT val_metric_name, count(*) AS runs, mode() WITHIN GROUP (ORDER BY metric_goal) AS goal
         FROM filtered_runs WHERE val_metric IS NOT NULL
         GROUP BY 1 ORDER BY runs DESC, 1
     """, filters.params())

@@ -103,7 +103,7 @@ def serving_by_version(filters: Filters) -> pd.DataFrame:
     return warehouse.query(SERVING_WINDOWS + """
         SELECT service, model_version,
                min(window_start) AS first_window, max(window_end) AS last_window,
-               mode(instance_type) AS instance_type, max(replicas) AS replicas,""" + SERVING_FIGURES + """
+               mode() WITHIN GROUP (ORDER BY instance_type) AS instance_type, max(replicas) AS replicas,""" + SERVING_FIGURES + """
         FROM windows
         GROUP BY service, model_version
         ORDER BY service, first_window, model_version

@@ -9,7 +9,7 @@ import pandas as pd
 
 from metrics import budgets
 from outputs.alerts.common import Alert, _money, _sentence
-from ingest.settings.config import Config
+from ingest.settings.sections import Config
 
 TOP_RUNS = budgets.TOP_RUNS
 

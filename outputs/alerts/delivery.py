@@ -9,7 +9,7 @@ from outputs import alert_store, slack
 from outputs.alerts.common import Alert, _escape
 from outputs.alerts.rules import evaluate
 from ingest.engine import warehouse as wh
-from ingest.settings.config import Config
+from ingest.settings.sections import Config
 
 
 @dataclass

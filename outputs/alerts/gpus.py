@@ -7,7 +7,7 @@ from decimal import Decimal
 from metrics import allocation, budgets, idle, queries
 from metrics.filters import Filters
 from outputs.alerts.common import Alert
-from ingest.settings.config import Config
+from ingest.settings.sections import Config
 
 IDLE_DAYS = 7
 

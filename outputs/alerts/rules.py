@@ -8,7 +8,7 @@ from outputs.alerts.common import Alert
 from outputs.alerts.gpus import idle_alerts
 from outputs.alerts.runs import guardrail_alerts
 from outputs.alerts.serving import cost_per_1k_alerts, idle_service_alerts, regression_alerts
-from ingest.settings.config import Config
+from ingest.settings.sections import Config
 
 RULES = ("budget_actual", "budget_forecast", "burn_spike", "serving_regression", "idle_waste", "run_guardrail",
          "cost_per_1k_jump", "idle_service")

@@ -8,7 +8,7 @@ import pandas as pd
 from metrics import budgets, queries
 from metrics.filters import Filters
 from outputs.alerts.common import Alert
-from ingest.settings.config import Config
+from ingest.settings.sections import Config
 
 
 def guardrail_alerts(settings: Config, as_of: date) -> list[Alert]:

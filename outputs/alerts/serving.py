@@ -10,7 +10,7 @@ from metrics import budgets, queries, serving_health
 from metrics.filters import Filters
 from outputs.alerts.common import Alert
 from present.format import money
-from ingest.settings.config import Config
+from ingest.settings.sections import Config
 
 
 def regression_alerts(settings: Config, as_of: date) -> list[Alert]:

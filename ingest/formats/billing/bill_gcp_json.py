@@ -26,6 +26,7 @@ from ingest.engine import line_sql, staging
 from ingest.engine.contract import ParseContext, Parsed, Reject
 from ingest.engine.staging import Source
 from ingest.formats.billing import bill_stage, billing
+from ingest.formats.billing.bill_family import Family
 from ingest.formats.billing.bill_sql import Fields, Plan, literal
 from ingest.settings import limits
 
@@ -63,7 +64,7 @@ NAMES = ("billing_account_id", "cost", "cost_type", "credits", "currency", "invo
          "usage.amount", "usage.unit", "usage_end_time", "usage_start_time")
 
 
-def stage_lines(src: Source, con: duckdb.DuckDBPyConnection, ctx: ParseContext, family: billing.Family,
+def stage_lines(src: Source, con: duckdb.DuckDBPyConnection, ctx: ParseContext, family: Family,
                 plan_of) -> int:
     """Stage a GCP JSON-lines bill: plain lines in SQL into `bill_converted` (read by
     bill_keys.finish through the view `bill_sql_rows`), other lines through billing.py into
@@ -108,7 +109,7 @@ def stage_lines(src: Source, con: duckdb.DuckDBPyConnection, ctx: ParseContext, 
     return accepted
 
 
-def _stage_batch(con: duckdb.DuckDBPyConnection, ctx: ParseContext, family: billing.Family, values: str,
+def _stage_batch(con: duckdb.DuckDBPyConnection, ctx: ParseContext, family: Family, values: str,
                  texts: str, convert: str) -> int:
     """The registered batch of lines: plain ones in SQL into bill_converted, the others through
     billing.py; returns the records accepted."""
@@ -200,7 +201,7 @@ def _money_plain(text: str, kind: str) -> str:
 
 def _pairs_plain(text: str) -> str:
     """SQL: a JSON list of {"key": text, "value": text or null} objects, no key repeated in one
-    (or not a JSON list at all: the plan decides); billing.tags reads it alike."""
+    (or not a JSON list at all: the plan decides); bill_values.tags reads it alike."""
     entry = ("json_type(e) = 'OBJECT' AND len(list_distinct(json_keys(e))) = len(json_keys(e)) "
              "AND json_type(e, '$.key') = 'VARCHAR' AND coalesce(json_type(e, '$.value') IN ('VARCHAR', 'NULL'), true)")
     keys = f"json_extract_string({text}, '$[*].key')"
@@ -242,7 +243,7 @@ def _convert_sql(plan: Plan) -> str:
                 SELECT *{helpers} FROM {SOURCE})))"""
 
 
-def _by_python(con: duckdb.DuckDBPyConnection, ctx: ParseContext, family: billing.Family,
+def _by_python(con: duckdb.DuckDBPyConnection, ctx: ParseContext, family: Family,
                lines: list[tuple[int, str]]) -> int:
     """Lines SQL left: read, built or rejected by billing.py as line by line; records accepted."""
     if not lines:

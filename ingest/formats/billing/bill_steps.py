@@ -1,10 +1,11 @@
 """The steps a bill definition (ingest/formats/billing/bill_definition.py) is written in: each
 names the `billing_lines` column it gives (docs/schema.md; a column named `_...` is a helper later
-steps read, not stored) and how it is read; `of` names a column an earlier step gave. The engine
-in bill_definition.py reads every step both as SQL over whole columns and one record at a time.
+steps read, not stored) and how it is read; `of` names a column an earlier step gave. Every step
+is read both as SQL over whole columns (bill_plan.py) and one record at a time (bill_build.py).
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
@@ -245,6 +246,11 @@ class CreditColumns:
     `credit<N> currency` a currency that must be column `currency`'s)."""
 
     currency: str
+
+
+def credit_numbers(columns) -> list[int]:
+    """The N of every `credit<N> amount` column among these (normalised) names, in order."""
+    return sorted(int(c[6:-7]) for c in columns if re.fullmatch(r"credit[0-9]+ amount", c))
 
 
 @dataclass(frozen=True)

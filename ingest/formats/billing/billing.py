@@ -1,11 +1,8 @@
-"""What the four cloud-bill parsers share: reading CSV, Parquet and JSON lines into records keyed
-by normalised column names, strict readers for amounts, times and tags, line keys, totals.
-
-Each family module (billing_focus, billing_aws, billing_gcp, billing_azure, billing_aws_dbr)
-supplies a `Family`: how it normalises a header name, which columns it needs, and `build(record)`
-turning one source record into `billing_lines` rows (FOCUS names in snake_case, see
-docs/schema.md). Every family is written as a definition (bill_definition.py) and gets its
-Family, `build` included, from it.
+"""A bill file read into `billing_lines` rows by Python, line by line: CSV, JSON lines and Parquet
+into records keyed by normalised column names (bill_family.Record), the header the rows are read
+under (a ragged tail, a column a [billing] setting gives), each record built into rows by its
+family, every row keyed, and the file's totals. The columnar path (bill_stage.py) reads most
+files in SQL and hands this module the lines SQL cannot read; it reads the header the same way.
 
 Line keys (`line_key`, warehouse.REPLACE_BY): a line the source identifies (AWS
 `identity/LineItemId` + `identity/TimeInterval`, FOCUS `x_LineItemId` or `Id`) is
@@ -16,117 +13,29 @@ rows earlier in the same file, so the same bill loaded again, from another file,
 Parquet copy, replaces itself instead of adding up twice, while two genuinely identical lines
 of one file both stay. A restated line without an id (new amount) is a new line.
 
-Bills are UTC by definition (FOCUS, CUR, the GCP and Azure exports): --tz does not apply.
+What a family is and the columns of a row are in bill_family.py; the readers of one value
+(amounts, times, tags) in bill_values.py.
 """
 from __future__ import annotations
 
-import ast
 import csv
 import hashlib
 import io
 import itertools
 import json
-import re
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from datetime import date, datetime, timedelta, timezone
+from datetime import datetime
 from decimal import Decimal
 
-from ingest.engine import values
 from ingest.engine.contract import BadValue, Lines, ParseContext, Parsed, Reject
+from ingest.formats.billing.bill_family import TABLE, Family, Record
+# bill_stage.py (being split by another change) reads these two through this module.
+from ingest.formats.billing.bill_family import LINE_COLUMNS, UTC  # noqa: F401
 
-TABLE = "billing_lines"
-UTC = timezone.utc
-CATEGORIES = ("usage", "purchase", "tax", "credit", "adjustment")
-# An instance type named in a description: p4d.24xlarge, g5.xlarge, m5.metal, a2-highgpu-1g.
-_INSTANCE_TYPE = re.compile(
-    r"\b([a-z][a-z0-9]*\d[a-z0-9]*\.(?:\d*x?large|medium|small|micro|nano|metal(?:-\d+xl)?))\b"
-    r"|\b((?:a2|a3|g2)-(?:high|mega|ultra|standard)[a-z]*-\d+g?)\b", re.IGNORECASE)
-_US_DATE = re.compile(
-    r"^(\d{1,2})/(\d{1,2})/(\d{4}|\d{2})(?:[ T](\d{1,2}):(\d{2})(?::(\d{2}))?\s*([AaPp][Mm])?)?$")
 # Columns of the row that identify its content (for hashed keys): everything but where it came from.
 _NOT_CONTENT = {"line_key", "source_file", "source_line", "source_format", "source_kind"}
-
-
-@dataclass(frozen=True)
-class Record:
-    """One source line or row: its 1-based line (row number for Parquet), values by normalised
-    column name (text from CSV, Python values from JSON and Parquet), and its raw text."""
-
-    line: int
-    fields: dict[str, object]
-    raw: str = ""
-    labels: Mapping[str, str] = field(default_factory=dict)  # normalised -> as the file names it
-
-    def get(self, *names: str) -> object:
-        """The first present value among these column names (None when all are absent)."""
-        for name in names:
-            value = self.fields.get(name)
-            if not values.is_absent(value):
-                return value
-        return None
-
-    def name(self, *names: str) -> str:
-        """The first of these columns the record has a value in, else the first the file has,
-        as the file spells it (for reasons a user recognises)."""
-        if len(names) == 1:
-            return self.labels.get(names[0], names[0])
-        found = next((n for n in names if not values.is_absent(self.fields.get(n))), None)
-        found = found or next((n for n in names if n in self.labels), names[0])
-        return self.labels.get(found, found)
-
-
-@dataclass(frozen=True)
-class FileValue:
-    """A column some exports leave out altogether (the currency of a one-currency account): where
-    the header has none of `names`, the `[billing] <setting>` of mlcost.toml gives every line's
-    value, and without that setting the file is refused once, naming it."""
-
-    names: tuple[str, ...]  # normalised names, any one of which is the column
-    setting: str  # the key under [billing]
-    what: str  # what it is, for messages: "currency"
-
-
-@dataclass(frozen=True)
-class Family:
-    """One bill format family: header normalisation, required columns, the row builder."""
-
-    kind: str
-    normalize: Callable[[str], str]
-    required: tuple[tuple[str, ...], ...]  # each: acceptable normalised names, one needed
-    build: Callable[[Record, set[str]], list[dict]]
-    nulls: frozenset[str] = frozenset()  # field texts that mean null (FOCUS writes NULL)
-    label: str = "bill"
-    per_file: tuple[FileValue, ...] = ()  # columns a file may lack, given by a setting instead
-    money: tuple[str, ...] = ()  # other columns the amounts are read from (never filled as empty)
-
-    def missing(self, columns: set[str]) -> list[str]:
-        """The required columns this header lacks, by their first accepted name."""
-        return [names[0] for names in self.required if not columns.intersection(names)]
-
-    def protected(self) -> set[str]:
-        """Columns the money depends on: a file's rows may never be read with them left empty."""
-        return {n for names in self.required for n in names} | {
-            n for value in self.per_file for n in value.names} | set(self.money)
-
-    def accepts(self, names: Iterable[str]) -> bool:
-        """Does a header with these (raw) names carry every required column?"""
-        return not self.missing({self.normalize(n) for n in names})
-
-    # The parser contract (ingest/engine/contract.py): each bill module exposes these of its FAMILY.
-
-    def sniff(self, name: str, head: str) -> bool:
-        return sniff_text(self, head)
-
-    def sniff_bytes(self, name: str, data: bytes) -> bool:
-        return sniff_parquet(self, data)
-
-    def parse(self, lines: Lines, ctx: ParseContext) -> Parsed:
-        return parse_text(lines, ctx, self)
-
-    def parse_bytes(self, data: bytes, ctx: ParseContext) -> Parsed:
-        return parse_parquet(data, ctx, self)
 
 
 # --- reading ---------------------------------------------------------------------------------
@@ -477,207 +386,5 @@ def plain(amount: Decimal) -> str:
     return "0" if text in ("-0", "") else text
 
 
-# --- field readers ---------------------------------------------------------------------------
-
-def amount(record: Record, *names: str) -> Decimal | None:
-    """An exact amount from the first present column (DECIMAL(38, 12)); BadValue if unreadable."""
-    return values.money(record.get(*names), record.name(*names))
-
-
-def required_amount(record: Record, *names: str) -> Decimal:
-    found = amount(record, *names)
-    if found is None:
-        raise BadValue(f"no {record.name(*names)}")
-    return found
-
-
-def quantity(record: Record, *names: str) -> float | None:
-    value = record.get(*names)
-    if isinstance(value, Decimal):
-        value = str(value)
-    return values.number(value, record.name(*names))
-
-
-def text(record: Record, *names: str) -> str | None:
-    value = record.get(*names)
-    if value is None or isinstance(value, str):  # get() leaves out blank text
-        return None if value is None else value.strip()
-    if isinstance(value, (dict, list, tuple)):
-        raise BadValue(f"{record.name(*names)} must be text, got {type(value).__name__}")
-    return values.text(value, record.name(*names))
-
-
-def required_text(record: Record, *names: str) -> str:
-    found = text(record, *names)
-    if found is None:
-        raise BadValue(f"no {record.name(*names)}")
-    return found
-
-
-def moment(record: Record, *names: str) -> datetime | None:
-    """A UTC time from ISO-8601 (naive is UTC), `2020-11-09 23:00:00 UTC`, M/D/Y (US order,
-    two-digit years are 20YY) with an optional time, a date, or a Parquet timestamp."""
-    value = record.get(*names)
-    if value is None:
-        return None
-    name = record.name(*names)
-    if isinstance(value, datetime):
-        result = value if value.tzinfo else value.replace(tzinfo=UTC)
-        return result.astimezone(UTC)
-    if isinstance(value, date):
-        return datetime(value.year, value.month, value.day, tzinfo=UTC)
-    if isinstance(value, str):
-        raw = value.strip()
-        if raw.upper().endswith(" UTC"):
-            raw = raw[:-4].rstrip()
-        us = _US_DATE.match(raw)
-        if us:
-            return _us_time(us, value, name)
-        value = raw
-    return values.timestamp(value, name, UTC)
-
-
-def required_moment(record: Record, *names: str) -> datetime:
-    found = moment(record, *names)
-    if found is None:
-        raise BadValue(f"no {record.name(*names)}")
-    return found
-
-
-def _us_time(match: re.Match, value: str, name: str) -> datetime:
-    month, day, year, hour, minute, second, half = match.groups()
-    year_number = int(year) + (2000 if len(year) == 2 else 0)
-    hour_number = int(hour or 0)
-    if half:
-        if not 1 <= hour_number <= 12:
-            raise BadValue(f"{name} {value!r} is not a time")
-        hour_number = hour_number % 12 + (12 if half.lower() == "pm" else 0)
-    try:
-        result = datetime(year_number, int(month), int(day), hour_number, int(minute or 0),
-                          int(second or 0), tzinfo=UTC)
-    except ValueError:
-        raise BadValue(f"{name} {value!r} is not a date (read as month/day/year)") from None
-    if not values.EARLIEST <= result < values.LATEST:
-        raise BadValue(f"{name} {value!r} is outside 1990-2099")
-    return result
-
-
-def next_day(start: datetime) -> datetime:
-    return start + timedelta(days=1)
-
-
-def month_span(month: str, name: str) -> tuple[datetime, datetime]:
-    """The first instants of a YYYYMM (or YYYY-MM) month and of the next one, UTC."""
-    match = re.fullmatch(r"(\d{4})-?(\d{2})", month.strip())
-    if not match or not 1 <= int(match[2]) <= 12:
-        raise BadValue(f"{name} {month!r} is not a month (YYYYMM)")
-    year, number = int(match[1]), int(match[2])
-    start = datetime(year, number, 1, tzinfo=UTC)
-    end = datetime(year + number // 12, number % 12 + 1, 1, tzinfo=UTC)
-    return start, end
-
-
-def structured(value: object, name: str) -> object:
-    """JSON text, or a Python literal (GCP's exports write `[{'key': 'a', 'value': None}]`), as
-    Python values; a value that already is a list, dict or tuple passes through."""
-    if not isinstance(value, str):
-        return value
-    raw = value.strip()
-    if not raw:
-        return None
-    try:
-        return json.loads(raw, parse_float=Decimal)
-    except json.JSONDecodeError:
-        pass
-    try:
-        return ast.literal_eval(raw)
-    except (ValueError, SyntaxError, MemoryError, RecursionError):
-        raise BadValue(f"{name} is neither JSON nor a Python literal: {raw[:80]!r}") from None
-
-
-def tags(value: object, name: str) -> dict[str, str | None]:
-    """Tags as name -> text from a JSON object (braces optional: Azure writes `"a": "b","c": "d"`),
-    a list of {key, value} (GCP labels), a list of pairs (a Parquet map) or a dict. Names are kept
-    as written (FOCUS samples carry both "org" and " org"); values become text, null stays null."""
-    if values.is_absent(value):
-        return {}
-    if isinstance(value, str):
-        raw = value.strip()
-        if raw.startswith('"'):
-            raw = "{" + raw + "}"
-        parsed = structured(raw, name)
-    else:
-        parsed = value
-    pairs: list[tuple[object, object]]
-    if isinstance(parsed, dict):
-        pairs = list(parsed.items())
-    elif isinstance(parsed, (list, tuple)):
-        pairs = []
-        for item in parsed:
-            if isinstance(item, dict) and "key" in item:
-                pairs.append((item["key"], item.get("value")))
-            elif isinstance(item, (list, tuple)) and len(item) == 2:
-                pairs.append((item[0], item[1]))
-            else:
-                raise BadValue(f"{name} must be name: value pairs, got {item!r}")
-    elif parsed is None:
-        return {}
-    else:
-        raise BadValue(f"{name} must be an object of name: value, got {value!r}")
-    result: dict[str, str | None] = {}
-    for key, item in pairs:
-        if key is None or (isinstance(key, str) and key == ""):
-            raise BadValue(f"{name} has a tag without a name")
-        result[str(key)] = None if item is None else (
-            item if isinstance(item, str) else json.dumps(item, default=str) if isinstance(item, (dict, list))
-            else str(item).lower() if isinstance(item, bool) else str(item))
-    return result
-
-
-def tag_pairs(found: dict[str, str | None]) -> list[tuple[str, str | None]] | None:
-    """Tags as the MAP(VARCHAR, VARCHAR) column takes them (sorted pairs), None when there are none."""
-    return sorted(found.items()) or None
-
-
-def instance_type_in(*texts: str | None) -> str | None:
-    """An instance or machine type named in free text (p4d.24xlarge, a2-highgpu-1g), lower case."""
-    for piece in texts:
-        if piece:
-            match = _INSTANCE_TYPE.search(piece)
-            if match:
-                return (match[1] or match[2]).lower()
-    return None
-
-
-def category(raw: str | None, mapping: dict[str, str], name: str) -> str:
-    """The normalised charge category of a raw value; BadValue for one the mapping does not know."""
-    if raw is None:
-        raise BadValue(f"no {name}")
-    found = mapping.get(re.sub(r"[^a-z0-9]", "", raw.lower()))
-    if found is None:
-        raise BadValue(f"{name} {raw!r} is not a charge category mlcost knows "
-                       f"({', '.join(sorted(set(mapping.values())))})")
-    return found
-
-
-# The billing_lines columns a parser fills (the warehouse adds load_id), in table order.
-LINE_COLUMNS = (
-    "line_key", "provider", "billing_account_id", "sub_account_id", "sub_account_name",
-    "billed_cost", "effective_cost", "list_cost", "billing_currency",
-    "charge_period_start", "charge_period_end", "billing_period_start", "billing_period_end",
-    "charge_category", "charge_category_raw", "charge_description", "service_name", "sku_id",
-    "resource_id", "resource_name", "instance_type", "region_id", "consumed_quantity",
-    "consumed_unit", "pricing_category", "pricing_category_raw", "tags", "source_line_id",
-    "source_file", "source_format", "source_kind", "source_line",
-)
-
-
 def _raw(piece: list[tuple[int, str]]) -> str:
     return "\n".join(text for _, text in piece)[:500]
-
-
-def pricing(raw: str | None, mapping: dict[str, str]) -> str | None:
-    """on-demand, spot or commitment for a raw pricing value, None when it says none of these."""
-    if raw is None:
-        return None
-    return mapping.get(re.sub(r"[^a-z0-9]", "", raw.lower()))

@@ -21,9 +21,7 @@ from __future__ import annotations
 import re
 from decimal import Decimal
 
-from ingest.engine.contract import ParseContext
-from ingest.engine.staging import Source, Staged
-from ingest.formats.billing import bill_stage, billing
+from ingest.formats.billing import bill_family
 from ingest.formats.billing.bill_definition import Bill
 from ingest.formats.billing.bill_steps import (Amount, Case, Category, Constant, Contains, Difference,
                                                FirstOf, HeaderSays, InstanceType, Joined, Letters, LowerWhen,
@@ -31,7 +29,7 @@ from ingest.formats.billing.bill_steps import (Amount, Case, Category, Constant,
                                                SumOfPresent, TagsFrom, Text)
 
 KIND = "billing_aws"
-TABLES = (billing.TABLE,)
+TABLES = (bill_family.TABLE,)
 BINARY = True  # also reads Parquet (Athena-ready CUR, CUR 2.0): the loader hands it the bytes
 
 # lineItem/LineItemType -> FOCUS ChargeCategory. Discounts lower the bill like credits do.
@@ -80,7 +78,7 @@ def _when(*line_types: str) -> tuple[str, frozenset[str]]:
 CUR = Bill(
     kind=KIND, label="AWS CUR", normalize=normalize,
     detect=(("line_item_unblended_cost",), ("line_item_usage_start_date",)),
-    per_file=(billing.FileValue(("line_item_currency_code",), "default_currency", "currency"),),
+    per_file=(bill_family.FileValue(("line_item_currency_code",), "default_currency", "currency"),),
     # what the effective and list costs are read from
     money=("line_item_line_item_type", "savings_plan_savings_plan_effective_cost", "reservation_effective_cost",
            "savings_plan_total_commitment_to_date", "savings_plan_used_commitment",
@@ -155,13 +153,6 @@ CUR = Bill(
                                      ("cost_category", "aws_cur2")), default="aws_cur"),
     ),
 )
-FAMILY = CUR.family
 
-
-def stage(src: Source, con, ctx: ParseContext) -> Staged:
-    """Stage a CUR CSV or Parquet file (CUR 2.0 maps included) into the staging tables."""
-    return bill_stage.stage(src, con, ctx, FAMILY, CUR.plan)
-
-
-sniff, sniff_bytes, parse, parse_bytes = FAMILY.sniff, FAMILY.sniff_bytes, FAMILY.parse, FAMILY.parse_bytes
-totals = billing.totals
+# The parser contract (ingest/engine/contract.py), as every bill offers it (bill_definition.Bill).
+sniff, sniff_bytes, parse, parse_bytes, stage, totals = CUR.contract()

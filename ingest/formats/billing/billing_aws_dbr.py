@@ -13,15 +13,14 @@ The format is the definition below; ingest/formats/billing/bill_definition.py re
 """
 from __future__ import annotations
 
-from ingest.engine.contract import ParseContext
-from ingest.engine.staging import Source, Staged
-from ingest.formats.billing import bill_stage, billing
-from ingest.formats.billing.bill_definition import Bill, normalized
+from ingest.formats.billing import bill_family
+from ingest.formats.billing.bill_definition import Bill
+from ingest.formats.billing.bill_family import normalized
 from ingest.formats.billing.bill_steps import (Amount, Category, Constant, InstanceType, Moment, Pricing,
                                                Quantity, Refuse, Same, TagColumns, Text)
 
 KIND = "billing_aws_dbr"
-TABLES = (billing.TABLE,)
+TABLES = (bill_family.TABLE,)
 BINARY = False
 
 
@@ -65,13 +64,6 @@ DBR = Bill(
         Constant("source_format", "aws_dbr"),
     ),
 )
-FAMILY = DBR.family
 
-
-def stage(src: Source, con, ctx: ParseContext) -> Staged:
-    """Stage a DBR CSV into the staging tables (ingest/formats/billing/bill_stage.py)."""
-    return bill_stage.stage(src, con, ctx, FAMILY, DBR.plan)
-
-
-sniff, sniff_bytes, parse, parse_bytes = FAMILY.sniff, FAMILY.sniff_bytes, FAMILY.parse, FAMILY.parse_bytes
-totals = billing.totals
+# The parser contract (ingest/engine/contract.py), as every bill offers it (bill_definition.Bill).
+sniff, sniff_bytes, parse, parse_bytes, stage, totals = DBR.contract()

@@ -19,15 +19,13 @@ from __future__ import annotations
 
 import re
 
-from ingest.engine.contract import ParseContext
-from ingest.engine.staging import Source, Staged
-from ingest.formats.billing import bill_stage, billing
+from ingest.formats.billing import bill_family
 from ingest.formats.billing.bill_definition import Bill
 from ingest.formats.billing.bill_steps import (Amount, Category, Constant, HeaderSays, JsonKey, LowerWhen,
                                                Moment, NextDay, Pricing, Quantity, Same, Tags, Text)
 
 KIND = "billing_azure"
-TABLES = (billing.TABLE,)
+TABLES = (bill_family.TABLE,)
 BINARY = True  # also reads Parquet exports: the loader hands it the bytes
 
 COST = ("costinbillingcurrency", "cost", "pretaxcost")
@@ -49,7 +47,7 @@ def normalize(name: str) -> str:
 AZURE = Bill(
     kind=KIND, label="Azure cost export", normalize=normalize,
     detect=(COST, ("metercategory", "meterid"), ("date", "usagedatetime", "usagedate")),
-    per_file=(billing.FileValue(CURRENCY, "default_currency", "currency"),),
+    per_file=(bill_family.FileValue(CURRENCY, "default_currency", "currency"),),
     money=("chargetype",),
     steps=(
         Text("charge_category_raw", ("chargetype",)),
@@ -84,13 +82,6 @@ AZURE = Bill(
                    default="azure_ea"),
     ),
 )
-FAMILY = AZURE.family
 
-
-def stage(src: Source, con, ctx: ParseContext) -> Staged:
-    """Stage an Azure cost export (CSV or Parquet) into the staging tables (ingest/formats/billing/bill_stage.py)."""
-    return bill_stage.stage(src, con, ctx, FAMILY, AZURE.plan)
-
-
-sniff, sniff_bytes, parse, parse_bytes = FAMILY.sniff, FAMILY.sniff_bytes, FAMILY.parse, FAMILY.parse_bytes
-totals = billing.totals
+# The parser contract (ingest/engine/contract.py), as every bill offers it (bill_definition.Bill).
+sniff, sniff_bytes, parse, parse_bytes, stage, totals = AZURE.contract()

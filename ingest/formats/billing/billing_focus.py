@@ -11,18 +11,17 @@ The format is the definition below; ingest/formats/billing/bill_definition.py re
 """
 from __future__ import annotations
 
-from ingest.engine.contract import ParseContext
-from ingest.engine.staging import Source, Staged
-from ingest.formats.billing import bill_stage, billing
-from ingest.formats.billing.bill_definition import Bill, normalized
+from ingest.formats.billing import bill_family
+from ingest.formats.billing.bill_definition import Bill
+from ingest.formats.billing.bill_family import normalized
 from ingest.formats.billing.bill_steps import (Amount, Category, Constant, InstanceType, Moment, Pricing,
                                                Quantity, Same, Tags, Text)
 
 KIND = "billing_focus"
-TABLES = (billing.TABLE,)
+TABLES = (bill_family.TABLE,)
 BINARY = True  # also reads Parquet: the loader hands it the bytes (contract.py)
 
-CATEGORIES = {name: name for name in billing.CATEGORIES}
+CATEGORIES = {name: name for name in bill_family.CATEGORIES}
 PRICING = {"standard": "on-demand", "dynamic": "spot", "committed": "commitment",
            "ondemand": "on-demand", "spot": "spot", "commitment": "commitment"}
 PROVIDER = ("providername", "invoiceissuername", "publishername")
@@ -30,8 +29,8 @@ PROVIDER = ("providername", "invoiceissuername", "publishername")
 FOCUS = Bill(
     kind=KIND, label="FOCUS", normalize=normalized, nulls=frozenset({"NULL", "null", "Null"}),
     detect=(("billedcost",), ("chargeperiodstart",), ("chargecategory",)),
-    per_file=(billing.FileValue(("billingcurrency",), "default_currency", "currency"),
-              billing.FileValue(PROVIDER, "default_provider", "provider")),
+    per_file=(bill_family.FileValue(("billingcurrency",), "default_currency", "currency"),
+              bill_family.FileValue(PROVIDER, "default_provider", "provider")),
     money=("effectivecost", "listcost"),
     steps=(
         Text("provider", PROVIDER, required="no ProviderName"),
@@ -66,14 +65,6 @@ FOCUS = Bill(
         Constant("source_format", "focus"),
     ),
 )
-FAMILY = FOCUS.family
 
-
-def stage(src: Source, con, ctx: ParseContext) -> Staged:
-    """Stage a FOCUS CSV or Parquet file into the staging tables (ingest/formats/billing/bill_stage.py)."""
-    return bill_stage.stage(src, con, ctx, FAMILY, FOCUS.plan)
-
-
-sniff, sniff_bytes, parse, parse_bytes = FAMILY.sniff, FAMILY.sniff_bytes, FAMILY.parse, FAMILY.parse_bytes
-totals = billing.totals
-normalize = normalized
+# The parser contract (ingest/engine/contract.py), as every bill offers it (bill_definition.Bill).
+sniff, sniff_bytes, parse, parse_bytes, stage, totals = FOCUS.contract()

@@ -12,23 +12,23 @@ sum. `cost_type` regular/tax/adjustment/rounding_error maps to usage/tax/adjustm
 usage on-demand (the export names no pricing model, so the raw value is NULL).
 
 The deprecated file export (CSV in a bucket, before the BigQuery export) is a second family,
-FILE_FAMILY, picked by its header (`Measurement1`, `Start Time`, `Cost`): see its section below.
+FILE_EXPORT, picked by its header (`Measurement1`, `Start Time`, `Cost`): see its section below.
 
 Both are definitions (EXPORT, FILE_EXPORT); ingest/formats/billing/bill_definition.py reads them
 (docs/formats/bills.md).
 """
 from __future__ import annotations
 
-from ingest.engine.contract import ParseContext
+from ingest.engine.contract import Lines, ParseContext, Parsed
 from ingest.engine.staging import Source, Staged
-from ingest.formats.billing import bill_gcp_json, bill_stage, billing
+from ingest.formats.billing import bill_family, bill_gcp_json, billing
 from ingest.formats.billing.bill_definition import Bill
 from ingest.formats.billing.bill_steps import (Amount, Case, Category, Constant, Contains, CreditColumns,
                                                CreditList, Extract, FirstOf, InstanceType, MapCell, MapValue,
                                                Moment, MonthSpan, Quantity, Same, Tags, Text)
 
 KIND = "billing_gcp"
-TABLES = (billing.TABLE,)
+TABLES = (bill_family.TABLE,)
 BINARY = True  # also reads Parquet: the loader hands it the bytes
 
 CATEGORIES = {"regular": "usage", "tax": "tax", "adjustment": "adjustment",
@@ -52,7 +52,8 @@ def _pricing_of(text: str) -> tuple:
 EXPORT = Bill(
     kind=KIND, label="GCP billing export", normalize=normalize,
     detect=(("cost",), ("usage_start_time",), ("service.description",)),
-    per_file=(billing.FileValue(("currency",), "default_currency", "currency"),),
+    per_file=(bill_family.FileValue(("currency",), "default_currency", "currency"),),
+    json_lines=bill_gcp_json.stage_lines,  # JSON lines staged in SQL a batch at a time
     money=("credits", "cost_type"),
     steps=(
         Text("_cost_type", ("cost_type",)),
@@ -90,7 +91,6 @@ EXPORT = Bill(
         CreditList("credits"),  # each credit a line of its own
     ),
 )
-FAMILY = EXPORT.family
 
 
 # --- the file export Cloud Billing wrote to a bucket before the BigQuery export (deprecated) ---------
@@ -112,7 +112,7 @@ def file_normalize(name: str) -> str:
 FILE_EXPORT = Bill(
     kind=KIND, label="GCP billing file export", normalize=file_normalize,
     detect=(("cost",), ("usage_start_time",), ("measurement1",)),
-    per_file=(billing.FileValue(("currency",), "default_currency", "currency"),),
+    per_file=(bill_family.FileValue(("currency",), "default_currency", "currency"),),
     steps=(
         Amount("billed_cost", ("cost",), required=True),
         Text("billing_currency", ("currency",), required=True),
@@ -136,36 +136,28 @@ FILE_EXPORT = Bill(
         CreditColumns(currency="billing_currency"),  # each CreditN Amount a line of its own
     ),
 )
-FILE_FAMILY = FILE_EXPORT.family
 
 
-def _family(names: list[str]) -> billing.Family:
-    """The file export's family for its header, else the BigQuery export's."""
-    return FILE_FAMILY if FILE_FAMILY.accepts(names) and not FAMILY.accepts(names) else FAMILY
+def _bill(names: list[str]) -> Bill:
+    """The file export's definition for its header, else the BigQuery export's."""
+    return FILE_EXPORT if FILE_EXPORT.family.accepts(names) and not EXPORT.family.accepts(names) else EXPORT
 
 
 def stage(src: Source, con, ctx: ParseContext) -> Staged:
     """Stage a GCP billing export (CSV, Parquet or JSON lines; or the file export's CSV) into staging."""
     with src.open_binary() as stream:
         head = stream.read(1 << 16).decode("utf-8-sig", errors="replace")
-    if _family(billing.header_names(head.lstrip())) is FILE_FAMILY:
-        return bill_stage.stage(src, con, ctx, FILE_FAMILY, FILE_EXPORT.plan)
-    return bill_stage.stage(src, con, ctx, FAMILY, EXPORT.plan, json_lines=bill_gcp_json.stage_lines)
+    return _bill(billing.header_names(head.lstrip())).stage(src, con, ctx)
 
 
 def sniff(name: str, head: str) -> bool:
-    return FAMILY.sniff(name, head) or FILE_FAMILY.sniff(name, head)
+    return EXPORT.sniff(name, head) or FILE_EXPORT.sniff(name, head)
 
 
-def sniff_bytes(name: str, data: bytes) -> bool:
-    return FAMILY.sniff_bytes(name, data)
-
-
-def parse(lines, ctx: ParseContext):
+def parse(lines: Lines, ctx: ParseContext) -> Parsed:
     buffered = list(lines)
     first = next((text for _, text in buffered if text.strip()), "")
-    return billing.parse_text(buffered, ctx, _family(billing.header_names(first.lstrip())))
+    return _bill(billing.header_names(first.lstrip())).parse(buffered, ctx)
 
 
-parse_bytes = FAMILY.parse_bytes
-totals = billing.totals
+sniff_bytes, parse_bytes, totals = EXPORT.sniff_bytes, EXPORT.parse_bytes, billing.totals
