@@ -296,3 +296,38 @@ def test_a_bill_read_by_several_threads_keeps_every_line_number(module, tmp_path
         f"id-{line}": line for line in range(2, 60_002) if line not in bad}
     assert [line for line, _, _ in mine["rejects"]] == bad
     assert all(raw.startswith(f"id-{line},12abc,") for line, _, raw in mine["rejects"])
+
+
+def test_a_bill_with_every_id_loads_its_sql_and_python_lines_into_the_warehouse(warehouse, tmp_path):
+    """Where every line has its id and none repeats, the staged billing_lines is a view of the
+    converted rows (bill_keys): the merge must still load each line, those SQL converted and the
+    one billing.py builds (a Python-literal tag cell), at its physical line (one record spans two
+    lines), and not the rejected one. Expected keys and lines are read with the csv module."""
+    import duckdb
+
+    from ingest.pipeline import loader
+
+    path = tmp_path / "ids.csv"
+    path.write_text(HEADER + "\n".join([
+        "1.5,1.5,USD,2026-08-01,Usage,AWS,,a",
+        "2,2,USD,2026-08-01,Usage,AWS,\"{'team': 'py'}\",b",
+        "abc,1,USD,2026-08-01,Usage,AWS,,c",
+        "3,3,USD,\"2026-08-02\n\",Usage,AWS,,d",
+        "4,4,USD,2026-08-03,Usage,AWS,\"{\"\"team\"\": \"\"sql\"\"}\",e",
+    ]) + "\n")
+    expected, line = {}, 2
+    with open(path, newline="") as handle:
+        for record in csv.DictReader(handle):
+            try:
+                Decimal(record["BilledCost"])
+                expected[f"AWS|id|{record['x_LineItemId']}"] = line
+            except ArithmeticError:
+                pass
+            line += 1 + record["ChargePeriodStart"].count("\n")
+    summary = loader.ingest_file(path)
+    assert (summary.status, summary.rows_loaded, summary.rows_rejected) == ("loaded", len(expected), 1)
+    with duckdb.connect(str(warehouse), read_only=True) as con:
+        stored = dict(con.execute("SELECT line_key, source_line FROM billing_lines").fetchall())
+        tags = dict(con.execute("SELECT line_key, tags['team'] FROM billing_lines WHERE tags IS NOT NULL").fetchall())
+    assert stored == expected
+    assert tags == {"AWS|id|b": "py", "AWS|id|e": "sql"}

@@ -67,7 +67,7 @@ NAMES = ("billing_account_id", "cost", "cost_type", "credits", "currency", "invo
 def stage_lines(src: Source, con: duckdb.DuckDBPyConnection, ctx: ParseContext, family: Family,
                 plan_of) -> int:
     """Stage a GCP JSON-lines bill: plain lines in SQL into `bill_converted` (read by
-    bill_stage._finish through the view `bill_sql_rows`), other lines through billing.py into
+    bill_keys.finish through the view `bill_sql_rows`), other lines through billing.py into
     bill_candidates and rejects; returns the records accepted."""
     # every name the export may have, as a text column (a line without one reads NULL, as a
     # CSV cell left empty); a record's names are its keys, so each is its own label

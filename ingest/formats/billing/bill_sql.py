@@ -291,18 +291,17 @@ def tags(fields: Fields, name: str) -> tuple[str, str, dict[str, str]]:
     if kind != "VARCHAR":
         return "NULL", f"{column} IS NOT NULL", {}
     # the common cell, an object of strings, straight to a map (once, in a helper); other shapes
-    # by their entries
+    # by their entries. The map is NULL where the cell is not such an object, or is one
+    # json_transform refuses (a repeated name): those lines take the entries' way, whose checks
+    # send a repeated name to billing.py as before (one regex per cell, not two)
     entries = f"bill_tag_entries({column})"
-    flat = f"v__flat_{name}"
     transformed = f"v__map_{name}"
-    helpers = {f"_flat_{name}": f"coalesce(bill_flat_tags(bill_json_text({column})), false)",
-               f"_map_{name}": f"CASE WHEN bill_flat_tags(bill_json_text({column})) "
+    helpers = {f"_map_{name}": f"CASE WHEN bill_flat_tags(bill_json_text({column})) "
                                f"THEN json_transform(bill_json_text({column}), '\"MAP(VARCHAR, VARCHAR)\"') END"}
-    value = f"CASE WHEN {flat} THEN nullif({transformed}, MAP {{}}) ELSE bill_tag_map({entries}) END"
-    python = (f"{column} IS NOT NULL AND CASE WHEN {flat} THEN {transformed} IS NULL "
-              f"OR list_contains(map_keys({transformed}), '') ELSE NOT bill_tags_plain({entries}) END")
+    value = f"CASE WHEN {transformed} IS NOT NULL THEN nullif({transformed}, MAP {{}}) ELSE bill_tag_map({entries}) END"
+    python = (f"{column} IS NOT NULL AND CASE WHEN {transformed} IS NOT NULL "
+              f"THEN list_contains(map_keys({transformed}), '') ELSE NOT bill_tags_plain({entries}) END")
     return value, python, helpers
-    return value, python
 
 
 class Builder:
