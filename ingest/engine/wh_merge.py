@@ -221,7 +221,9 @@ def _roll_back(stage: duckdb.DuckDBPyConnection) -> None:
 
 def _merged_tables(stage: duckdb.DuckDBPyConnection) -> dict[str, bool]:
     """The staging tables that hold a load's rows (ledger and rejects aside): name -> whether
-    its rows carry their load_id."""
+    its rows carry their load_id. Every table or view of the staging database with a load_id
+    column is copied into the warehouse table of its name, so a format's working tables must be
+    TEMP tables (or have no load_id column)."""
     rows = stage.execute("SELECT table_name, bool_or(column_name = 'load_id') FROM duckdb_columns() "
                          "WHERE database_name = 'memory' AND table_name NOT IN ('loads', 'rejects') "
                          "GROUP BY table_name ORDER BY table_name").fetchall()
