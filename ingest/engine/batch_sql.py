@@ -29,6 +29,7 @@ from ingest.engine import reader
 from ingest.engine.definition import (COUNT, COUNT_LIST, MONEY, NUMBER, PERCENT, TEXT, TEXT_LIST, TEXT_MAP, TIME, CatalogCost, CountOf,
                                       Default, Definition, Field, HashedId, Items, OneOf, Required, Span, SumAtMost, csv_header,
                                       header_problem, is_csv_header)
+from ingest.engine.definition import Extras, FromRate, HourlyCost, Hours
 from ingest.engine.staging import Source, Staged
 
 ISO_WITH_OFFSET = (r"\d{4}-\d{2}-\d{2}[T ]([01]\d|2[0-3]):[0-5]\d(:[0-5]\d(\.\d{1,6})?)?"
@@ -277,7 +278,9 @@ def _insert_typed(definition: Definition) -> str:
         key = ""
     given = [f"CASE WHEN {g.of} IS NOT NULL THEN 'given' END AS {g.column}" for g in definition.given]
     derived = [f"{c.source}, {c.price}" for c in definition.rules(CatalogCost)]
-    columns = [f.column for f in definition.fields] + derived + given
+    derived += [f"{c.column}, {c.source}" for c in definition.rules(HourlyCost)]
+    derived += [h.seconds for h in definition.rules(Hours)] + [r.source for r in definition.rules(FromRate) if r.source]
+    columns = [f.column for f in definition.stored] + derived + given
     return f"""
         INSERT INTO {definition.table} BY NAME
         SELECT {key}{", ".join(columns)},
@@ -338,7 +341,7 @@ def _json_fields(definition: Definition, source: str = "batch") -> str:
         ), objects AS (  -- an object without a repeated key (Python keeps a repeat's last value, SQL its first)
             SELECT line, raw, j, coalesce(keys IS NOT NULL AND j IS NOT NULL AND regexp_matches(raw, '^[ \t\r\n]*[{{]')
                                           AND NOT regexp_matches(raw, '{TRAILING_COMMA}')
-                                          AND len(keys) = list_unique(keys), false) AS object
+                                          AND len(keys) = list_unique(keys){_known_keys(definition)}, false) AS object
             FROM parsed
         ), texts AS (  -- each field's JSON text once (NULL for null or missing)
             SELECT line, raw, object, {", ".join(f"CAST(j.{name} AS VARCHAR) AS x_{index + 1}" for index, name in enumerate(names))}
@@ -356,6 +359,15 @@ def _json_fields(definition: Definition, source: str = "batch") -> str:
                    {list_fields}
             FROM valued
         )"""
+
+
+def _known_keys(definition: Definition) -> str:
+    """SQL (to AND): with Extras, a record's every key is one the definition reads (others are
+    kept as tags by the reader)."""
+    if not definition.rules(Extras):
+        return ""
+    known = sorted({name for f in definition.fields for name in f.spellings} | {i.field for i in definition.items})
+    return f" AND list_has_all({known!r}, keys)"
 
 
 def _quirk(definition: Definition) -> str:
@@ -523,6 +535,9 @@ def _typed_sql(definition: Definition, ctx: ParseContext, fields_sql: str, csv: 
         start, end, length = span.start, span.end, span.length
         out[end] = f"coalesce({end}, CASE WHEN {length} < 1e9 THEN {start} + to_microseconds(CAST({length} * 1e6 AS BIGINT)) END)"
         out[length] = f"CASE WHEN {end} IS NOT NULL THEN epoch({end} - {start}) ELSE {length} END"
+    for hours in definition.rules(Hours):  # the span in hours: start and end, or either and the hours
+        out[hours.start], out[hours.end], out[hours.hours] = _hours_sql(hours)
+        out[hours.seconds] = f"({out[hours.hours]}) * 3600"
     for f in lists:
         out[f.column] = f.column if f.keep_empty else f"CASE WHEN len({f.column}) > 0 THEN {f.column} END"
     for count in definition.rules(CountOf):  # several of one column: the first list with items
@@ -543,6 +558,17 @@ def _typed_sql(definition: Definition, ctx: ParseContext, fields_sql: str, csv: 
         absent = f"{hashed.column} IS NULL" + (f" OR {hashed.column} IN ({stand_ins})" if stand_ins else "")
         out[hashed.column] = (f"CASE WHEN {absent} THEN {_quote(hashed.prefix)} || left(sha256(concat_ws('|', {', '.join(parts)})), "
                               f"{hashed.length}) ELSE {out[hashed.column]} END")
+    for cost in definition.rules(HourlyCost):  # given, or price x hours (the catalog's: _stage_batch)
+        expected = _expected_cost_sql(definition, cost)
+        out[cost.source] = f"CASE WHEN {cost.given} IS NOT NULL THEN 'given' WHEN ({expected}) IS NOT NULL THEN 'derived' END"
+        out[cost.column] = f"coalesce({cost.given}, {expected})"
+    for rate in definition.rules(FromRate):
+        if rate.rate not in out:  # a rate SQL does not read (an Extras measure): its records are the reader's
+            continue
+        value = _from_rate_sql(definition, rate)
+        if rate.source:
+            out[rate.source] = f"CASE WHEN {rate.column} IS NOT NULL THEN 'given' WHEN ({value}) IS NOT NULL THEN 'derived' END"
+        out[rate.column] = f"coalesce({out[rate.column]}, {value})"
     derived = [f"{items.field}_items" for items in definition.items]
     for cost in definition.rules(CatalogCost):
         derived += [f"CASE WHEN {cost.column} IS NOT NULL THEN 'given' END AS {cost.source}",
@@ -557,6 +583,55 @@ def _typed_sql(definition: Definition, ctx: ParseContext, fields_sql: str, csv: 
         )
         SELECT line, verdict IS NULL AS ok, nullif(verdict, '') AS reason, {", ".join([f"{sql} AS {column}" for column, sql in out.items()] + derived)}
         FROM checked"""
+
+
+US_PER_HOUR = 3_600_000_000
+
+
+def _measured_hours_sql(hours: Hours) -> str:
+    """SQL: the hours between start and end as Python's (end - start).total_seconds() / 3600, else
+    the hours given."""
+    return (f"CASE WHEN {hours.start} IS NOT NULL AND {hours.end} IS NOT NULL "
+            f"THEN (epoch_us({hours.end}) - epoch_us({hours.start})) / 1e6 / 3600 ELSE {hours.hours} END")
+
+
+def _hours_sql(hours: Hours) -> tuple[str, str, str]:
+    """SQL for the span's (start, end, hours) over the typed values (Hours): a missing start or
+    end from the other and timedelta(hours=h) (whole hours exact, the fraction's microseconds
+    rounded half to even, as Python's)."""
+    h = hours.hours
+    length = (f"to_microseconds(CAST(trunc({h}) AS BIGINT) * {US_PER_HOUR} "
+              f"+ CAST(round_even(({h} - trunc({h})) * {US_PER_HOUR}.0, 0) AS BIGINT))")
+    return (f"coalesce({hours.start}, {hours.end} - {length})", f"coalesce({hours.end}, {hours.start} + {length})",
+            _measured_hours_sql(hours))
+
+
+def _hours_of(definition: Definition, column: str) -> str:
+    """SQL for the measured hours of the Hours rule whose hours column is `column`."""
+    return next(_measured_hours_sql(h) for h in definition.rules(Hours) if h.hours == column)
+
+
+def _expected_cost_sql(definition: Definition, cost: HourlyCost) -> str:
+    """SQL: price x hours in USD as the reader works it out (Decimal(repr(hours)), 28 digits,
+    rounded half to even to 12 then 6 places); NULL where that cannot be exact here (more than 28
+    significant digits, hours tiny or huge, a price beyond 6 decimals): the reader's."""
+    hours = _hours_of(definition, cost.hours)
+    price, price_text, hours_text = cost.price, f"CAST({cost.price} AS VARCHAR)", f"CAST(({hours}) AS VARCHAR)"
+    digits = "length(regexp_replace(regexp_replace(regexp_replace(@, 'e.*$', ''), '[.-]', '', 'g'), '^0+|0+$', '', 'g'))"
+    return (f"CASE WHEN {price} IS NOT NULL AND ({hours}) IS NOT NULL AND (({hours}) = 0 OR ({hours}) >= 1e-4) "
+            f"AND ({hours}) < 1e5 AND {price} < 1e9 AND {price} = round({price}, 6) AND CAST({price} AS DOUBLE) * ({hours}) < 1e10 "
+            f"AND {digits.replace('@', price_text)} + {digits.replace('@', hours_text)} <= 28 "
+            f"THEN round_even(round_even(CAST({price} AS DECIMAL(15, 6)) * TRY_CAST({hours_text} AS DECIMAL(26, 21)), 12), 6) END")
+
+
+def _from_rate_sql(definition: Definition, rate: FromRate) -> str:
+    """SQL: the rate x hours (FromRate) where both are known, NULL where a whole number would not
+    fit (the reader refuses it)."""
+    hours = _hours_of(definition, rate.hours)
+    value = f"{rate.rate} * ({hours}) * {rate.multiply!r} / {rate.divide!r}"
+    if rate.whole:
+        return f"CASE WHEN abs({value}) < 9e18 THEN CAST(round_even({value}, 0) AS BIGINT) END"
+    return value
 
 
 def _quote(text: str) -> str:
@@ -606,8 +681,17 @@ def _checks(definition: Definition, json_strict: bool) -> list[tuple[str, str | 
                         None),
                        (f"({end} IS NOT NULL OR {length} IS NOT NULL)", _quote(step.missing)),
                        (f"({end} IS NOT NULL OR ({length} * 1e6 = round({length} * 1e6) AND {length} < 1e9))", None)]
+        elif isinstance(step, Required) and any(h.start == step.column for h in definition.rules(Hours)):
+            hours = next(h for h in definition.rules(Hours) if h.start == step.column)  # a start found from the end
+            checks.append((f"({step.column} IS NOT NULL OR ({hours.end} IS NOT NULL AND {hours.hours} IS NOT NULL))",
+                           _quote(step.reason)))
         elif isinstance(step, Required):
             checks.append((f"{step.column} IS NOT NULL", _quote(step.reason)))
+        elif isinstance(step, (Extras, Hours, HourlyCost, FromRate)):
+            checks += _run_checks(definition, step)
+        elif isinstance(step, HashedId) and step.raw:  # an id made of raw values: the reader makes it
+            stand_ins = "".join(f" AND {step.column} <> {_quote(s)}" for s in step.stand_ins)
+            checks.append((f"({step.column} IS NOT NULL{stand_ins})", None))
         elif isinstance(step, Default) and step.words:  # words of plain ASCII only: lower() and the split as Python's
             checks.append((f"({step.column} IS NOT NULL OR regexp_full_match(coalesce({step.of}, ''), '[\\x20-\\x7e]*'))", None))
         elif isinstance(step, OneOf):  # plain ASCII spellings only: lower() as Python's; another text, the reader's reason
@@ -620,6 +704,34 @@ def _checks(definition: Definition, json_strict: bool) -> list[tuple[str, str | 
                                  for i, piece in enumerate(pieces) if piece)
             checks.append((f"{' + '.join(f'coalesce({p}, 0)' for p in step.parts)} <= {step.whole}", reason))
     return checks
+
+
+def _run_checks(definition: Definition, step) -> list[tuple[str, None]]:
+    """What SQL leaves to the reader under Extras, Hours, HourlyCost and FromRate: a line whose
+    row the reader would note (flag) or read otherwise, so each holds on the lines SQL loads."""
+    if isinstance(step, Extras):  # spellings given together: the reader compares them
+        return [(f"NOT (contains(raw, '\"{f.spellings[0]}\"') AND contains(raw, '\"{name}\"'))", None)
+                for f in definition.fields if f.column in step.agree for name in f.spellings[1:]]
+    if isinstance(step, Hours):
+        start, end, h = step.start, step.end, step.hours
+        measured = f"(epoch_us({end}) - epoch_us({start})) / 1e6 / 3600"
+        found_start, found_end, _ = _hours_sql(step)
+        return [(f"({start} IS NULL OR {end} IS NULL OR {end} >= {start})", None),
+                (f"({start} IS NULL OR {end} IS NULL OR {h} IS NULL OR abs({h} - {measured}) <= greatest({step.tolerance!r} * {measured}, 0.01))",
+                 None),
+                (f"(({start} IS NOT NULL AND {end} IS NOT NULL) OR {h} IS NULL "
+                 f"OR ({found_start} >= {EARLIEST} AND {found_end} < {LATEST}))", None)]
+    if isinstance(step, HourlyCost):  # a cost to flag, to price from the catalog, or not exact here
+        expected = _expected_cost_sql(definition, step)
+        hours = _hours_of(definition, step.hours)
+        return [(f"(({step.price} IS NULL OR ({hours}) IS NULL) OR (({expected}) IS NOT NULL AND ({step.given} IS NULL "
+                 f"OR abs({step.given} - ({expected})) <= 0.01 OR abs({step.given} - ({expected})) * 100 <= ({expected}))))", None),
+                (f"({step.given} IS NOT NULL OR ({expected}) IS NOT NULL)", None)]
+    if isinstance(step, FromRate) and step.rate in {f.column for f in definition.fields}:
+        value, hours = _from_rate_sql(definition, step), _hours_of(definition, step.hours)
+        derives = f"{step.column} IS NULL AND {step.rate} IS NOT NULL AND ({hours}) IS NOT NULL"
+        return [(f"NOT ({derives} AND ({value}) IS NULL)", None)] + ([(f"NOT ({derives})", None)] if step.flag else [])
+    return []
 
 
 def _json_type(text: str) -> str:

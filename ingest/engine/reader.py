@@ -21,8 +21,10 @@ from ingest.engine.contract import BadValue, Lines, ParseContext, Parsed, Reject
 from ingest.engine.definition import (COUNT, COUNT_LIST, MONEY, NUMBER, PERCENT, TEXT, TEXT_LIST, TEXT_MAP, TIME, CatalogCost,
                                       CountOf, Default, Definition, Field, HashedId, Items, OneOf, Required, Since, Span,
                                       SumAtMost, csv_header, header_problem, is_csv_header)
+from ingest.engine.definition import Extras, FromRate, HourlyCost, Hours
 
 CENT = Decimal("0.01")
+MICRO_USD = Decimal("0.000001")
 SECONDS_PER_HOUR = Decimal(3600)
 
 
@@ -32,15 +34,28 @@ def build_row(definition: Definition, record: object, line: int, ctx: ParseConte
 
 
 def build_record(definition: Definition, record: object, line: int, ctx: ParseContext,
-                 prices: config.Prices) -> tuple[dict, dict[str, list[dict]]]:
-    """The record's row and its items' rows by table (Items); raises BadValue with the reason."""
+                 prices: config.Prices, unknown: set[str] | None = None) -> tuple[dict, dict[str, list[dict]]]:
+    """The record's row and its items' rows by table (Items); raises BadValue with the reason.
+    Keys kept as tags by Extras are added to `unknown` (for the load's warning)."""
     if not isinstance(record, dict):
         raise BadValue(f"expected a JSON object, got {type(record).__name__}")
     got: dict[str, object] = {}    # column -> value read
     named: dict[str, str] = {}     # column -> the spelling the record used (for reasons)
     row: dict[str, object] = {}
     children: dict[str, list[dict]] = {}
+    flags: list[str] = []          # notes on the row (Definition.flags)
+    extra: dict[str, str] = {}     # tags from keys outside the vocabulary (Extras)
     for step in definition.steps:
+        if isinstance(step, (Extras, Hours, HourlyCost, FromRate)):
+            if isinstance(step, Extras):
+                extra = _extras(definition, step, record, got, unknown)
+            elif isinstance(step, Hours):
+                _hours(step, got, named, flags)
+            elif isinstance(step, HourlyCost):
+                _hourly_cost(step, record, got, prices, flags)
+            else:
+                _from_rate(step, got, flags)
+            continue
         if isinstance(step, Field):
             named[step.column] = _name(record, step)
             got[step.column] = _read(step, record, named[step.column], ctx, separators=definition.list_separators)
@@ -79,7 +94,9 @@ def build_record(definition: Definition, record: object, line: int, ctx: ParseCo
                 got[step.column] = step.then if any(word in step.words for word in words) else step.value
         elif isinstance(step, HashedId):
             if got[step.column] is None or got[step.column] in step.stand_ins:
-                identity = "|".join(_key_part(got[part]) for part in step.parts)
+                identity = "|".join(_key_part(got[part]) for part in step.parts) if not step.raw else \
+                    "|".join(_key_part(got[part]) if definition.field(part).type == TIME
+                             else str(record.get(definition.field(part).spellings[0], "")) for part in step.parts)
                 got[step.column] = step.prefix + hashlib.sha256(identity.encode()).hexdigest()[:step.length]
         elif isinstance(step, Items):
             children[step.table] = _items(step, record.get(step.field), got, ctx)
@@ -87,12 +104,132 @@ def build_record(definition: Definition, record: object, line: int, ctx: ParseCo
         for child in children[items.table]:
             child[items.parent] = got[items.parent]
     row.update(got)
+    if extra:
+        row.update(_with_extra(definition, extra, row))
+    if definition.flags:
+        row[definition.flags] = flags or None
     for given in definition.given:
         row[given.column] = None if got[given.of] is None else "given"
     row[definition.key.column] = "|".join(_key_part(got[part]) for part in definition.key.parts)
     row["source_kind"] = definition.kind
     row["source_line"] = line
     return row, children
+
+
+def _extras(definition: Definition, step: Extras, record: dict, got: dict, unknown: set[str] | None) -> dict[str, str]:
+    """The tags made of the record's keys outside the vocabulary (Extras); each measure's number
+    also goes to `got` under its tag name."""
+    known = {name for f in definition.fields for name in f.spellings} | {items.field for items in definition.items}
+    if all(key in known for key in record):
+        return {}
+    agree = {name: f for f in definition.fields if f.column in step.agree for name in f.spellings[1:]}
+    measures = dict(step.measures)
+    extra: dict[str, str] = {}
+    for key, value in record.items():
+        if key in agree:
+            name = agree[key].spellings[0]
+            if name in record and not values.is_absent(record[name]) and not values.is_absent(value) \
+                    and values.number(record[name], name) != values.number(value, key):
+                raise BadValue(step.disagree.format(key=key, value=value, name=name, other=record[name]))
+        elif key in known:
+            continue
+        elif key in measures:
+            number = values.number(value, key)
+            if number is not None and number < 0:
+                raise BadValue(f"{key} is negative ({number:g})")
+            if number is not None:
+                extra[measures[key]] = f"{number:g}"
+                got[measures[key]] = float(extra[measures[key]])
+        else:
+            if unknown is not None:
+                unknown.add(key)
+            if not values.is_absent(value):
+                extra[key] = value if isinstance(value, str) else json.dumps(value, default=str, sort_keys=True)
+    return extra
+
+
+def _with_extra(definition: Definition, extra: dict[str, str], row: dict) -> dict:
+    """The Extras' tags added to the record's own (which win a name both give), sorted by name."""
+    [step] = definition.rules(Extras)
+    own = row.get(step.column) or {}
+    return {step.column: dict(sorted({**{k: v for k, v in extra.items() if k not in own}, **own}.items()))}
+
+
+def _hours(step: Hours, got: dict, named: dict, flags: list[str]) -> None:
+    """The span's start, end and hours (Hours); the seconds as hours x 3600."""
+    started, ended, hours = got[step.start], got[step.end], got[step.hours]
+    if started is not None and ended is not None:
+        if ended < started:
+            raise BadValue(f"{named[step.end]} {ended.isoformat()} is before {named[step.start]} {started.isoformat()}")
+        measured = (ended - started).total_seconds() / 3600
+        if hours is not None and abs(hours - measured) > max(step.tolerance * measured, 0.01):
+            flags.append(step.differs.format(hours=hours, measured=measured))
+        hours = measured
+    elif started is not None and hours is not None:
+        ended = started + timedelta(hours=hours)
+    elif ended is not None and hours is not None:
+        started = ended - timedelta(hours=hours)
+    got[step.start], got[step.end], got[step.hours] = started, ended, hours
+    got[step.seconds] = None if hours is None else hours * 3600
+
+
+def _hourly_cost(step: HourlyCost, record: dict, got: dict, prices: config.Prices, flags: list[str]) -> None:
+    """The amount and its source (HourlyCost): given, price x hours, or the catalog's price x hours."""
+    price, given, hours = got[step.price], got[step.given], got[step.hours]
+    expected = None
+    if price is not None and hours is not None:
+        expected = values.fit_money(price * Decimal(repr(hours)), step.too_large).quantize(MICRO_USD)
+    cost, source = None, None
+    if given is not None:
+        cost, source = given, "given"
+        if expected is not None and abs(given - expected) > max(CENT, expected / 100):
+            flags.append(step.differs.format(given=given, expected=expected.quantize(CENT)))
+    elif expected is not None:
+        cost, source = expected, "derived"
+    elif price is None and hours is not None:
+        price = _hourly_catalog_price(step, got, prices)
+        if price is not None:
+            cost = values.fit_money(price * Decimal(repr(hours)), step.catalog_too_large).quantize(MICRO_USD)
+            source = "catalog"
+            got[step.price] = price
+    if cost is None:
+        if hours is None:
+            flags.append(step.open)
+        else:
+            names = [f"{name} {record[name]!r}" for name in step.named if not values.is_absent(record.get(name))]
+            flags.append(step.unpriced.format(names=" or ".join(names) if names else step.unnamed))
+    got[step.column], got[step.source] = cost, source
+
+
+def _hourly_catalog_price(step: HourlyCost, got: dict, prices: config.Prices) -> Decimal | None:
+    """USD per hour from the catalog: the first of `step.per` whose price is known (and whose
+    multiplier is not zero, and one of whose lists has items)."""
+    for catalog, name, multiplier, when in step.per:
+        if when and not any(got.get(column) for column in when):
+            continue
+        if multiplier and not got[multiplier]:
+            continue
+        per_one = prices.instance(got[name]) if catalog == "instance" else prices.gpu(got[name])
+        if per_one is not None:
+            return per_one * got[multiplier] if multiplier else per_one
+    return None
+
+
+def _from_rate(step: FromRate, got: dict, flags: list[str]) -> None:
+    """`column` from a rate x the span's hours where the record does not give it (FromRate)."""
+    rate, hours = got.get(step.rate), got[step.hours]
+    source = "given" if got[step.column] is not None else None
+    if got[step.column] is None and rate is not None and hours is not None:
+        value = rate * hours * step.multiply / step.divide
+        if step.whole:
+            value = round(value)
+            if value > values.BIGINT_MAX:
+                raise BadValue(step.too_large.format(rate=rate, hours=hours))
+        got[step.column], source = value, "derived"
+        if step.flag:
+            flags.append(step.flag.format(rate=rate, hours=hours))
+    if step.source:
+        got[step.source] = source
 
 
 def _items(step: Items, value: object, got: dict, ctx: ParseContext) -> list[dict]:
@@ -181,7 +318,7 @@ def _read(field: Field, record: dict, name: str, ctx: ParseContext, key: str | N
         if value is not None and field.minimum is not None and value < field.minimum:
             raise BadValue(f"{name} is negative ({value.normalize()})")
         return value
-    value = values.number(raw, name)
+    value = values.number(raw, name, field.limit)
     if value is None:
         return None
     if kind == PERCENT and not 0 <= value <= 100:
@@ -251,11 +388,17 @@ def _count_list(value: object, name: str, separators: tuple[str, ...], maximum: 
 def parse(definition: Definition, lines: Lines, ctx: ParseContext, prices: config.Prices | None = None) -> Parsed:
     """Rows in file order (a repeated key keeps its last record); prices default to the catalog."""
     prices = prices if prices is not None else config.load().prices
-    parsed, latest = Parsed(), {}
+    parsed, latest, unknown = Parsed(), {}, set()
     key = definition.key.column
-    for line, record, raw in _records(definition, lines, parsed):
+    records = _records(definition, lines, parsed)
+    if definition.whole_document:
+        numbered = list(lines)
+        records = _whole_document(numbered)
+        if records is None:
+            records = _records(definition, numbered, parsed)
+    for line, record, raw in records:
         try:
-            row, children = build_record(definition, record, line, ctx, prices)
+            row, children = build_record(definition, record, line, ctx, prices, unknown)
         except BadValue as error:
             parsed.rejects.append(Reject(line, str(error), raw))
             continue
@@ -265,7 +408,29 @@ def parse(definition: Definition, lines: Lines, ctx: ParseContext, prices: confi
     parsed.tables[definition.table] = [row for row, _ in latest.values()]
     for items in definition.items:  # a replaced record's items go with it
         parsed.tables[items.table] = [child for _, children in latest.values() for child in children[items.table]]
+    parsed.warnings.extend(unknown_warning(definition, unknown))
     return parsed
+
+
+def unknown_warning(definition: Definition, unknown: set[str]) -> list[str]:
+    """The load's word on the keys Extras kept as tags (at most 20 named)."""
+    if not unknown:
+        return []
+    [step] = definition.rules(Extras)
+    names = sorted(unknown)
+    shown = ", ".join(names[:20]) + (f" and {len(names) - 20} more" if len(names) > 20 else "")
+    return [step.warning.format(names=shown)]
+
+
+def _whole_document(numbered: list[tuple[int, str]]) -> list[tuple[int, object, str]] | None:
+    """(line, record, raw) of a file that is one JSON value: each item of an array, or the one
+    object, numbered with the value's first line; None when the file is not one JSON value."""
+    try:
+        document = json.loads("\n".join(text for _, text in numbered), parse_float=Decimal)
+    except (json.JSONDecodeError, RecursionError):  # nested too deep to be one document: read as lines
+        return None
+    first, raw = next(((n, text) for n, text in numbered if text.strip()), (1, ""))
+    return [(first, item, raw) for item in (document if isinstance(document, list) else [document])]
 
 
 def _records(definition: Definition, lines: Lines, parsed: Parsed):
@@ -321,7 +486,7 @@ def read_lines(definition: Definition, lines: Lines, ctx: ParseContext, prices: 
                header: list[str] | None) -> Parsed:
     """Rows from the given lines, JSON (no `header`) or CSV under `header`, each row kept (the
     caller settles repeated keys): the lines the SQL pass leaves to this reader."""
-    parsed = Parsed()
+    parsed, unknown = Parsed(), set()
     for line, text in lines:
         if not text.strip():
             continue
@@ -329,13 +494,14 @@ def read_lines(definition: Definition, lines: Lines, ctx: ParseContext, prices: 
         if record is None:
             continue
         try:
-            row, children = build_record(definition, record, line, ctx, prices)
+            row, children = build_record(definition, record, line, ctx, prices, unknown)
             parsed.rows(definition.table).append(row)
             for table, rows in children.items():  # with the record's line: the caller settles replaced records
                 parsed.rows(table).extend({**child, "source_line": line} for child in rows)
             parsed.accepted += 1
         except BadValue as error:
             parsed.rejects.append(Reject(line, str(error), text))
+    parsed.warnings.extend(unknown_warning(definition, unknown))
     return parsed
 
 
