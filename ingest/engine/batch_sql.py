@@ -424,9 +424,9 @@ def _lenient_fields(definition: Definition, ctx: ParseContext) -> str:
     typed += [f"CAST(NULL AS JSON[]) AS {items.field}_items" for items in definition.items]
     return f"""
         read AS (
-            SELECT line, raw, TRY(json_transform(raw, '{structure}')) AS v, regexp_matches(raw, '{_quirk(definition)}') AS quirk
-            FROM batch WHERE ltrim(raw) <> ''
-        ), fields AS (  -- as many keys (each `":`) as known fields with a value: no key repeated, none unknown
+            SELECT line, raw, quirk, CASE WHEN NOT quirk THEN TRY(json_transform(raw, '{structure}')) END AS v
+            FROM (SELECT line, raw, regexp_matches(raw, '{_quirk(definition)}') AS quirk FROM batch WHERE ltrim(raw) <> '')
+        ), fields AS (  -- a line with a quirk is the strict read's: not transformed above  -- as many keys (each `":`) as known fields with a value: no key repeated, none unknown
             SELECT line, raw, coalesce(NOT quirk AND v IS NOT NULL
                                        AND (strlen(raw) - strlen(replace(raw, '":', ''))) // 2 = {filled}, false) AS object,
                    {", ".join(columns)}
@@ -559,7 +559,7 @@ def _typed_sql(definition: Definition, ctx: ParseContext, fields_sql: str, csv: 
         out[hashed.column] = (f"CASE WHEN {absent} THEN {_quote(hashed.prefix)} || left(sha256(concat_ws('|', {', '.join(parts)})), "
                               f"{hashed.length}) ELSE {out[hashed.column]} END")
     for cost in definition.rules(HourlyCost):  # given, or price x hours (the catalog's: _stage_batch)
-        expected = _expected_cost_sql(definition, cost)
+        expected = f"{cost.column}_expected"
         out[cost.source] = f"CASE WHEN {cost.given} IS NOT NULL THEN 'given' WHEN ({expected}) IS NOT NULL THEN 'derived' END"
         out[cost.column] = f"coalesce({cost.given}, {expected})"
     for rate in definition.rules(FromRate):
@@ -575,11 +575,11 @@ def _typed_sql(definition: Definition, ctx: ParseContext, fields_sql: str, csv: 
                     f"CAST(NULL AS DECIMAL(38, 12)) AS {cost.price}"]
     return f"""
         CREATE OR REPLACE TEMP TABLE typed AS
-        WITH {fields_sql}{typed_cte}, checked AS (
+        WITH {fields_sql}{typed_cte}{_hours_cte(definition)}, checked AS (
             SELECT *, CASE WHEN NOT coalesce(object AND {plain_check}, false) THEN ''
                            {" ".join(f"WHEN NOT coalesce({holds}, false) THEN {reason or chr(39) * 2}" for holds, reason in checks)}
                       END AS verdict  -- NULL: loads; '': the reader's; else the reason it is refused
-            FROM typed
+            FROM {"hourly" if definition.rules(Hours) else "typed"}
         )
         SELECT line, verdict IS NULL AS ok, nullif(verdict, '') AS reason, {", ".join([f"{sql} AS {column}" for column, sql in out.items()] + derived)}
         FROM checked"""
@@ -603,12 +603,30 @@ def _hours_sql(hours: Hours) -> tuple[str, str, str]:
     length = (f"to_microseconds(CAST(trunc({h}) AS BIGINT) * {US_PER_HOUR} "
               f"+ CAST(round_even(({h} - trunc({h})) * {US_PER_HOUR}.0, 0) AS BIGINT))")
     return (f"coalesce({hours.start}, {hours.end} - {length})", f"coalesce({hours.end}, {hours.start} + {length})",
-            _measured_hours_sql(hours))
+            f"{hours.hours}_measured")
 
 
 def _hours_of(definition: Definition, column: str) -> str:
-    """SQL for the measured hours of the Hours rule whose hours column is `column`."""
-    return next(_measured_hours_sql(h) for h in definition.rules(Hours) if h.hours == column)
+    """The column (of _hours_cte) holding the measured hours of the Hours rule whose hours column is `column`."""
+    return f"{column}_measured"
+
+
+def _hours_cte(definition: Definition) -> str:
+    """A CTE `hourly` over `typed` (when the definition has Hours): each span's measured hours
+    once, and each HourlyCost's price x hours (worked out once, used by the row and the checks)."""
+    if not definition.rules(Hours):
+        return ""
+    columns = [f"{_measured_hours_sql(h)} AS {_hours_of(definition, h.hours)}" for h in definition.rules(Hours)]
+    costs = [f"{_expected_cost_sql(definition, cost)} AS {cost.column}_expected" for cost in definition.rules(HourlyCost)]
+    hourly = f"""
+        , hourly_0 AS (
+            SELECT *, {", ".join(columns)}
+            FROM typed
+        ), hourly AS (
+            SELECT *{"".join(", " + c for c in costs)}
+            FROM hourly_0
+        )"""
+    return hourly
 
 
 def _expected_cost_sql(definition: Definition, cost: HourlyCost) -> str:
@@ -616,11 +634,11 @@ def _expected_cost_sql(definition: Definition, cost: HourlyCost) -> str:
     rounded half to even to 12 then 6 places); NULL where that cannot be exact here (more than 28
     significant digits, hours tiny or huge, a price beyond 6 decimals): the reader's."""
     hours = _hours_of(definition, cost.hours)
-    price, price_text, hours_text = cost.price, f"CAST({cost.price} AS VARCHAR)", f"CAST(({hours}) AS VARCHAR)"
-    digits = "length(regexp_replace(regexp_replace(regexp_replace(@, 'e.*$', ''), '[.-]', '', 'g'), '^0+|0+$', '', 'g'))"
-    return (f"CASE WHEN {price} IS NOT NULL AND ({hours}) IS NOT NULL AND (({hours}) = 0 OR ({hours}) >= 1e-4) "
-            f"AND ({hours}) < 1e5 AND {price} < 1e9 AND {price} = round({price}, 6) AND CAST({price} AS DOUBLE) * ({hours}) < 1e10 "
-            f"AND {digits.replace('@', price_text)} + {digits.replace('@', hours_text)} <= 28 "
+    price, price_text, hours_text = cost.price, f"CAST({cost.price} AS VARCHAR)", f"CAST({hours} AS VARCHAR)"
+    digits = "length(trim(replace(@, '.', ''), '0'))"  # significant digits (no sign or exponent in these ranges)
+    return (f"CASE WHEN {price} IS NOT NULL AND {hours} IS NOT NULL AND ({hours} = 0 OR {hours} >= 1e-4) "
+            f"AND {hours} < 1e5 AND {price} < 1e9 AND {price} = round({price}, 6) AND CAST({price} AS DOUBLE) * {hours} < 1e10 "
+            f"AND NOT contains({hours_text}, 'e') AND {digits.replace('@', price_text)} + {digits.replace('@', hours_text)} <= 28 "
             f"THEN round_even(round_even(CAST({price} AS DECIMAL(15, 6)) * TRY_CAST({hours_text} AS DECIMAL(26, 21)), 12), 6) END")
 
 
@@ -714,7 +732,7 @@ def _run_checks(definition: Definition, step) -> list[tuple[str, None]]:
                 for f in definition.fields if f.column in step.agree for name in f.spellings[1:]]
     if isinstance(step, Hours):
         start, end, h = step.start, step.end, step.hours
-        measured = f"(epoch_us({end}) - epoch_us({start})) / 1e6 / 3600"
+        measured = _hours_of(definition, h)
         found_start, found_end, _ = _hours_sql(step)
         return [(f"({start} IS NULL OR {end} IS NULL OR {end} >= {start})", None),
                 (f"({start} IS NULL OR {end} IS NULL OR {h} IS NULL OR abs({h} - {measured}) <= greatest({step.tolerance!r} * {measured}, 0.01))",
@@ -722,7 +740,7 @@ def _run_checks(definition: Definition, step) -> list[tuple[str, None]]:
                 (f"(({start} IS NOT NULL AND {end} IS NOT NULL) OR {h} IS NULL "
                  f"OR ({found_start} >= {EARLIEST} AND {found_end} < {LATEST}))", None)]
     if isinstance(step, HourlyCost):  # a cost to flag, to price from the catalog, or not exact here
-        expected = _expected_cost_sql(definition, step)
+        expected = f"{step.column}_expected"
         hours = _hours_of(definition, step.hours)
         return [(f"(({step.price} IS NULL OR ({hours}) IS NULL) OR (({expected}) IS NOT NULL AND ({step.given} IS NULL "
                  f"OR abs({step.given} - ({expected})) <= 0.01 OR abs({step.given} - ({expected})) * 100 <= ({expected}))))", None),
