@@ -115,6 +115,19 @@ def hand_made() -> list[str]:
     lines += [json.dumps({"start_time": "2025-05-05T16:00:00Z", "project": "p", "host": "h"}),
               json.dumps({"run_id": "unknown", "start_time": "2025-05-05T16:00:00Z", "instance_type": "g5"}),
               json.dumps({"run_id": "no-start", "project": "p"})]
+    # the seed's spellings, measures and fields outside the vocabulary; spans, costs and rates
+    lines += [json.dumps({**BARE, "run_id": f"seed-{n}", **fields}) for n, fields in enumerate((
+        {"price_per_hour": 2.0}, {"price_per_hour": 2.0, "price_per_hour_usd": 3.0}, {"price_per_hour": 2, "price_per_hour_usd": 2.0},
+        {"best_val_metric": 0.9, "val_metric": 0.8}, {"best_val_metric": "x", "val_metric": 0.8}, {"tokens_per_sec": -1},
+        {"average_power_watts": 300.123456789}, {"average_power_watts": 300, "energy_kwh": 1}, {"optimizer": "adamw", "lr": {"k": 1}},
+        {"epochs": 3, "tags": {"epochs": "4"}}, {"nothing": None}, {"duration_hours": 2.5}, {"duration_hours": 3},
+        {"duration_hours": 1e6}, {"end_time": None, "duration_hours": 1.25, "price_per_hour_usd": 1.5},
+        {"start_time": None, "duration_hours": 0.5, "throughput_examples_per_sec": 10.5},
+        {"estimated_cost_usd": 3, "price_per_hour_usd": 1.2}, {"estimated_cost_usd": 3, "price_per_hour_usd": 1.21},
+        {"price_per_hour_usd": 1e8}, {"throughput_examples_per_sec": 1e15}, {"instance_type": "g5.xlarge"},
+        {"gpu_type": "A100", "gpu_count": 2}, {"gpu_type": "A100", "gpu_uuids": ["g1", "g2"], "instance_type": "g5.xlarge"},
+        {"gpu_type": "A100", "gpu_count": 0}, {"instance_type": "no-such-box", "gpu_type": "H999"},
+        {"end_time": None}, {"end_time": "2025-05-05T15:00:00Z"}))]
     return lines
 
 

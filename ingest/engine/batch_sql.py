@@ -15,6 +15,7 @@ exact reason; so a file loads as it would line by line, in bounded memory.
 """
 from __future__ import annotations
 
+import json
 import logging
 import re
 from datetime import timezone
@@ -63,7 +64,12 @@ log = logging.getLogger(__name__)
 def stage(definition: Definition, src: Source, con, ctx: ParseContext) -> Staged:
     """Stage a file's rows and rejects in `con`, JSON lines or CSV, a batch at a time."""
     prices = config.load().prices
-    accepted, header, header_line, passes = 0, None, 0, None
+    if definition.whole_document and _one_document(src):  # an array of records, or one over many lines
+        parsed = reader.parse(definition, staging.lines(src), ctx, prices)
+        log.debug("%s: one JSON document, read by the generic reader", src.name)
+        staging.insert_parsed(con, parsed, src.name)
+        return Staged(parsed.accepted, totals(definition, con), parsed.warnings)
+    accepted, header, header_line, passes, unknown = 0, None, 0, None, set()
     for items in definition.items:  # an item's row with its record's line, until repeated keys are settled
         con.execute(f"CREATE OR REPLACE TEMP TABLE {_by_line(items)} AS SELECT *, 0::BIGINT AS source_line "
                     f"FROM {items.table} LIMIT 0")
@@ -87,12 +93,43 @@ def stage(definition: Definition, src: Source, con, ctx: ParseContext) -> Staged
                 else:
                     passes = (_typed_sql(definition, ctx, _lenient_fields(definition, ctx), lenient=True),
                               _typed_sql(definition, ctx, _json_fields(definition, "rest")))
-            accepted += _stage_batch(definition, con, src, ctx, prices, passes, header, header_line)
+            accepted += _stage_batch(definition, con, src, ctx, prices, passes, header, header_line, unknown)
         finally:
             con.unregister("batch")
     figures = totals(definition, con)
     _settle_items(definition, con)
-    return Staged(accepted, figures)
+    return Staged(accepted, figures, reader.unknown_warning(definition, unknown))
+
+
+ONE_VALUE_BYTES = 16 << 20  # a file that is one JSON object over many lines is read whole up to this size
+HEAD_BYTES = 1 << 20
+
+
+def _one_document(src: Source) -> bool:
+    """Whether a file is one JSON value rather than JSON lines: it opens with `[` (an array of
+    records), or with an object whose first line is not JSON and the whole file (at most
+    ONE_VALUE_BYTES) is one value."""
+    with src.open_binary() as stream:
+        head = stream.read(HEAD_BYTES)
+    text = head.decode("utf-8", errors="replace").lstrip("\ufeff").lstrip()
+    if text.startswith("["):
+        return True
+    if not text.startswith("{"):
+        return False
+    try:
+        json.loads(text.split("\n", 1)[0])
+        return False  # a whole first line: JSON lines
+    except (json.JSONDecodeError, RecursionError):
+        pass
+    with src.open_binary() as stream:
+        whole = stream.read(ONE_VALUE_BYTES + 1)
+    if len(whole) > ONE_VALUE_BYTES:
+        return False
+    try:
+        json.loads(whole.decode("utf-8").lstrip("\ufeff"))
+        return True
+    except (json.JSONDecodeError, RecursionError, UnicodeDecodeError):
+        return False
 
 
 def _by_line(items: Items) -> str:
@@ -147,7 +184,7 @@ def totals(definition: Definition, con) -> dict:
 
 
 def _stage_batch(definition: Definition, con, src: Source, ctx: ParseContext, prices, passes: tuple[str, ...],
-                 header: list[str] | None, header_line: int) -> int:
+                 header: list[str] | None, header_line: int, unknown: set[str] | None = None) -> int:
     """Stage one batch of lines (JSON, or CSV under `header`); returns the rows it accepted.
     Each of `passes` types the lines the one before did not load (JSON: lenient, then strict);
     the lines none loads go to the generic reader."""
@@ -180,7 +217,7 @@ def _stage_batch(definition: Definition, con, src: Source, ctx: ParseContext, pr
     if suspects:  # the exact reason, or a quirk the SQL does not read: the generic reader
         log.debug("%s: %d lines read by the generic reader", src.name, len(suspects),
                   extra={"reader_lines": [line for line, _ in suspects]})  # which lines took which path
-        parsed = reader.read_lines(definition, suspects, ctx, prices, header)
+        parsed = reader.read_lines(definition, suspects, ctx, prices, header, unknown)
         for items in definition.items:
             parsed.tables[_by_line(items)] = parsed.tables.pop(items.table, [])
         staging.insert_parsed(con, parsed, src.name)

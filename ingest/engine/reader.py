@@ -104,6 +104,9 @@ def build_record(definition: Definition, record: object, line: int, ctx: ParseCo
         for child in children[items.table]:
             child[items.parent] = got[items.parent]
     row.update(got)
+    for hidden in [f.column for f in definition.fields if not f.stored] + [tag for step in definition.rules(Extras)
+                                                                           for _, tag in step.measures]:
+        row.pop(hidden, None)  # read for the rules, not columns (a measure is kept in the tags)
     if extra:
         row.update(_with_extra(definition, extra, row))
     if definition.flags:
@@ -120,9 +123,9 @@ def _extras(definition: Definition, step: Extras, record: dict, got: dict, unkno
     """The tags made of the record's keys outside the vocabulary (Extras); each measure's number
     also goes to `got` under its tag name."""
     known = {name for f in definition.fields for name in f.spellings} | {items.field for items in definition.items}
-    if all(key in known for key in record):
-        return {}
     agree = {name: f for f in definition.fields if f.column in step.agree for name in f.spellings[1:]}
+    if all(key in known and key not in agree for key in record):
+        return {}
     measures = dict(step.measures)
     extra: dict[str, str] = {}
     for key, value in record.items():
@@ -255,7 +258,7 @@ def _items(step: Items, value: object, got: dict, ctx: ParseContext) -> list[dic
                     read[rule.column] = (read[rule.time] - got[rule.start]).total_seconds()
                     if read[rule.column] < 0:
                         raise BadValue(rule.reason.format(item=where))
-        rows.append({step.seq: seq, **{f.column: read[f.column] for f in step.fields if f.column != step.parent}})
+        rows.append({step.seq: seq, **{f.column: read[f.column] for f in step.fields if f.column != step.parent and f.stored}})
     return rows
 
 
@@ -483,10 +486,11 @@ def _json_record(line: int, text: str, parsed: Parsed) -> object | None:
 
 
 def read_lines(definition: Definition, lines: Lines, ctx: ParseContext, prices: config.Prices,
-               header: list[str] | None) -> Parsed:
+               header: list[str] | None, unknown: set[str] | None = None) -> Parsed:
     """Rows from the given lines, JSON (no `header`) or CSV under `header`, each row kept (the
-    caller settles repeated keys): the lines the SQL pass leaves to this reader."""
-    parsed, unknown = Parsed(), set()
+    caller settles repeated keys): the lines the SQL pass leaves to this reader. Keys kept as tags
+    go to `unknown` when given (the caller words the warning once), else to the warnings."""
+    parsed, warn, unknown = Parsed(), unknown is None, set() if unknown is None else unknown
     for line, text in lines:
         if not text.strip():
             continue
@@ -501,7 +505,8 @@ def read_lines(definition: Definition, lines: Lines, ctx: ParseContext, prices: 
             parsed.accepted += 1
         except BadValue as error:
             parsed.rejects.append(Reject(line, str(error), text))
-    parsed.warnings.extend(unknown_warning(definition, unknown))
+    if warn:
+        parsed.warnings.extend(unknown_warning(definition, unknown))
     return parsed
 
 

@@ -22,7 +22,7 @@ from functools import partial
 
 from ingest.engine import batch_sql, reader
 from ingest.engine.definition import (COUNT, COUNT_LIST, MONEY, NUMBER, TEXT, TEXT_LIST, TEXT_MAP, TIME, CountOf, Default, Definition, Detect, Field,
-                                      HashedId, Items, Key, OneOf, Required, Since, Total, sniff as _sniff)
+                                      HashedId, Items, Key, OneOf, Required, Since, Total)
 from ingest.engine.definition import Extras, FromRate, HourlyCost, Hours
 from ingest.engine.values import BIGINT_MAX
 
@@ -112,7 +112,7 @@ RUNS = Definition(
               steps=(Field("value", NUMBER, minimum=None),
                      Required("value", "{item} has no value"),
                      Field("elapsed_s", NUMBER, unit="s"),
-                     Field("time", TIME),
+                     Field("time", TIME, stored=False),
                      Since("elapsed_s", "time", "started_at", "{item} is before the run started"),
                      Field("step", COUNT, minimum=None))),
     ),
@@ -132,7 +132,7 @@ RUNS = Definition(
 
 def sniff(name: str, head: str) -> bool:
     """A JSON text that names a run-summary field."""
-    return head.lstrip().startswith(("{", "[")) and _sniff(RUNS, head)
+    return head.lstrip().startswith(("{", "[")) and any(f'"{key}"' in head for key in RUNS.detect.any_of)
 
 
 parse = partial(reader.parse, RUNS)     # (lines, ctx, prices=None) -> Parsed, line by line
