@@ -1,4 +1,4 @@
-"""JSON run summaries (ingest/formats/runs/runs_json.py + run_record.py): parsed directly and loaded end to end."""
+"""JSON run summaries (ingest/formats/runs/run_summary.py, read by the generic reader): parsed directly and loaded end to end."""
 from __future__ import annotations
 
 import gzip

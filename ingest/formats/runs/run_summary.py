@@ -1,20 +1,16 @@
-"""Training-run summaries (JSON lines) as one definition read by the generic engine (ingest/engine).
+"""Training-run summaries as one definition read by the generic engine (ingest/engine): JSON lines
+(one run per line), or a file that is one JSON value (an array of runs, or run_meta.json: one run
+over many lines).
 
-Not the loader's path yet: runs_json (runs_columnar in SQL, json_records + run_record line by line)
-still loads run files. This definition states what the engine's vocabulary can say of the format
-today, and tests/test_run_summary_definition.py compares it with the old path over the run corpus,
-listing every difference. What the vocabulary cannot say yet (so the switch waits for it):
-
-- the run's span in hours: start from end - duration_hours, duration_s = hours x 3600, a
-  duration_hours that disagrees with end - start is a flag, not a refusal (Span refuses);
-- flags (notes on a loaded row: a cost or duration that disagrees, why a run has no cost, energy
-  derived from average_power_watts);
-- the cost: price_per_hour_usd x hours to the micro-dollar, the catalog's price for a run
-  (GPU price x GPUs when it names its GPUs, else the instance's), cost_source given/derived/catalog;
-- examples from throughput x hours, energy from average power x hours;
-- spellings that must agree (price_per_hour with price_per_hour_usd), the seed's measures kept
-  as tags in their unit, fields outside the vocabulary kept as tags (and named in a warning);
-- a file that is one JSON value (an array of runs, or one object over many lines).
+The engine's SQL pass (batch_sql.py) loads the plain lines; the generic reader (reader.py) reads
+the rest with the same definition and names the reason a line is refused. What the definition
+says, besides the fields: the run's span in hours (Hours: start from end - duration_hours, a
+duration_hours that disagrees with the timestamps is a flag), the cost (HourlyCost: given, price x
+hours to the micro-dollar, or the catalog's price, cost_source given / derived / catalog; a run
+without a cost is flagged with why), examples and energy from rates (FromRate), the seed's
+spellings and measures and fields outside the vocabulary kept as tags (Extras), the run_id of a
+run that gives none hashed from its values as written (HashedId), eval points (Items).
+docs/formats/runs.md describes the format.
 """
 from __future__ import annotations
 
