@@ -176,8 +176,9 @@ def _hours(step: Hours, got: dict, named: dict, flags: list[str]) -> None:
     got[step.seconds] = None if hours is None else hours * 3600
 
 
-def _hourly_cost(step: HourlyCost, record: dict, got: dict, prices: config.Prices, flags: list[str]) -> None:
-    """The amount and its source (HourlyCost): given, price x hours, or the catalog's price x hours."""
+def _hourly_cost(step: HourlyCost, record: dict, got: dict, prices: config.Prices | None, flags: list[str]) -> None:
+    """The amount and its source (HourlyCost): given, price x hours, or the catalog's price x hours
+    (no catalog when `prices` is None); an amount that cannot be had is flagged ("" flags nothing)."""
     price, given, hours = got[step.price], got[step.given], got[step.hours]
     expected = None
     if price is not None and hours is not None:
@@ -189,16 +190,16 @@ def _hourly_cost(step: HourlyCost, record: dict, got: dict, prices: config.Price
             flags.append(step.differs.format(given=given, expected=expected.quantize(CENT)))
     elif expected is not None:
         cost, source = expected, "derived"
-    elif price is None and hours is not None:
+    elif price is None and hours is not None and prices is not None:
         price = _hourly_catalog_price(step, got, prices)
         if price is not None:
             cost = values.fit_money(price * Decimal(repr(hours)), step.catalog_too_large).quantize(MICRO_USD)
             source = "catalog"
             got[step.price] = price
-    if cost is None:
+    if cost is None and prices is not None:  # without a catalog (None) the caller prices the run
         if hours is None:
-            flags.append(step.open)
-        else:
+            flags.extend([step.open] if step.open else [])
+        elif step.unpriced:
             names = [f"{name} {record[name]!r}" for name in step.named if not values.is_absent(record.get(name))]
             flags.append(step.unpriced.format(names=" or ".join(names) if names else step.unnamed))
     got[step.column], got[step.source] = cost, source
