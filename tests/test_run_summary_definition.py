@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from datetime import timezone
 from pathlib import Path
 from typing import Any
 
-from ingest.engine import staging
+from ingest.engine import batch_sql, reader, staging
+from ingest.engine.batch_sql import LONG_NUMBER
 from ingest.engine.contract import ParseContext
 from ingest.formats.runs import run_summary
 from tests import run_cases
@@ -92,12 +94,34 @@ def corpus(tmp_path: Path) -> list[Path]:
              write(tmp_path / "plain.jsonl", [json.dumps(run_cases.plain_record(rng, n)) for n in range(300)]),
              write(tmp_path / "fuzz.jsonl", [line for line in ISSUE_RUNS if len(line) < 1_000_000]),
              write(tmp_path / "hand.jsonl", hand_made())]
-    return files
+    # the same records as one JSON array (DuckDB's array reader in SQL), and an array repeating runs
+    # (without numbers longer than a double keeps: such an array is the reader's whole)
+    objects = [json.loads(line) for line in run_cases.EVERY_KIND + hand_made() if run_cases._valid(line)]
+    (tmp_path / "every_kind.json").write_text(json.dumps([o for o in objects if not long_number(o)], indent=2))
+    repeated = [{**run_cases.random_record(rng, n % 400), "val_metric": n} for n in range(1200)]
+    (tmp_path / "repeated.json").write_text("\n\n" + json.dumps([r for r in repeated if not long_number(r)]))
+    (tmp_path / "long.json").write_text(json.dumps(objects))
+    return files + [tmp_path / "every_kind.json", tmp_path / "repeated.json", tmp_path / "long.json"]
 
 
-def test_the_engine_reads_the_run_definition_alike_in_sql_and_line_by_line(tmp_path):
+def long_number(record: dict) -> bool:
+    return re.search(LONG_NUMBER, json.dumps(record)) is not None
+
+
+def test_the_engine_reads_the_run_definition_alike_in_sql_and_line_by_line(tmp_path, monkeypatch):
+    whole: list[str] = []  # the files the SQL pass handed to the reader whole
+    parse = reader.parse
+
+    def spy(definition, lines, *args, **kwargs):
+        lines = list(lines)
+        whole.append(lines[0][1][:20] if lines else "")
+        return parse(definition, lines, *args, **kwargs)
+
+    monkeypatch.setattr(batch_sql.reader, "parse", spy)
     for path in corpus(tmp_path):
+        whole.clear()
         sql, by_reader, result, parsed = two_ways(path)
+        assert len(whole) == (1 if path.name == "long.json" else 0), path.name
         for table in COMPARED:
             assert sql[table] == by_reader[table], (path.name, table)
         assert result.totals == run_summary.totals(parsed), path.name

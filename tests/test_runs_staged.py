@@ -175,10 +175,17 @@ def test_duration_hours_reach_the_microsecond_python_gives(tmp_path, monkeypatch
 def test_an_array_of_runs_keeps_each_runs_last_element(tmp_path, monkeypatch):
     rng = random.Random(11)
     records = [{**plain_record(rng, n % 150), "val_metric": n} for n in range(600)]  # each run_id 4 times
+    for record in records:
+        record["tags"].pop("instance")  # 17 digits: an array holding such a number is the reader's whole
     path = tmp_path / "runs.json.gz"
     path.write_bytes(gzip.compress(json.dumps(records, indent=1).encode()))
-    runs, rejects, _, result = stage(path, monkeypatch)
-    assert rejects == [] and result.accepted == 600
+
+    def whole(*args, **kwargs):
+        raise AssertionError("the array went to the reader whole")
+
+    monkeypatch.setattr(reader, "parse", whole)  # read by DuckDB's array reader and the SQL pass
+    runs, rejects, by_reader, result = stage(path, monkeypatch)
+    assert rejects == [] and result.accepted == 600 and by_reader == []
     assert {k: r["val_metric"] for k, r in runs.items()} == {r["run_id"]: r["val_metric"] for r in records}
     assert {r["source_line"] for r in runs.values()} == {1}  # an element is numbered with the array's first line
 
@@ -239,3 +246,13 @@ def test_the_sample_runs_and_a_gzip_copy_load_alike(tmp_path, monkeypatch):
     plain, packed_runs = stage(sample, monkeypatch)[0], stage(packed, monkeypatch)[0]
     ids = [json.loads(line)["run_id"] for line in sample.read_text().splitlines() if line.strip()]
     assert plain == packed_runs and set(plain) == set(ids)
+
+
+def test_an_array_with_a_number_longer_than_a_double_is_read_exactly(tmp_path, monkeypatch):
+    """DuckDB's array reader would round it to a double: the array goes to the reader whole, which
+    reads the amount as written (alone on its line, as an indented array may write it)."""
+    text = json.dumps([{**BARE, "price_per_hour_usd": 1, "estimated_cost_usd": 0}], indent=2)
+    path = tmp_path / "runs.json"
+    path.write_text(text.replace('"estimated_cost_usd": 0', '"estimated_cost_usd":\n    123456.1234567890123'))
+    runs, rejects, _, _ = stage(path, monkeypatch)
+    assert rejects == [] and runs["r1"]["cost_given_usd"] == Decimal("123456.1234567890123").quantize(Decimal("1e-12"))

@@ -21,6 +21,7 @@ import re
 from datetime import timezone
 from decimal import Decimal
 
+import duckdb
 import pyarrow as pa
 
 from ingest.engine import line_sql, staging, values
@@ -65,6 +66,11 @@ def stage(definition: Definition, src: Source, con, ctx: ParseContext) -> Staged
     """Stage a file's rows and rejects in `con`, JSON lines or CSV, a batch at a time."""
     prices = config.load().prices
     if definition.whole_document and _one_document(src):  # an array of records, or one over many lines
+        first = next(((line, text) for line, text in staging.lines(src) if text.strip()), None)
+        if first is not None and first[1].lstrip("\ufeff").lstrip().startswith("[") and not _has_long_number(src):
+            staged = _stage_array(definition, src, con, ctx, prices, first)
+            if staged is not None:
+                return staged
         parsed = reader.parse(definition, staging.lines(src), ctx, prices)
         log.debug("%s: one JSON document, read by the generic reader", src.name)
         staging.insert_parsed(con, parsed, src.name)
@@ -131,6 +137,59 @@ def _one_document(src: Source) -> bool:
         return True
     except (json.JSONDecodeError, RecursionError, UnicodeDecodeError):
         return False
+
+
+ARRAY_ELEMENTS = 100_000  # elements of a JSON array typed by one pass
+# A JSON number (after the `:`, `,` or `[` before it, or first on its line) with more digits than a
+# double keeps; digits in a string ("i-06831718843699913") are not one, though a string holding
+# `: 1234...` is taken for one (read by the reader, the same either way).
+LONG_JSON_NUMBER = r"(^|[:,\[])[ \t\r]*[-+0-9.eE]*[0-9.]{17}"
+
+
+def _has_long_number(src: Source) -> bool:
+    """Whether a line holds a number with more digits than a double keeps (DuckDB's array reader
+    might round it): such an array is the generic reader's."""
+    import pyarrow.compute as pc
+
+    return any(pc.any(pc.match_substring_regex(batch["raw"], LONG_JSON_NUMBER)).as_py() for batch in staging.line_batches(src))
+
+
+def _stage_array(definition: Definition, src: Source, con, ctx: ParseContext, prices, first: tuple[int, str]) -> Staged | None:
+    """Stage a JSON array's elements (DuckDB's array reader, streamed) as JSON lines numbered by
+    their place, so a repeated key keeps its last element; then every row and reject takes the
+    array's first line (and a reject its text), as the generic reader numbers them. None when
+    DuckDB cannot read the array (the reader says what is wrong)."""
+    line, text = first
+    con.execute("SET preserve_insertion_order = true")  # an element's place is its order in the array
+    try:
+        con.execute("CREATE OR REPLACE TEMP TABLE elements AS SELECT row_number() OVER () AS line, CAST(json AS VARCHAR) AS raw "
+                    "FROM read_json_objects(?, format = 'array', compression = ?)", [str(src.path), src.duckdb_compression])
+    except duckdb.Error:
+        return None
+    finally:
+        con.execute("SET preserve_insertion_order = false")
+    for items in definition.items:
+        con.execute(f"CREATE OR REPLACE TEMP TABLE {_by_line(items)} AS SELECT *, 0::BIGINT AS source_line "
+                    f"FROM {items.table} LIMIT 0")
+    count = staging.count(con, "elements")
+    passes = (_typed_sql(definition, ctx, _lenient_fields(definition, ctx), lenient=True),
+              _typed_sql(definition, ctx, _json_fields(definition, "rest")),
+              _typed_sql(definition, ctx, _json_fields(definition, "batch")))
+    accepted, unknown = 0, set()
+    for start in range(0, count, ARRAY_ELEMENTS):
+        elements = con.sql(f"SELECT line, raw FROM elements WHERE line > {start} AND line <= {start + ARRAY_ELEMENTS} "
+                           "ORDER BY line").to_arrow_table()
+        con.register("batch", pa.Table.from_batches(elements.to_batches(max_chunksize=VECTOR_ROWS)))
+        try:
+            accepted += _stage_batch(definition, con, src, ctx, prices, passes, None, 0, unknown)
+        finally:
+            con.unregister("batch")
+    con.execute("DROP TABLE elements")
+    figures = totals(definition, con)  # the last element of a repeated key is kept here
+    _settle_items(definition, con)
+    con.execute(f"UPDATE {definition.table} SET source_line = ?", [line])
+    con.execute("UPDATE rejects SET line = ?, raw = left(?, 500) WHERE path = ?", [line, text, src.name])
+    return Staged(accepted, figures, reader.unknown_warning(definition, unknown))
 
 
 def _by_line(items: Items) -> str:
