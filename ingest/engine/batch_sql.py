@@ -67,7 +67,7 @@ def stage(definition: Definition, src: Source, con, ctx: ParseContext) -> Staged
     prices = config.load().prices
     if definition.whole_document and _one_document(src):  # an array of records, or one over many lines
         first = next(((line, text) for line, text in staging.lines(src) if text.strip()), None)
-        if first is not None and first[1].lstrip("\ufeff").lstrip().startswith("[") and not _has_long_number(src):
+        if first is not None and first[1].lstrip("\ufeff").lstrip().startswith("["):
             staged = _stage_array(definition, src, con, ctx, prices, first)
             if staged is not None:
                 return staged
@@ -140,23 +140,9 @@ def _one_document(src: Source) -> bool:
 
 
 ARRAY_ELEMENTS = 100_000  # elements of a JSON array typed by one pass
-# A JSON number (after the `:`, `,` or `[` before it, or first on its line) with more digits than a
-# double keeps; digits in a string ("i-06831718843699913") are not one, though a string holding
-# `: 1234...` is taken for one (read by the reader, the same either way).
-LONG_JSON_NUMBER = r"(^|[:,\[])[ \t\r]*[-+0-9.eE]*[0-9.]{17}"
-
-
-def _has_long_number(src: Source) -> bool:
-    """Whether a line holds a number with more digits than a double keeps (DuckDB's array reader
-    might round it): such an array is the generic reader's."""
-    import pyarrow.compute as pc
-
-    return any(pc.any(pc.match_substring_regex(batch["raw"], LONG_JSON_NUMBER)).as_py() for batch in staging.line_batches(src))
-
-
 def _stage_array(definition: Definition, src: Source, con, ctx: ParseContext, prices, first: tuple[int, str]) -> Staged | None:
-    """Stage a JSON array's elements (DuckDB's array reader, streamed) as JSON lines numbered by
-    their place, so a repeated key keeps its last element; then every row and reject takes the
+    """Stage a JSON array's elements (DuckDB's array reader, streamed: each element's text as
+    written, so a long number stays exact) as JSON lines numbered by their place, so a repeated key keeps its last element; then every row and reject takes the
     array's first line (and a reject its text), as the generic reader numbers them. None when
     DuckDB cannot read the array (the reader says what is wrong)."""
     line, text = first
