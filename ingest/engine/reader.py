@@ -12,6 +12,7 @@ import hashlib
 import json
 import math
 import re
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal, localcontext
 
@@ -45,8 +46,9 @@ def build_record(definition: Definition, record: object, line: int, ctx: ParseCo
     children: dict[str, list[dict]] = {}
     flags: list[str] = []          # notes on the row (Definition.flags)
     extra: dict[str, str] = {}     # tags from keys outside the vocabulary (Extras)
+    plan = _plan(definition)
     for step in definition.steps:
-        if isinstance(step, (Extras, Hours, HourlyCost, FromRate)):
+        if type(step) in RUN_STEPS:
             if isinstance(step, Extras):
                 extra = _extras(definition, step, record, got, unknown)
             elif isinstance(step, Hours):
@@ -104,8 +106,7 @@ def build_record(definition: Definition, record: object, line: int, ctx: ParseCo
         for child in children[items.table]:
             child[items.parent] = got[items.parent]
     row.update(got)
-    for hidden in [f.column for f in definition.fields if not f.stored] + [tag for step in definition.rules(Extras)
-                                                                           for _, tag in step.measures]:
+    for hidden in plan.hidden:
         row.pop(hidden, None)  # read for the rules, not columns (a measure is kept in the tags)
     if extra:
         row.update(_with_extra(definition, extra, row))
@@ -119,12 +120,43 @@ def build_record(definition: Definition, record: object, line: int, ctx: ParseCo
     return row, children
 
 
+RUN_STEPS = frozenset((Extras, Hours, HourlyCost, FromRate))
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What build_record works out once per definition rather than once per record."""
+
+    hidden: tuple[str, ...]         # columns read for the rules that are not the table's (not stored, measures)
+    known: frozenset[str]           # every key a Field or Items reads
+    plain: frozenset[str]           # the keys of a record Extras has nothing to do for
+    agree: dict                     # a column's other spelling -> its Field (Extras.agree)
+
+
+_PLANS: dict[int, tuple[Definition, _Plan]] = {}
+
+
+def _plan(definition: Definition) -> _Plan:
+    found = _PLANS.get(id(definition))
+    if found is not None and found[0] is definition:
+        return found[1]
+    fields = definition.fields
+    known = frozenset(name for f in fields for name in f.spellings) | {items.field for items in definition.items}
+    agree = {name: f for step in definition.rules(Extras) for f in fields if f.column in step.agree
+             for name in f.spellings[1:]}
+    plan = _Plan(hidden=tuple(f.column for f in fields if not f.stored)
+                 + tuple(tag for step in definition.rules(Extras) for _, tag in step.measures),
+                 known=known, plain=known - set(agree), agree=agree)
+    _PLANS[id(definition)] = (definition, plan)  # the definition is kept, so its id is not reused
+    return plan
+
+
 def _extras(definition: Definition, step: Extras, record: dict, got: dict, unknown: set[str] | None) -> dict[str, str]:
     """The tags made of the record's keys outside the vocabulary (Extras); each measure's number
     also goes to `got` under its tag name."""
-    known = {name for f in definition.fields for name in f.spellings} | {items.field for items in definition.items}
-    agree = {name: f for f in definition.fields if f.column in step.agree for name in f.spellings[1:]}
-    if all(key in known and key not in agree for key in record):
+    plan = _plan(definition)
+    known, agree = plan.known, plan.agree
+    if plan.plain.issuperset(record):
         return {}
     measures = dict(step.measures)
     extra: dict[str, str] = {}
@@ -294,7 +326,11 @@ def _catalog_price(step: CatalogCost, got: dict, prices: config.Prices) -> Decim
 
 def _name(record: dict, field: Field) -> str:
     """The spelling the record used (the first present), for reasons a user recognises."""
-    return next((n for n in field.spellings if not values.is_absent(record.get(n))), field.column)
+    for name in field.spellings:
+        value = record.get(name)
+        if value is not None and not values.is_absent(value):
+            return name
+    return field.column
 
 
 def _read(field: Field, record: dict, name: str, ctx: ParseContext, key: str | None = None,
