@@ -2,7 +2,7 @@
 
     python bench/bench_runs.py [--runs N]
 
-- parse: ingest.formats.runs.runs_json.parse vs plain json.loads of the same lines
+- parse: ingest.formats.runs.run_summary.parse vs plain json.loads of the same lines
 - ingest: loader.ingest_file (parse + validate + load into DuckDB) vs the same json.loads
 - page query: metrics.queries.training_runs (frontier, dominance, cost-to-target) vs SELECT * FROM runs
 """
@@ -57,7 +57,7 @@ def main() -> None:
         from metrics import queries
         from app.filters import Filters
         from ingest.engine import warehouse
-        from ingest.formats.runs import runs_json
+        from ingest.formats.runs import run_summary
         from ingest.pipeline import loader
         from ingest.engine.contract import ParseContext, numbered
 
@@ -67,7 +67,7 @@ def main() -> None:
         context = ParseContext("runs.jsonl", timezone.utc)
 
         baseline = best_of(3, lambda: [json.loads(line, parse_float=Decimal) for line in lines])
-        parse = best_of(3, lambda: runs_json.parse(numbered(lines), context))
+        parse = best_of(3, lambda: run_summary.parse(numbered(lines), context))
         began = time.perf_counter()
         summary = loader.ingest_file(path)
         ingest = time.perf_counter() - began

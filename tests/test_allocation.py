@@ -25,7 +25,7 @@ import pytest
 
 from ingest.engine import warehouse as wh
 from ingest.engine.contract import ParseContext
-from ingest.formats.runs import runs_json
+from ingest.formats.runs import run_summary
 from ingest.pipeline import loader
 from ingest.settings import config
 from metrics import allocation
@@ -267,7 +267,7 @@ def test_a_run_without_a_price_gets_a_catalog_estimate():
         {"run_id": "logged", "start_time": "2026-01-01T00:00:00Z", "duration_hours": 1,
          "instance_type": "g5.xlarge", "price_per_hour_usd": 0.5},
     ]
-    parsed = runs_json.parse(list(enumerate((json.dumps(r) for r in records), start=1)),
+    parsed = run_summary.parse(list(enumerate((json.dumps(r) for r in records), start=1)),
                              ParseContext(source="runs.jsonl", tz=timezone.utc))
     runs = {row["run_id"]: row for row in parsed.tables["runs"]}
     g5 = Decimal(str(catalog["instance_usd_per_hour"]["g5.xlarge"]))

@@ -1,65 +1,28 @@
-"""The run-summary definition (ingest/formats/runs/run_summary.py) against the old run path
-(runs_json: run_record line by line, runs_columnar in SQL) over every run file of the corpus:
-the sample runs, the tests' run fixtures, the record kinds and seeded random records of
-tests/test_runs_columnar.py, the fuzz findings of tests/test_fuzz.py, and hand-made lines for
-every rule of the definition.
-
-Two things are checked. The engine's two paths agree with each other on every file (the SQL pass
-and the generic reader: the same runs, eval points, rejects and totals). And the definition
-agrees with the old path except where listed: GAPS names each column the definition does not
-state yet (the switch waits for them, see the module's docstring) and REASONS each reject that
-differs, as a wording change or a gap. A difference not listed fails the test, so the lists are
-the state of the switch, measured."""
+"""The run-summary definition (ingest/formats/runs/run_summary.py) read by the engine's two paths,
+the SQL pass (ingest/engine/batch_sql.py) and the generic reader (ingest/engine/reader.py), over
+every run file of the corpus: the sample runs, the tests' run fixtures, the record kinds and seeded
+random records of tests/run_cases.py, the fuzz findings of tests/test_fuzz.py, and hand-made lines
+for every rule of the definition. Both paths must stage the same runs, eval points, rejects and
+totals. (The definition was compared with the old run parsers line by line until they were
+deleted; the values themselves are checked against plain Python in tests/test_runs_staged.py.)"""
 from __future__ import annotations
 
 import json
 import random
 import re
-from collections import Counter
 from datetime import timezone
 from pathlib import Path
+from typing import Any
 
-import pytest
-
-from ingest.engine import staging
+from ingest.engine import batch_sql, reader, staging
+from ingest.engine.batch_sql import LONG_NUMBER
 from ingest.engine.contract import ParseContext
-from ingest.formats.runs import run_summary, runs_json
-from tests import test_runs_columnar as columnar
+from ingest.formats.runs import run_summary
+from tests import run_cases
 from tests.conftest import REPO_ROOT
 
 UTC = timezone.utc
 BARE = {"run_id": "h", "start_time": "2025-05-05T16:00:00Z", "end_time": "2025-05-05T18:30:00Z"}
-
-# Columns the definition does not state yet, and why the old path's value differs.
-GAPS = {
-    "started_at": "derived from end_time - duration_hours",
-    "ended_at": "derived from start_time + duration_hours",
-    "duration_s": "the run's span in hours",
-    "cost_usd": "price x hours, the catalog's price",
-    "cost_source": "given / derived / catalog",
-    "price_per_hour_usd": "the catalog's price for a run that gives none",
-    "flags": "notes on a loaded run",
-    "examples": "derived from throughput x hours",
-    "examples_source": "given / derived",
-    "energy_kwh": "derived from average_power_watts x hours",
-    "tags": "fields outside the vocabulary and the seed's measures kept as tags",
-    "source_line": "the run's later record is refused by one path only (listed in REASONS)",
-    "run_id": "hashed from the record's raw values (str(None) is 'None'); the engine hashes the values read",
-}
-# Rejects that differ: (old reason, new reason) patterns, each a wording change or a gap.
-REASONS = [
-    # wording changes (each rule's once)
-    (r"eval_history\[\d+\] is before the run started", r"eval_history\[\d+\]\.elapsed_s is negative \(-[0-9.]+\)",
-     "wording: a negative elapsed_s names the field"),
-    (r"tag (?P<n>'.*') must be a single value", r"tags (?P<n>'.*') must be a single value", "wording: tags, as the field is named"),
-    (r"(?P<n>[a-z_]+) is negative \(-[0-9.]+\)", r"(?P<n>[a-z_]+) is negative \(-[0-9.]+\)",
-     "wording: a negative number as read (-1, not -1.0 or -1.000000000000)"),
-    # gaps: rules the definition does not state yet (the old path refuses, the definition loads; or the reverse)
-    (r"duration_hours .*", r"", "gap: duration_hours"),
-    (r"throughput_examples_per_sec .* is more examples than the warehouse holds.*", r"", "gap: examples"),
-    (r"end_time .* is before start_time .*", r"", "gap: the span"),
-    (r"", r"no start_time \(and no end_time with duration_hours to derive it\)", "gap: start from end - duration"),
-]
 COMPARED = ("runs", "run_evals", "rejects")
 
 
@@ -68,51 +31,22 @@ def staged(con) -> dict[str, list]:
     names = [d[0] for d in cursor.description]
     runs = [dict(zip(names, row)) for row in cursor.fetchall()]
     evals = con.execute("SELECT * FROM run_evals ORDER BY run_id, seq").fetchall()
-    rejects = con.execute("SELECT line, reason FROM rejects ORDER BY line, reason").fetchall()
-    return {"runs": {r["run_id"]: r for r in runs},
-            "run_evals": evals, "rejects": rejects}
+    rejects = con.execute("SELECT line, reason, raw FROM rejects ORDER BY line, reason").fetchall()
+    return {"runs": {r["run_id"]: r for r in runs}, "run_evals": evals, "rejects": rejects}
 
 
-def three_ways(path: Path) -> tuple[dict, dict, dict, dict, dict]:
-    """(old, new in SQL, new by the reader, new SQL totals, new reader totals) of one file."""
-    ctx = ParseContext(str(path), UTC)
-    cons = [staging.open_stage() for _ in range(3)]
+def two_ways(path: Path, tz=UTC) -> tuple[dict, dict, object, Any]:
+    """(staged by the SQL pass, staged by the reader alone, the SQL pass's Staged, the reader's Parsed)."""
+    ctx = ParseContext(str(path), tz)
+    cons = [staging.open_stage() for _ in range(2)]
     try:
-        staging.insert_parsed(cons[0], runs_json.parse(staging.lines(staging.Source.of(path)), ctx), str(path))
-        sql_totals = run_summary.stage(staging.Source.of(path), cons[1], ctx).totals
+        result = run_summary.stage(staging.Source.of(path), cons[0], ctx)
         parsed = run_summary.parse(staging.lines(staging.Source.of(path)), ctx)
-        staging.insert_parsed(cons[2], parsed, str(path))
-        return (*(staged(con) for con in cons), sql_totals, run_summary.totals(parsed))
+        staging.insert_parsed(cons[1], parsed, str(path))
+        return staged(cons[0]), staged(cons[1]), result, parsed
     finally:
         for con in cons:
             con.close()
-
-
-def differences(old: dict, new: dict) -> tuple[Counter, list[tuple[int, str, str]]]:
-    """(columns that differ on runs both loaded, counted; reject lines whose reasons differ)."""
-    columns = Counter()
-    for run_id in old["runs"].keys() & new["runs"].keys():
-        if old["runs"][run_id]["source_line"] != new["runs"][run_id]["source_line"]:
-            columns["source_line"] += 1  # a later record of the run that one path refuses (its reject is below)
-            continue
-        for column, value in old["runs"][run_id].items():
-            if column not in ("source_kind",) and new["runs"][run_id].get(column) != value:
-                columns[column] += 1
-    for run_id in old["runs"].keys() ^ new["runs"].keys():
-        columns["run_id"] += 1  # a run one path loads under another id, or refuses
-    old_rejects, new_rejects = dict(old["rejects"]), dict(new["rejects"])
-    reasons = [(line, old_rejects.get(line, ""), new_rejects.get(line, ""))
-               for line in sorted(old_rejects.keys() | new_rejects.keys())
-               if old_rejects.get(line) != new_rejects.get(line)]
-    return columns, reasons
-
-
-def listed(old_reason: str, new_reason: str) -> str | None:
-    for old_pattern, new_pattern, kind in REASONS:
-        old_match, new_match = re.fullmatch(old_pattern, old_reason), re.fullmatch(new_pattern, new_reason)
-        if old_match and new_match and old_match.groupdict().get("n") == new_match.groupdict().get("n"):
-            return kind
-    return None
 
 
 # --- the files ----------------------------------------------------------------------------------
@@ -132,6 +66,19 @@ def hand_made() -> list[str]:
     lines += [json.dumps({"start_time": "2025-05-05T16:00:00Z", "project": "p", "host": "h"}),
               json.dumps({"run_id": "unknown", "start_time": "2025-05-05T16:00:00Z", "instance_type": "g5"}),
               json.dumps({"run_id": "no-start", "project": "p"})]
+    # the seed's spellings, measures and fields outside the vocabulary; spans, costs and rates
+    lines += [json.dumps({**BARE, "run_id": f"seed-{n}", **fields}) for n, fields in enumerate((
+        {"price_per_hour": 2.0}, {"price_per_hour": 2.0, "price_per_hour_usd": 3.0}, {"price_per_hour": 2, "price_per_hour_usd": 2.0},
+        {"best_val_metric": 0.9, "val_metric": 0.8}, {"best_val_metric": "x", "val_metric": 0.8}, {"tokens_per_sec": -1},
+        {"average_power_watts": 300.123456789}, {"average_power_watts": 300, "energy_kwh": 1}, {"optimizer": "adamw", "lr": {"k": 1}},
+        {"epochs": 3, "tags": {"epochs": "4"}}, {"nothing": None}, {"duration_hours": 2.5}, {"duration_hours": 3},
+        {"duration_hours": 1e6}, {"end_time": None, "duration_hours": 1.25, "price_per_hour_usd": 1.5},
+        {"start_time": None, "duration_hours": 0.5, "throughput_examples_per_sec": 10.5},
+        {"estimated_cost_usd": 3, "price_per_hour_usd": 1.2}, {"estimated_cost_usd": 3, "price_per_hour_usd": 1.21},
+        {"price_per_hour_usd": 1e8}, {"throughput_examples_per_sec": 1e15}, {"instance_type": "g5.xlarge"},
+        {"gpu_type": "A100", "gpu_count": 2}, {"gpu_type": "A100", "gpu_uuids": ["g1", "g2"], "instance_type": "g5.xlarge"},
+        {"gpu_type": "A100", "gpu_count": 0}, {"instance_type": "no-such-box", "gpu_type": "H999"},
+        {"end_time": None}, {"end_time": "2025-05-05T15:00:00Z"}))]
     return lines
 
 
@@ -139,43 +86,51 @@ def corpus(tmp_path: Path) -> list[Path]:
     from tests.test_fuzz import ISSUE_RUNS
 
     rng = random.Random(42)
+    write = run_cases.write
     files = [REPO_ROOT / "sample_data" / "runs.jsonl", REPO_ROOT / "tests" / "cases" / "pages_runs.jsonl",
              REPO_ROOT / "tests" / "cases" / "pages_bad_lines.jsonl",
-             columnar.write(tmp_path / "every_kind.jsonl", columnar.EVERY_KIND),
-             columnar.write(tmp_path / "random.jsonl", [json.dumps(columnar.random_record(rng, n)) for n in range(1500)]),
-             columnar.write(tmp_path / "plain.jsonl", [json.dumps(columnar.plain_record(rng, n)) for n in range(300)]),
-             columnar.write(tmp_path / "fuzz.jsonl", [line for line in ISSUE_RUNS if len(line) < 1_000_000]),
-             columnar.write(tmp_path / "hand.jsonl", hand_made())]
-    return files
+             write(tmp_path / "every_kind.jsonl", run_cases.EVERY_KIND),
+             write(tmp_path / "random.jsonl", [json.dumps(run_cases.random_record(rng, n)) for n in range(1500)]),
+             write(tmp_path / "plain.jsonl", [json.dumps(run_cases.plain_record(rng, n)) for n in range(300)]),
+             write(tmp_path / "fuzz.jsonl", [line for line in ISSUE_RUNS if len(line) < 1_000_000]),
+             write(tmp_path / "hand.jsonl", hand_made())]
+    # the same records as one JSON array (DuckDB's array reader in SQL), and an array repeating runs
+    # (and with numbers longer than a double keeps: the element's text is read as written)
+    objects = [json.loads(line) for line in run_cases.EVERY_KIND + hand_made() if run_cases._valid(line)]
+    (tmp_path / "every_kind.json").write_text(json.dumps([o for o in objects if not long_number(o)], indent=2))
+    repeated = [{**run_cases.random_record(rng, n % 400), "val_metric": n} for n in range(1200)]
+    (tmp_path / "repeated.json").write_text("\n\n" + json.dumps([r for r in repeated if not long_number(r)]))
+    (tmp_path / "long.json").write_text(json.dumps(objects))
+    return files + [tmp_path / "every_kind.json", tmp_path / "repeated.json", tmp_path / "long.json"]
 
 
-def test_the_engine_reads_the_run_definition_alike_in_sql_and_line_by_line(tmp_path):
+def long_number(record: dict) -> bool:
+    return re.search(LONG_NUMBER, json.dumps(record)) is not None
+
+
+def test_the_engine_reads_the_run_definition_alike_in_sql_and_line_by_line(tmp_path, monkeypatch):
+    whole: list[str] = []  # the files the SQL pass handed to the reader whole
+    parse = reader.parse
+
+    def spy(definition, lines, *args, **kwargs):
+        lines = list(lines)
+        whole.append(lines[0][1][:20] if lines else "")
+        return parse(definition, lines, *args, **kwargs)
+
+    monkeypatch.setattr(batch_sql.reader, "parse", spy)
     for path in corpus(tmp_path):
-        _, sql, by_reader, sql_totals, reader_totals = three_ways(path)
+        whole.clear()
+        sql, by_reader, result, parsed = two_ways(path)
+        assert whole == [], path.name  # arrays too: DuckDB's array reader, then the SQL pass
         for table in COMPARED:
             assert sql[table] == by_reader[table], (path.name, table)
-        assert sql_totals == reader_totals, path.name
+        assert result.totals == run_summary.totals(parsed), path.name
+        assert result.accepted == parsed.accepted and result.warnings == parsed.warnings, path.name
+        assert len(sql["runs"]) + len(sql["rejects"]) > 0, path.name
 
 
-@pytest.mark.xfail(strict=True, reason="the definition does not state the whole format yet (GAPS)")
-def test_the_definition_loads_what_the_old_path_loads(tmp_path):
-    """Fails while a gap is open; when it passes, the switch can be made (and xfail removed)."""
-    for path in corpus(tmp_path):
-        old, new, _, _, _ = three_ways(path)
-        assert old["run_evals"] == new["run_evals"] and differences(old, new) == (Counter(), []), path.name
+def test_naive_times_in_another_zone_read_alike(tmp_path):
+    from zoneinfo import ZoneInfo
 
-
-def test_every_difference_from_the_old_path_is_listed(tmp_path):
-    """The old path and the definition differ only in the listed columns and reasons."""
-    seen_columns, seen_reasons = Counter(), Counter()
-    for path in corpus(tmp_path):
-        old, new, _, _, _ = three_ways(path)
-        columns, reasons = differences(old, new)
-        assert set(columns) <= set(GAPS), (path.name, set(columns) - set(GAPS))
-        seen_columns.update(columns)
-        for line, old_reason, new_reason in reasons:
-            kind = listed(old_reason, new_reason)
-            assert kind is not None, (path.name, line, old_reason, new_reason)
-            seen_reasons[kind] += 1
-    print("columns that differ (runs):", dict(seen_columns))
-    print("rejects that differ:", dict(seen_reasons))
+    sql, by_reader, _, _ = two_ways(run_cases.write(tmp_path / "runs.jsonl", run_cases.EVERY_KIND), ZoneInfo("Europe/Paris"))
+    assert sql == by_reader and len(sql["runs"]) >= 25 and len(sql["rejects"]) >= 20

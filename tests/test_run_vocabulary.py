@@ -4,13 +4,13 @@ a run without a cost says why. Expected values are computed here from the record
 from __future__ import annotations
 
 import json
-import logging
 from decimal import Decimal
 
 import duckdb
 
 from ingest.pipeline import loader
-from tests.test_runs_columnar import assert_same, write
+from tests.run_cases import write
+from tests.test_runs_staged import stage
 
 START, END = "2026-11-01T00:00:00Z", "2026-11-01T02:00:00Z"
 SEED_SPELLED = {"run_id": "a1", "project": "vision", "start_time": START, "end_time": END, "price_per_hour": 2.0,
@@ -56,18 +56,14 @@ def test_seed_spellings_load_as_the_fields_they_name(tmp_path, monkeypatch):
     assert "a3" not in rows and [(r["line"], r["reason"]) for r in summary.rejects] == [
         (3, "price_per_hour 2.0 and price_per_hour_usd 3.0 disagree")]
     assert (summary.rows_loaded, summary.rows_rejected) == (2, 1)
-    assert_same(path)  # the SQL path leaves these records to the one reading of the vocabulary
 
 
-def test_records_in_the_vocabulary_stay_in_sql_and_others_go_to_python(tmp_path, caplog):
+def test_records_in_the_vocabulary_stay_in_sql_and_others_go_to_the_reader(tmp_path, monkeypatch):
     plain = {k: v for k, v in SEED_SPELLED.items() if k in ("run_id", "project", "start_time", "end_time")}
     plain["price_per_hour_usd"] = 2.0
-    path = write(tmp_path / "plain.jsonl", [json.dumps(plain)])
-    with caplog.at_level(logging.DEBUG, logger="ingest.formats.runs.runs_columnar"):
-        assert_same(path)
-    assert "read in Python" not in caplog.text
-    aliased = write(tmp_path / "aliased.jsonl", [json.dumps({**plain, "batch_size": 64})])
-    caplog.clear()
-    with caplog.at_level(logging.DEBUG, logger="ingest.formats.runs.runs_columnar"):
-        assert_same(aliased)
-    assert "1 records read in Python" in caplog.text
+    lines = [json.dumps(plain), json.dumps({**plain, "run_id": "b", "batch_size": 64}),
+             json.dumps({**plain, "run_id": "c", "price_per_hour": 2.0})]
+    runs, rejects, by_reader, _ = stage(write(tmp_path / "runs.jsonl", lines), monkeypatch)
+    assert by_reader == [2, 3] and rejects == []
+    assert runs["b"]["tags"] == {"batch_size": "64"} and runs["a1"]["tags"] is None
+    assert runs["a1"]["cost_usd"] == runs["b"]["cost_usd"] == runs["c"]["cost_usd"] == Decimal("2.0") * 2

@@ -1,4 +1,4 @@
-"""JSON run summaries (ingest/formats/runs/runs_json.py + run_record.py): parsed directly and loaded end to end."""
+"""JSON run summaries (ingest/formats/runs/run_summary.py, read by the generic reader): parsed directly and loaded end to end."""
 from __future__ import annotations
 
 import gzip
@@ -11,7 +11,7 @@ import pytest
 
 from ingest.engine import warehouse as wh
 from ingest.engine.contract import ParseContext, Parsed, numbered
-from ingest.formats.runs import runs_json
+from ingest.formats.runs import run_summary
 from ingest.pipeline import loader
 
 UTC = timezone.utc
@@ -70,7 +70,7 @@ def jsonl(*records) -> list[str]:
 
 
 def parse(lines: list[str], ctx: ParseContext = CTX) -> Parsed:
-    return runs_json.parse(numbered(lines), ctx)
+    return run_summary.parse(numbered(lines), ctx)
 
 
 def parse_one(record: dict) -> dict:
@@ -255,8 +255,8 @@ def test_run_meta_json_loads_as_one_run_with_a_stable_auto_id(tmp_path, warehous
 def test_run_meta_auto_id_depends_on_content_not_file_name(tmp_path):
     one = write_run_meta(tmp_path / "a.json").read_text().splitlines()
     two = write_run_meta(tmp_path / "b.json").read_text().splitlines()
-    id_one = runs_json.parse(numbered(one), ParseContext("a.json", UTC)).rows("runs")[0]["run_id"]
-    id_two = runs_json.parse(numbered(two), ParseContext("b.json", UTC)).rows("runs")[0]["run_id"]
+    id_one = run_summary.parse(numbered(one), ParseContext("a.json", UTC)).rows("runs")[0]["run_id"]
+    id_two = run_summary.parse(numbered(two), ParseContext("b.json", UTC)).rows("runs")[0]["run_id"]
     assert id_one == id_two
     other = {**BARE, "run_id": None, "start_time": "2025-05-05T16:00:01Z"}
     assert parse_one(other)["run_id"] not in (id_one, None)

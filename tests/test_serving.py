@@ -29,7 +29,7 @@ from metrics.filters import Filters
 from ingest.engine import warehouse as wh
 from ingest.engine.contract import ParseContext, numbered
 from ingest.formats import serving
-from ingest.formats.runs import codecarbon, runs_json
+from ingest.formats.runs import codecarbon, run_summary
 from ingest.pipeline import loader
 from ingest.settings import config
 from tests.conftest import IN_CI, REPO_ROOT, SAMPLE_DIR, as_read
@@ -357,7 +357,7 @@ def test_cli_refuses_a_broken_settings_file(tmp_path):
 ])
 def test_detection_tells_serving_from_runs_and_codecarbon(name, text, kind):
     assert loader.detect(name, text).KIND == kind
-    assert loader.PARSERS.index(serving) < loader.PARSERS.index(runs_json)
+    assert loader.PARSERS.index(serving) < loader.PARSERS.index(run_summary)
     assert codecarbon in loader.PARSERS
 
 

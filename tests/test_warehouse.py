@@ -17,7 +17,7 @@ import pytest
 from ingest.engine import warehouse as wh
 from ingest.engine import wh_connection
 from ingest.engine.contract import ParseContext, Parsed, numbered
-from ingest.formats.runs import runs_json
+from ingest.formats.runs import run_summary
 from ingest.pipeline import loader
 
 TABLES = ("loads", "rejects", "run_evals", "runs")
@@ -125,7 +125,7 @@ def test_reingesting_the_same_file_is_a_no_op(tmp_path, warehouse):
 
 def test_load_twice_with_the_same_sha_is_a_no_op(warehouse):
     """The check inside the load transaction, for a file that two ingests raced to load."""
-    parsed = runs_json.parse(numbered(RUNS_FILE), ParseContext("f.jsonl", timezone.utc))
+    parsed = run_summary.parse(numbered(RUNS_FILE), ParseContext("f.jsonl", timezone.utc))
     first = wh.load("f.jsonl", "abc123", "runs", parsed)
     second = wh.load("f.jsonl", "abc123", "runs", parsed)
     assert first == wh.LoadResult(1, 1, 2, already_loaded=False)

@@ -15,11 +15,13 @@ exact reason; so a file loads as it would line by line, in bounded memory.
 """
 from __future__ import annotations
 
+import json
 import logging
 import re
 from datetime import timezone
 from decimal import Decimal
 
+import duckdb
 import pyarrow as pa
 
 from ingest.engine import line_sql, staging, values
@@ -30,6 +32,7 @@ from ingest.engine.definition import (COUNT, COUNT_LIST, MONEY, NUMBER, PERCENT,
                                       Default, Definition, Field, HashedId, Items, OneOf, Required, Span, SumAtMost, csv_header,
                                       header_problem, is_csv_header)
 from ingest.engine.definition import FromFileName, FromOption, Within
+from ingest.engine.definition import Extras, FromRate, HourlyCost, Hours
 from ingest.engine.staging import Source, Staged
 
 ISO_WITH_OFFSET = (r"\d{4}-\d{2}-\d{2}[T ]([01]\d|2[0-3]):[0-5]\d(:[0-5]\d(\.\d{1,6})?)?"
@@ -63,7 +66,17 @@ log = logging.getLogger(__name__)
 def stage(definition: Definition, src: Source, con, ctx: ParseContext) -> Staged:
     """Stage a file's rows and rejects in `con`, JSON lines or CSV, a batch at a time."""
     prices = config.load().prices
-    accepted, header, header_line, passes = 0, None, 0, None
+    if definition.whole_document and _one_document(src):  # an array of records, or one over many lines
+        first = next(((line, text) for line, text in staging.lines(src) if text.strip()), None)
+        if first is not None and first[1].lstrip("\ufeff").lstrip().startswith("["):
+            staged = _stage_array(definition, src, con, ctx, prices, first)
+            if staged is not None:
+                return staged
+        parsed = reader.parse(definition, staging.lines(src), ctx, prices)
+        log.debug("%s: one JSON document, read by the generic reader", src.name)
+        staging.insert_parsed(con, parsed, src.name)
+        return Staged(parsed.accepted, totals(definition, con), parsed.warnings)
+    accepted, header, header_line, passes, unknown = 0, None, 0, None, set()
     for items in definition.items:  # an item's row with its record's line, until repeated keys are settled
         con.execute(f"CREATE OR REPLACE TEMP TABLE {_by_line(items)} AS SELECT *, 0::BIGINT AS source_line "
                     f"FROM {items.table} LIMIT 0")
@@ -87,8 +100,10 @@ def stage(definition: Definition, src: Source, con, ctx: ParseContext) -> Staged
                                          zone=line_sql.sql_zone(con, ctx.tz)),)
                 else:
                     passes = (_typed_sql(definition, ctx, _lenient_fields(definition, ctx), lenient=True),
-                              _typed_sql(definition, ctx, _json_fields(definition, "rest"), zone=line_sql.sql_zone(con, ctx.tz)))
-            accepted += _stage_batch(definition, con, src, ctx, prices, passes, header, header_line)
+                              _typed_sql(definition, ctx, _json_fields(definition, "rest"), zone=line_sql.sql_zone(con, ctx.tz)),
+                              _typed_sql(definition, ctx, _json_fields(definition, "batch"),
+                                         zone=line_sql.sql_zone(con, ctx.tz)))  # strict alone
+            accepted += _stage_batch(definition, con, src, ctx, prices, passes, header, header_line, unknown)
         finally:
             con.unregister("batch")
     if passes is None and definition.empty_reason:  # not one non-blank line
@@ -96,7 +111,77 @@ def stage(definition: Definition, src: Source, con, ctx: ParseContext) -> Staged
     con.execute("DROP TABLE IF EXISTS typed; DROP TABLE IF EXISTS rest")  # the last batch's: memory for what follows
     figures = totals(definition, con)
     _settle_items(definition, con)
-    return Staged(accepted, figures)
+    return Staged(accepted, figures, reader.unknown_warning(definition, unknown))
+
+
+ONE_VALUE_BYTES = 16 << 20  # a file that is one JSON object over many lines is read whole up to this size
+HEAD_BYTES = 1 << 20
+
+
+def _one_document(src: Source) -> bool:
+    """Whether a file is one JSON value rather than JSON lines: it opens with `[` (an array of
+    records), or with an object whose first line is not JSON and the whole file (at most
+    ONE_VALUE_BYTES) is one value."""
+    with src.open_binary() as stream:
+        head = stream.read(HEAD_BYTES)
+    text = head.decode("utf-8", errors="replace").lstrip("\ufeff").lstrip()
+    if text.startswith("["):
+        return True
+    if not text.startswith("{"):
+        return False
+    try:
+        json.loads(text.split("\n", 1)[0])
+        return False  # a whole first line: JSON lines
+    except (json.JSONDecodeError, RecursionError):
+        pass
+    with src.open_binary() as stream:
+        whole = stream.read(ONE_VALUE_BYTES + 1)
+    if len(whole) > ONE_VALUE_BYTES:
+        return False
+    try:
+        json.loads(whole.decode("utf-8").lstrip("\ufeff"))
+        return True
+    except (json.JSONDecodeError, RecursionError, UnicodeDecodeError):
+        return False
+
+
+ARRAY_ELEMENTS = 100_000  # elements of a JSON array typed by one pass
+def _stage_array(definition: Definition, src: Source, con, ctx: ParseContext, prices, first: tuple[int, str]) -> Staged | None:
+    """Stage a JSON array's elements (DuckDB's array reader, streamed: each element's text as
+    written, so a long number stays exact) as JSON lines numbered by their place, so a repeated key keeps its last element; then every row and reject takes the
+    array's first line (and a reject its text), as the generic reader numbers them. None when
+    DuckDB cannot read the array (the reader says what is wrong)."""
+    line, text = first
+    con.execute("SET preserve_insertion_order = true")  # an element's place is its order in the array
+    try:
+        con.execute("CREATE OR REPLACE TEMP TABLE elements AS SELECT row_number() OVER () AS line, CAST(json AS VARCHAR) AS raw "
+                    "FROM read_json_objects(?, format = 'array', compression = ?)", [str(src.path), src.duckdb_compression])
+    except duckdb.Error:
+        return None
+    finally:
+        con.execute("SET preserve_insertion_order = false")
+    for items in definition.items:
+        con.execute(f"CREATE OR REPLACE TEMP TABLE {_by_line(items)} AS SELECT *, 0::BIGINT AS source_line "
+                    f"FROM {items.table} LIMIT 0")
+    count = staging.count(con, "elements")
+    passes = (_typed_sql(definition, ctx, _lenient_fields(definition, ctx), lenient=True),
+              _typed_sql(definition, ctx, _json_fields(definition, "rest")),
+              _typed_sql(definition, ctx, _json_fields(definition, "batch")))
+    accepted, unknown = 0, set()
+    for start in range(0, count, ARRAY_ELEMENTS):
+        elements = con.sql(f"SELECT line, raw FROM elements WHERE line > {start} AND line <= {start + ARRAY_ELEMENTS} "
+                           "ORDER BY line").to_arrow_table()
+        con.register("batch", pa.Table.from_batches(elements.to_batches(max_chunksize=VECTOR_ROWS)))
+        try:
+            accepted += _stage_batch(definition, con, src, ctx, prices, passes, None, 0, unknown)
+        finally:
+            con.unregister("batch")
+    con.execute("DROP TABLE elements")
+    figures = totals(definition, con)  # the last element of a repeated key is kept here
+    _settle_items(definition, con)
+    con.execute(f"UPDATE {definition.table} SET source_line = ?", [line])
+    con.execute("UPDATE rejects SET line = ?, raw = left(?, 500) WHERE path = ?", [line, text, src.name])
+    return Staged(accepted, figures, reader.unknown_warning(definition, unknown))
 
 
 def _by_line(items: Items) -> str:
@@ -154,7 +239,7 @@ def totals(definition: Definition, con) -> dict:
 
 
 def _stage_batch(definition: Definition, con, src: Source, ctx: ParseContext, prices, passes: tuple[str, ...],
-                 header: list[str] | None, header_line: int) -> int:
+                 header: list[str] | None, header_line: int, unknown: set[str] | None = None) -> int:
     """Stage one batch of lines (JSON, or CSV under `header`); returns the rows it accepted.
     Each of `passes` types the lines the one before did not load (JSON: lenient, then strict);
     the lines none loads go to the generic reader."""
@@ -162,6 +247,8 @@ def _stage_batch(definition: Definition, con, src: Source, ctx: ParseContext, pr
     if header is not None:  # unquoted lines with the wrong number of fields: refused by the typed pass (_csv_fields)
         params = {"header_line": header_line, "quirk": CSV_QUIRK, "blank": line_sql.BLANK_LINE}
     accepted, source = 0, "batch"
+    if len(passes) == 3:  # JSON: lenient then strict, or strict alone when most lines are the strict read's
+        passes = passes[2:] if _mostly_quirks(definition, con) else passes[:2]
     for typed_sql in passes:
         if source == "rest" and not con.execute("SELECT count(*) FROM rest").fetchall()[0][0]:
             break  # all loaded: the strict read is not even planned (~80 ms a batch)
@@ -180,7 +267,7 @@ def _stage_batch(definition: Definition, con, src: Source, ctx: ParseContext, pr
     if suspects:  # the exact reason, or a quirk the SQL does not read: the generic reader
         log.debug("%s: %d lines read by the generic reader", src.name, len(suspects),
                   extra={"reader_lines": [line for line, _ in suspects]})  # which lines took which path
-        parsed = reader.read_lines(definition, suspects, ctx, prices, header)
+        parsed = reader.read_lines(definition, suspects, ctx, prices, header, unknown)
         for items in definition.items:
             parsed.tables[_by_line(items)] = parsed.tables.pop(items.table, [])
         staging.insert_parsed(con, parsed, src.name)
@@ -191,6 +278,17 @@ def _stage_batch(definition: Definition, con, src: Source, ctx: ParseContext, pr
 def _width_reason(definition: Definition, width: int, fields: str = "fields") -> str:
     """SQL for the reason a line of `fields` (SQL) fields is refused under a header of `width`."""
     return _quote(definition.width_reason.format(got="\x00", expected=width)).replace("\x00", f"' || {fields} || '")
+
+
+QUIRK_SAMPLE = 1000  # lines of a batch looked at to choose its passes
+
+
+def _mostly_quirks(definition: Definition, con) -> bool:
+    """Whether most of the batch's first lines have a quirk (_quirk: a map, a list, eval points),
+    so the lenient read would hand them all to the strict one (runs with tags: 90 % of a fleet's)."""
+    share = con.execute(f"SELECT avg(CAST(regexp_matches(raw, '{_quirk(definition)}') AS INTEGER)) "
+                        f"FROM (SELECT raw FROM batch WHERE ltrim(raw) <> '' LIMIT {QUIRK_SAMPLE})").fetchall()[0][0]
+    return share is not None and share > 0.5
 
 
 def _scalars(definition: Definition, *types: str) -> list:
@@ -283,7 +381,9 @@ def _insert_typed(definition: Definition) -> str:
         key = ""
     given = [f"CASE WHEN {g.of} IS NOT NULL THEN 'given' END AS {g.column}" for g in definition.given]
     derived = [f"{c.source}, {c.price}" for c in definition.rules(CatalogCost)]
-    columns = [f.column for f in definition.fields] + derived + given
+    derived += [f"{c.column}, {c.source}" for c in definition.rules(HourlyCost)]
+    derived += [h.seconds for h in definition.rules(Hours)] + [r.source for r in definition.rules(FromRate) if r.source]
+    columns = [f.column for f in definition.stored] + derived + given
     return f"""
         INSERT INTO {definition.table} BY NAME
         SELECT {key}{", ".join(columns)},
@@ -344,7 +444,7 @@ def _json_fields(definition: Definition, source: str = "batch") -> str:
         ), objects AS (  -- an object without a repeated key (Python keeps a repeat's last value, SQL its first)
             SELECT line, raw, j, coalesce(keys IS NOT NULL AND j IS NOT NULL AND regexp_matches(raw, '^[ \t\r\n]*[{{]')
                                           AND NOT regexp_matches(raw, '{TRAILING_COMMA}')
-                                          AND len(keys) = list_unique(keys), false) AS object
+                                          AND len(keys) = list_unique(keys){_known_keys(definition)}, false) AS object
             FROM parsed
         ), texts AS (  -- each field's JSON text once (NULL for null or missing)
             SELECT line, raw, object, {", ".join(f"CAST(j.{name} AS VARCHAR) AS x_{index + 1}" for index, name in enumerate(names))}
@@ -362,6 +462,15 @@ def _json_fields(definition: Definition, source: str = "batch") -> str:
                    {list_fields}
             FROM valued
         )"""
+
+
+def _known_keys(definition: Definition) -> str:
+    """SQL (to AND): with Extras, a record's every key is one the definition reads (others are
+    kept as tags by the reader)."""
+    if not definition.rules(Extras):
+        return ""
+    known = sorted({name for f in definition.fields for name in f.spellings} | {i.field for i in definition.items})
+    return f" AND list_has_all({known!r}, keys)"
 
 
 def _quirk(definition: Definition) -> str:
@@ -428,9 +537,9 @@ def _lenient_fields(definition: Definition, ctx: ParseContext) -> str:
     typed += [f"CAST(NULL AS JSON[]) AS {items.field}_items" for items in definition.items]
     return f"""
         read AS (
-            SELECT line, raw, TRY(json_transform(raw, '{structure}')) AS v, regexp_matches(raw, '{_quirk(definition)}') AS quirk
-            FROM batch WHERE ltrim(raw) <> ''
-        ), fields AS (  -- as many keys (each `":`) as known fields with a value: no key repeated, none unknown
+            SELECT line, raw, quirk, CASE WHEN NOT quirk THEN TRY(json_transform(raw, '{structure}')) END AS v
+            FROM (SELECT line, raw, regexp_matches(raw, '{_quirk(definition)}') AS quirk FROM batch WHERE ltrim(raw) <> '')
+        ), fields AS (  -- a line with a quirk is the strict read's: not transformed above  -- as many keys (each `":`) as known fields with a value: no key repeated, none unknown
             SELECT line, raw, coalesce(NOT quirk AND v IS NOT NULL
                                        AND (strlen(raw) - strlen(replace(raw, '":', ''))) // 2 = {filled}, false) AS object,
                    {", ".join(columns)}
@@ -570,6 +679,9 @@ def _typed_sql(definition: Definition, ctx: ParseContext, fields_sql: str, csv: 
         start, end, length = span.start, span.end, span.length
         out[end] = f"coalesce({end}, CASE WHEN {length} < 1e9 THEN {start} + to_microseconds(CAST({length} * 1e6 AS BIGINT)) END)"
         out[length] = f"CASE WHEN {end} IS NOT NULL THEN epoch({end} - {start}) ELSE {length} END"
+    for hours in definition.rules(Hours):  # the span in hours: start and end, or either and the hours
+        out[hours.start], out[hours.end], out[hours.hours] = _hours_sql(hours)
+        out[hours.seconds] = f"({out[hours.hours]}) * 3600"
     for f in lists:
         out[f.column] = f.column if f.keep_empty else f"CASE WHEN len({f.column}) > 0 THEN {f.column} END"
     for count in definition.rules(CountOf):  # several of one column: the first list with items
@@ -590,18 +702,29 @@ def _typed_sql(definition: Definition, ctx: ParseContext, fields_sql: str, csv: 
         absent = f"{hashed.column} IS NULL" + (f" OR {hashed.column} IN ({stand_ins})" if stand_ins else "")
         out[hashed.column] = (f"CASE WHEN {absent} THEN {_quote(hashed.prefix)} || left(sha256(concat_ws('|', {', '.join(parts)})), "
                               f"{hashed.length}) ELSE {out[hashed.column]} END")
+    for cost in definition.rules(HourlyCost):  # given, or price x hours (the catalog's: _stage_batch)
+        expected = f"{cost.column}_expected"
+        out[cost.source] = f"CASE WHEN {cost.given} IS NOT NULL THEN 'given' WHEN ({expected}) IS NOT NULL THEN 'derived' END"
+        out[cost.column] = f"coalesce({cost.given}, {expected})"
+    for rate in definition.rules(FromRate):
+        if rate.rate not in out:  # a rate SQL does not read (an Extras measure): its records are the reader's
+            continue
+        value = _from_rate_sql(definition, rate)
+        if rate.source:
+            out[rate.source] = f"CASE WHEN {rate.column} IS NOT NULL THEN 'given' WHEN ({value}) IS NOT NULL THEN 'derived' END"
+        out[rate.column] = f"coalesce({out[rate.column]}, {value})"
     derived = [f"{items.field}_items" for items in definition.items]
     for cost in definition.rules(CatalogCost):
         derived += [f"CASE WHEN {cost.column} IS NOT NULL THEN 'given' END AS {cost.source}",
                     f"CAST(NULL AS DECIMAL(38, 12)) AS {cost.price}"]
     return f"""
         CREATE OR REPLACE TEMP TABLE typed AS
-        WITH {fields_sql}{typed_cte}, checked AS (
+        WITH {fields_sql}{typed_cte}{_hours_cte(definition, "loaded" if given_by_load else "typed")}, checked AS (
             SELECT *, CASE {"WHEN misfit IS NOT NULL THEN misfit" if csv else ""}
                            WHEN NOT ({"tight OR " if csv else ""}coalesce(object AND {plain_check}, false)) THEN ''
                            {" ".join(f"WHEN NOT coalesce({holds}, false) THEN {reason or chr(39) * 2}" for holds, reason in checks)}
                       END AS verdict  -- NULL: loads; '': the reader's; else the reason it is refused
-            FROM {"loaded" if given_by_load else "typed"}
+            FROM {"hourly" if definition.rules(Hours) else "loaded" if given_by_load else "typed"}
         )
         SELECT line, verdict IS NULL AS ok, nullif(verdict, '') AS reason, {", ".join([f"{sql} AS {column}" for column, sql in out.items()] + derived)}
         FROM checked"""
@@ -616,6 +739,73 @@ def _given_by_load(definition: Definition, ctx: ParseContext) -> dict[str, str]:
         elif isinstance(step, FromFileName):
             given[step.column] = f"coalesce({given.get(step.column, step.column)}, {_quote(step.of(ctx.source))})"
     return given
+
+
+US_PER_HOUR = 3_600_000_000
+
+
+def _measured_hours_sql(hours: Hours) -> str:
+    """SQL: the hours between start and end as Python's (end - start).total_seconds() / 3600, else
+    the hours given."""
+    return (f"CASE WHEN {hours.start} IS NOT NULL AND {hours.end} IS NOT NULL "
+            f"THEN (epoch_us({hours.end}) - epoch_us({hours.start})) / 1e6 / 3600 ELSE {hours.hours} END")
+
+
+def _hours_sql(hours: Hours) -> tuple[str, str, str]:
+    """SQL for the span's (start, end, hours) over the typed values (Hours): a missing start or
+    end from the other and timedelta(hours=h) (whole hours exact, the fraction's microseconds
+    rounded half to even, as Python's)."""
+    h = hours.hours
+    length = (f"to_microseconds(CAST(trunc({h}) AS BIGINT) * {US_PER_HOUR} "
+              f"+ CAST(round_even(({h} - trunc({h})) * {US_PER_HOUR}.0, 0) AS BIGINT))")
+    return (f"coalesce({hours.start}, {hours.end} - {length})", f"coalesce({hours.end}, {hours.start} + {length})",
+            f"{hours.hours}_measured")
+
+
+def _hours_of(definition: Definition, column: str) -> str:
+    """The column (of _hours_cte) holding the measured hours of the Hours rule whose hours column is `column`."""
+    return f"{column}_measured"
+
+
+def _hours_cte(definition: Definition, source: str = "typed") -> str:
+    """A CTE `hourly` over `source` (when the definition has Hours): each span's measured hours
+    once, and each HourlyCost's price x hours (worked out once, used by the row and the checks)."""
+    if not definition.rules(Hours):
+        return ""
+    columns = [f"{_measured_hours_sql(h)} AS {_hours_of(definition, h.hours)}" for h in definition.rules(Hours)]
+    costs = [f"{_expected_cost_sql(definition, cost)} AS {cost.column}_expected" for cost in definition.rules(HourlyCost)]
+    hourly = f"""
+        , hourly_0 AS (
+            SELECT *, {", ".join(columns)}
+            FROM {source}
+        ), hourly AS (
+            SELECT *{"".join(", " + c for c in costs)}
+            FROM hourly_0
+        )"""
+    return hourly
+
+
+def _expected_cost_sql(definition: Definition, cost: HourlyCost) -> str:
+    """SQL: price x hours in USD as the reader works it out (Decimal(repr(hours)), 28 digits,
+    rounded half to even to 12 then 6 places); NULL where that cannot be exact here (more than 28
+    significant digits, hours tiny or huge, a price beyond 6 decimals): the reader's."""
+    hours = _hours_of(definition, cost.hours)
+    price, price_text, hours_text = cost.price, f"CAST({cost.price} AS VARCHAR)", f"CAST({hours} AS VARCHAR)"
+    digits = "length(trim(replace(@, '.', ''), '0'))"  # significant digits (no sign or exponent in these ranges)
+    return (f"CASE WHEN {price} IS NOT NULL AND {hours} IS NOT NULL AND ({hours} = 0 OR {hours} >= 1e-4) "
+            f"AND {hours} < 1e5 AND {price} < 1e9 AND {price} = round({price}, 6) AND CAST({price} AS DOUBLE) * {hours} < 1e10 "
+            f"AND NOT contains({hours_text}, 'e') AND {digits.replace('@', price_text)} + {digits.replace('@', hours_text)} <= 28 "
+            f"THEN round_even(round_even(CAST({price} AS DECIMAL(15, 6)) * TRY_CAST({hours_text} AS DECIMAL(26, 21)), 12), 6) END")
+
+
+def _from_rate_sql(definition: Definition, rate: FromRate) -> str:
+    """SQL: the rate x hours (FromRate) where both are known, NULL where a whole number would not
+    fit (the reader refuses it)."""
+    hours = _hours_of(definition, rate.hours)
+    value = f"{rate.rate} * ({hours}) * {rate.multiply!r} / {rate.divide!r}"
+    if rate.whole:
+        return f"CASE WHEN abs({value}) < 9e18 THEN CAST(round_even({value}, 0) AS BIGINT) END"
+    return value
 
 
 def _quote(text: str) -> str:
@@ -665,10 +855,19 @@ def _checks(definition: Definition, json_strict: bool) -> list[tuple[str, str | 
                         None),
                        (f"({end} IS NOT NULL OR {length} IS NOT NULL)", _quote(step.missing)),
                        (f"({end} IS NOT NULL OR ({length} * 1e6 = round({length} * 1e6) AND {length} < 1e9))", None)]
+        elif isinstance(step, Required) and any(h.start == step.column for h in definition.rules(Hours)):
+            hours = next(h for h in definition.rules(Hours) if h.start == step.column)  # a start found from the end
+            checks.append((f"({step.column} IS NOT NULL OR ({hours.end} IS NOT NULL AND {hours.hours} IS NOT NULL))",
+                           _quote(step.reason)))
         elif isinstance(step, Required):
             checks.append((f"{step.column} IS NOT NULL", _quote(step.reason)))
         elif isinstance(step, Within):  # the reader words it (a value's repr)
             checks.append((f"({step.column} IS NULL OR {step.column} BETWEEN {step.low!r} AND {step.high!r})", None))
+        elif isinstance(step, (Extras, Hours, HourlyCost, FromRate)):
+            checks += _run_checks(definition, step)
+        elif isinstance(step, HashedId) and step.raw:  # an id made of raw values: the reader makes it
+            stand_ins = "".join(f" AND {step.column} <> {_quote(s)}" for s in step.stand_ins)
+            checks.append((f"({step.column} IS NOT NULL{stand_ins})", None))
         elif isinstance(step, Default) and step.words:  # words of plain ASCII only: lower() and the split as Python's
             checks.append((f"({step.column} IS NOT NULL OR regexp_full_match(coalesce({step.of}, ''), '[\\x20-\\x7e]*'))", None))
         elif isinstance(step, OneOf):  # plain ASCII spellings only: lower() as Python's; another text, the reader's reason
@@ -681,6 +880,34 @@ def _checks(definition: Definition, json_strict: bool) -> list[tuple[str, str | 
                                  for i, piece in enumerate(pieces) if piece)
             checks.append((f"{' + '.join(f'coalesce({p}, 0)' for p in step.parts)} <= {step.whole}", reason))
     return checks
+
+
+def _run_checks(definition: Definition, step) -> list[tuple[str, None]]:
+    """What SQL leaves to the reader under Extras, Hours, HourlyCost and FromRate: a line whose
+    row the reader would note (flag) or read otherwise, so each holds on the lines SQL loads."""
+    if isinstance(step, Extras):  # spellings given together: the reader compares them
+        return [(f"NOT (contains(raw, '\"{f.spellings[0]}\"') AND contains(raw, '\"{name}\"'))", None)
+                for f in definition.fields if f.column in step.agree for name in f.spellings[1:]]
+    if isinstance(step, Hours):
+        start, end, h = step.start, step.end, step.hours
+        measured = _hours_of(definition, h)
+        found_start, found_end, _ = _hours_sql(step)
+        return [(f"({start} IS NULL OR {end} IS NULL OR {end} >= {start})", None),
+                (f"({start} IS NULL OR {end} IS NULL OR {h} IS NULL OR abs({h} - {measured}) <= greatest({step.tolerance!r} * {measured}, 0.01))",
+                 None),
+                (f"(({start} IS NOT NULL AND {end} IS NOT NULL) OR {h} IS NULL "
+                 f"OR ({found_start} >= {EARLIEST} AND {found_end} < {LATEST}))", None)]
+    if isinstance(step, HourlyCost):  # a cost to flag, to price from the catalog, or not exact here
+        expected = f"{step.column}_expected"
+        hours = _hours_of(definition, step.hours)
+        return [(f"(({step.price} IS NULL OR ({hours}) IS NULL) OR (({expected}) IS NOT NULL AND ({step.given} IS NULL "
+                 f"OR abs({step.given} - ({expected})) <= 0.01 OR abs({step.given} - ({expected})) * 100 <= ({expected}))))", None),
+                (f"({step.given} IS NOT NULL OR ({expected}) IS NOT NULL)", None)]
+    if isinstance(step, FromRate) and step.rate in {f.column for f in definition.fields}:
+        value, hours = _from_rate_sql(definition, step), _hours_of(definition, step.hours)
+        derives = f"{step.column} IS NULL AND {step.rate} IS NOT NULL AND ({hours}) IS NOT NULL"
+        return [(f"NOT ({derives} AND ({value}) IS NULL)", None)] + ([(f"NOT ({derives})", None)] if step.flag else [])
+    return []
 
 
 def _json_type(text: str) -> str:

@@ -23,6 +23,13 @@ The rules (`Definition.steps`) apply in order and the first that fails names the
   outside 0 to 100").
 - `FromOption`, `FromFileName`: a value the load gives (an option such as --host, overriding the
   file) or the file's name gives ("gpu-node-1_2026-08.csv" -> "gpu-node-1") when the record has none.
+- `Extras`: keys no Field reads, kept as tags (a record's own measures as numbers in their unit).
+- `Hours`: a run's span in hours from start and end, or either and a number of hours.
+- `HourlyCost`: an amount given, or a price per hour x the span's hours, or the catalog's price x hours.
+- `FromRate`: a value derived from a rate x the span's hours (examples from examples per second).
+
+Some rules note something on a loaded row rather than refusing it (a duration that disagrees
+with the timestamps, why a run has no cost): the notes go to the Definition's `flags` column.
 """
 from __future__ import annotations
 
@@ -58,6 +65,8 @@ class Field:
     minimum: float | None = 0
     maximum: int = values.BIGINT_MAX  # counts only (and each item of a count list, either sign)
     keep_empty: bool = False  # lists: a list given empty (or of absent items only) is kept as [] rather than absent
+    limit: float = values.NUMBER_LIMIT  # numbers only: at most this in size ("duration_hours 1e6 is too large")
+    stored: bool = True  # False: read for the rules (duration_hours), not a column of the table
 
     @property
     def spellings(self) -> tuple[str, ...]:
@@ -188,13 +197,16 @@ class Default:
 class HashedId:
     """Where `column` is absent (or one of `stand_ins`, such as 'unknown'): `prefix` + the first
     `length` hex digits of the SHA-256 of `parts` joined with '|' (an absent part as '', a time in
-    ISO-8601 UTC), so the same record gets the same id in every load. Parts are text, counts or times."""
+    ISO-8601 UTC), so the same record gets the same id in every load. Parts are text, counts or times.
+    `raw`: a part other than a time is the record's value as written (Python's str(): null as
+    'None', a missing key as ''), as ids were made before the definition existed."""
 
     column: str
     parts: tuple[str, ...]
     prefix: str = "auto-"
     length: int = 12
     stand_ins: tuple[str, ...] = ()
+    raw: bool = False
 
 
 @dataclass(frozen=True)
@@ -268,8 +280,87 @@ class FromFileName:
         return name.split(self.before, 1)[0] or name
 
 
-Step = Field | Required | SumAtMost | Span | CountOf | CatalogCost | OneOf | Default | HashedId | Items | Within \
-    | FromOption | FromFileName
+@dataclass(frozen=True)
+class Extras:
+    """The record's keys that no Field or Items reads, kept in the TEXT_MAP `column` (its tags):
+    each of `measures` (key -> tag name, the name saying the unit) read as a number of at least 0
+    and kept as its text (`:g`, 6 significant digits), also readable by later rules under the tag
+    name; any other key kept as its text (JSON for a list or an object) and named in the load's
+    warning. The record's own `column` wins a name both give. For each column of `agree`, its
+    spellings given together must be the same number, else `disagree` ("{key} {value} and {name}
+    {other} disagree"). A record in the vocabulary only reads as if this rule were absent."""
+
+    column: str
+    measures: tuple[tuple[str, str], ...] = ()
+    agree: tuple[str, ...] = ()
+    disagree: str = "{key} {value} and {name} {other} disagree"
+    warning: str = "fields not recognised, kept as tags: {names}"
+
+
+@dataclass(frozen=True)
+class Hours:
+    """A span in hours (`hours`, a NUMBER Field that is not stored): with `start` and `end` both
+    given, the hours between them (an end before the start is refused; a given `hours` that
+    differs by more than `tolerance` of them, and at least 0.01 h, is flagged with `differs`, a
+    template over {hours}, {measured}); else the missing one of `start` / `end` from the other and
+    `hours`. `seconds` is the hours x 3600 (NULL when neither end nor hours is known)."""
+
+    start: str
+    end: str
+    hours: str
+    seconds: str
+    tolerance: float
+    differs: str
+
+
+@dataclass(frozen=True)
+class HourlyCost:
+    """The amount `column` in USD with `source`: the `given` amount ('given'; a `price` x hours
+    that differs by more than a cent and 1 % is flagged with `differs`, over {given} and
+    {expected}), else `price` x the span's `hours` to the micro-dollar ('derived'), else (no price
+    given) the catalog's price x hours ('catalog', the price kept in `price`). `per` lists the
+    catalog's prices in the order tried: (catalog "instance" or "gpu", name column, multiplier
+    column or "" for one, list columns of which one must have items or () for always); a zero
+    multiplier is no price. An amount that cannot be had is flagged: `open` when there are no
+    hours, else `unpriced` over {names} (each of `named` the record gives, with its value as
+    written, joined by " or "; `unnamed` when none)."""
+
+    column: str
+    source: str
+    given: str
+    price: str
+    hours: str
+    per: tuple[tuple[str, str, str, tuple[str, ...]], ...]
+    differs: str
+    open: str
+    unpriced: str
+    named: tuple[str, ...] = ()
+    unnamed: str = ""
+    too_large: str = "price x hours"          # names the amount in the reason when it cannot fit
+    catalog_too_large: str = "catalog price x hours"
+
+
+@dataclass(frozen=True)
+class FromRate:
+    """Where `column` is absent: `rate` x the span's `hours` x `multiply` / `divide` (a whole
+    number, rounded half to even, when `whole`; more than a BIGINT holds is refused with
+    `too_large`, over {rate}, {hours}); `source` (if any) says 'given' or 'derived', and `flag`
+    (if any, over {rate}, {hours}) is noted on a row so derived."""
+
+    column: str
+    rate: str
+    hours: str
+    multiply: float = 1
+    divide: float = 1
+    whole: bool = False
+    source: str = ""
+    flag: str = ""
+    too_large: str = ""
+
+
+Step = Field | Required | SumAtMost | Span | CountOf | CatalogCost | OneOf | Default | HashedId | Items
+Step = Step | Within | FromOption | FromFileName  # bounds with a format's own reason; values a load or file name gives
+Step = Step | Extras | Hours | HourlyCost | FromRate  # the rules of a run's span, cost and tags
 
 
 @dataclass(frozen=True)
@@ -292,6 +383,8 @@ class Definition:
     width_reason: str = "has {got} fields, the header has {expected}"
     csv_trim: bool = False   # a CSV value is read with the blanks around it removed (str.strip())
     empty_reason: str = ""   # a file without a non-blank line is refused with this (at line 0)
+    flags: str = ""  # the column of a row's notes (Hours, HourlyCost, FromRate); "" when none
+    whole_document: bool = False  # a file may be one JSON value: an array of records, or one record over many lines
 
     @property
     def fields(self) -> tuple[Field, ...]:
@@ -302,6 +395,11 @@ class Definition:
 
     def rules(self, kind: type) -> tuple:
         return tuple(step for step in self.steps if isinstance(step, kind))
+
+    @property
+    def stored(self) -> tuple[Field, ...]:
+        """The Fields that are columns of the table."""
+        return tuple(f for f in self.fields if f.stored)
 
     @property
     def span(self) -> Span:

@@ -12,6 +12,7 @@ import hashlib
 import json
 import math
 import re
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal, localcontext
 
@@ -22,8 +23,10 @@ from ingest.engine.definition import (COUNT, COUNT_LIST, MONEY, NUMBER, PERCENT,
                                       CountOf, Default, Definition, Field, HashedId, Items, OneOf, Required, Since, Span,
                                       SumAtMost, csv_header, header_problem, is_csv_header)
 from ingest.engine.definition import FromFileName, FromOption, Within
+from ingest.engine.definition import Extras, FromRate, HourlyCost, Hours
 
 CENT = Decimal("0.01")
+MICRO_USD = Decimal("0.000001")
 SECONDS_PER_HOUR = Decimal(3600)
 
 
@@ -33,15 +36,29 @@ def build_row(definition: Definition, record: object, line: int, ctx: ParseConte
 
 
 def build_record(definition: Definition, record: object, line: int, ctx: ParseContext,
-                 prices: config.Prices) -> tuple[dict, dict[str, list[dict]]]:
-    """The record's row and its items' rows by table (Items); raises BadValue with the reason."""
+                 prices: config.Prices, unknown: set[str] | None = None) -> tuple[dict, dict[str, list[dict]]]:
+    """The record's row and its items' rows by table (Items); raises BadValue with the reason.
+    Keys kept as tags by Extras are added to `unknown` (for the load's warning)."""
     if not isinstance(record, dict):
         raise BadValue(f"expected a JSON object, got {type(record).__name__}")
     got: dict[str, object] = {}    # column -> value read
     named: dict[str, str] = {}     # column -> the spelling the record used (for reasons)
     row: dict[str, object] = {}
     children: dict[str, list[dict]] = {}
+    flags: list[str] = []          # notes on the row (Definition.flags)
+    extra: dict[str, str] = {}     # tags from keys outside the vocabulary (Extras)
+    plan = _plan(definition)
     for step in definition.steps:
+        if type(step) in RUN_STEPS:
+            if isinstance(step, Extras):
+                extra = _extras(definition, step, record, got, unknown)
+            elif isinstance(step, Hours):
+                _hours(step, got, named, flags)
+            elif isinstance(step, HourlyCost):
+                _hourly_cost(step, record, got, prices, flags)
+            else:
+                _from_rate(step, got, flags)
+            continue
         if isinstance(step, Field):
             named[step.column] = _name(record, step)
             got[step.column] = _read(step, record, named[step.column], ctx, separators=definition.list_separators)
@@ -80,7 +97,9 @@ def build_record(definition: Definition, record: object, line: int, ctx: ParseCo
                 got[step.column] = step.then if any(word in step.words for word in words) else step.value
         elif isinstance(step, HashedId):
             if got[step.column] is None or got[step.column] in step.stand_ins:
-                identity = "|".join(_key_part(got[part]) for part in step.parts)
+                identity = "|".join(_key_part(got[part]) for part in step.parts) if not step.raw else \
+                    "|".join(_key_part(got[part]) if definition.field(part).type == TIME
+                             else str(record.get(definition.field(part).spellings[0], "")) for part in step.parts)
                 got[step.column] = step.prefix + hashlib.sha256(identity.encode()).hexdigest()[:step.length]
         elif isinstance(step, Items):
             children[step.table] = _items(step, record.get(step.field), got, ctx)
@@ -98,12 +117,166 @@ def build_record(definition: Definition, record: object, line: int, ctx: ParseCo
         for child in children[items.table]:
             child[items.parent] = got[items.parent]
     row.update(got)
+    for hidden in plan.hidden:
+        row.pop(hidden, None)  # read for the rules, not columns (a measure is kept in the tags)
+    if extra:
+        row.update(_with_extra(definition, extra, row))
+    if definition.flags:
+        row[definition.flags] = flags or None
     for given in definition.given:
         row[given.column] = None if got[given.of] is None else "given"
     row[definition.key.column] = "|".join(_key_part(got[part]) for part in definition.key.parts)
     row["source_kind"] = definition.kind
     row["source_line"] = line
     return row, children
+
+
+RUN_STEPS = frozenset((Extras, Hours, HourlyCost, FromRate))
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What build_record works out once per definition rather than once per record."""
+
+    hidden: tuple[str, ...]         # columns read for the rules that are not the table's (not stored, measures)
+    known: frozenset[str]           # every key a Field or Items reads
+    plain: frozenset[str]           # the keys of a record Extras has nothing to do for
+    agree: dict                     # a column's other spelling -> its Field (Extras.agree)
+
+
+_PLANS: dict[int, tuple[Definition, _Plan]] = {}
+
+
+def _plan(definition: Definition) -> _Plan:
+    found = _PLANS.get(id(definition))
+    if found is not None and found[0] is definition:
+        return found[1]
+    fields = definition.fields
+    known = frozenset(name for f in fields for name in f.spellings) | {items.field for items in definition.items}
+    agree = {name: f for step in definition.rules(Extras) for f in fields if f.column in step.agree
+             for name in f.spellings[1:]}
+    plan = _Plan(hidden=tuple(f.column for f in fields if not f.stored)
+                 + tuple(tag for step in definition.rules(Extras) for _, tag in step.measures),
+                 known=known, plain=known - set(agree), agree=agree)
+    _PLANS[id(definition)] = (definition, plan)  # the definition is kept, so its id is not reused
+    return plan
+
+
+def _extras(definition: Definition, step: Extras, record: dict, got: dict, unknown: set[str] | None) -> dict[str, str]:
+    """The tags made of the record's keys outside the vocabulary (Extras); each measure's number
+    also goes to `got` under its tag name."""
+    plan = _plan(definition)
+    known, agree = plan.known, plan.agree
+    if plan.plain.issuperset(record):
+        return {}
+    measures = dict(step.measures)
+    extra: dict[str, str] = {}
+    for key, value in record.items():
+        if key in agree:
+            name = agree[key].spellings[0]
+            if name in record and not values.is_absent(record[name]) and not values.is_absent(value) \
+                    and values.number(record[name], name) != values.number(value, key):
+                raise BadValue(step.disagree.format(key=key, value=value, name=name, other=record[name]))
+        elif key in known:
+            continue
+        elif key in measures:
+            number = values.number(value, key)
+            if number is not None and number < 0:
+                raise BadValue(f"{key} is negative ({number:g})")
+            if number is not None:
+                extra[measures[key]] = f"{number:g}"
+                got[measures[key]] = float(extra[measures[key]])
+        else:
+            if unknown is not None:
+                unknown.add(key)
+            if not values.is_absent(value):
+                extra[key] = value if isinstance(value, str) else json.dumps(value, default=str, sort_keys=True)
+    return extra
+
+
+def _with_extra(definition: Definition, extra: dict[str, str], row: dict) -> dict:
+    """The Extras' tags added to the record's own (which win a name both give), sorted by name."""
+    [step] = definition.rules(Extras)
+    own = row.get(step.column) or {}
+    return {step.column: dict(sorted({**{k: v for k, v in extra.items() if k not in own}, **own}.items()))}
+
+
+def _hours(step: Hours, got: dict, named: dict, flags: list[str]) -> None:
+    """The span's start, end and hours (Hours); the seconds as hours x 3600."""
+    started, ended, hours = got[step.start], got[step.end], got[step.hours]
+    if started is not None and ended is not None:
+        if ended < started:
+            raise BadValue(f"{named[step.end]} {ended.isoformat()} is before {named[step.start]} {started.isoformat()}")
+        measured = (ended - started).total_seconds() / 3600
+        if hours is not None and abs(hours - measured) > max(step.tolerance * measured, 0.01):
+            flags.append(step.differs.format(hours=hours, measured=measured))
+        hours = measured
+    elif started is not None and hours is not None:
+        ended = started + timedelta(hours=hours)
+    elif ended is not None and hours is not None:
+        started = ended - timedelta(hours=hours)
+    got[step.start], got[step.end], got[step.hours] = started, ended, hours
+    got[step.seconds] = None if hours is None else hours * 3600
+
+
+def _hourly_cost(step: HourlyCost, record: dict, got: dict, prices: config.Prices | None, flags: list[str]) -> None:
+    """The amount and its source (HourlyCost): given, price x hours, or the catalog's price x hours
+    (no catalog when `prices` is None); an amount that cannot be had is flagged ("" flags nothing)."""
+    price, given, hours = got[step.price], got[step.given], got[step.hours]
+    expected = None
+    if price is not None and hours is not None:
+        expected = values.fit_money(price * Decimal(repr(hours)), step.too_large).quantize(MICRO_USD)
+    cost, source = None, None
+    if given is not None:
+        cost, source = given, "given"
+        if expected is not None and abs(given - expected) > max(CENT, expected / 100):
+            flags.append(step.differs.format(given=given, expected=expected.quantize(CENT)))
+    elif expected is not None:
+        cost, source = expected, "derived"
+    elif price is None and hours is not None and prices is not None:
+        price = _hourly_catalog_price(step, got, prices)
+        if price is not None:
+            cost = values.fit_money(price * Decimal(repr(hours)), step.catalog_too_large).quantize(MICRO_USD)
+            source = "catalog"
+            got[step.price] = price
+    if cost is None and prices is not None:  # without a catalog (None) the caller prices the run
+        if hours is None:
+            flags.extend([step.open] if step.open else [])
+        elif step.unpriced:
+            names = [f"{name} {record[name]!r}" for name in step.named if not values.is_absent(record.get(name))]
+            flags.append(step.unpriced.format(names=" or ".join(names) if names else step.unnamed))
+    got[step.column], got[step.source] = cost, source
+
+
+def _hourly_catalog_price(step: HourlyCost, got: dict, prices: config.Prices) -> Decimal | None:
+    """USD per hour from the catalog: the first of `step.per` whose price is known (and whose
+    multiplier is not zero, and one of whose lists has items)."""
+    for catalog, name, multiplier, when in step.per:
+        if when and not any(got.get(column) for column in when):
+            continue
+        if multiplier and not got[multiplier]:
+            continue
+        per_one = prices.instance(got[name]) if catalog == "instance" else prices.gpu(got[name])
+        if per_one is not None:
+            return per_one * got[multiplier] if multiplier else per_one
+    return None
+
+
+def _from_rate(step: FromRate, got: dict, flags: list[str]) -> None:
+    """`column` from a rate x the span's hours where the record does not give it (FromRate)."""
+    rate, hours = got.get(step.rate), got[step.hours]
+    source = "given" if got[step.column] is not None else None
+    if got[step.column] is None and rate is not None and hours is not None:
+        value = rate * hours * step.multiply / step.divide
+        if step.whole:
+            value = round(value)
+            if value > values.BIGINT_MAX:
+                raise BadValue(step.too_large.format(rate=rate, hours=hours))
+        got[step.column], source = value, "derived"
+        if step.flag:
+            flags.append(step.flag.format(rate=rate, hours=hours))
+    if step.source:
+        got[step.source] = source
 
 
 def _items(step: Items, value: object, got: dict, ctx: ParseContext) -> list[dict]:
@@ -129,7 +302,7 @@ def _items(step: Items, value: object, got: dict, ctx: ParseContext) -> list[dic
                     read[rule.column] = (read[rule.time] - got[rule.start]).total_seconds()
                     if read[rule.column] < 0:
                         raise BadValue(rule.reason.format(item=where))
-        rows.append({step.seq: seq, **{f.column: read[f.column] for f in step.fields if f.column != step.parent}})
+        rows.append({step.seq: seq, **{f.column: read[f.column] for f in step.fields if f.column != step.parent and f.stored}})
     return rows
 
 
@@ -164,7 +337,11 @@ def _catalog_price(step: CatalogCost, got: dict, prices: config.Prices) -> Decim
 
 def _name(record: dict, field: Field) -> str:
     """The spelling the record used (the first present), for reasons a user recognises."""
-    return next((n for n in field.spellings if not values.is_absent(record.get(n))), field.column)
+    for name in field.spellings:
+        value = record.get(name)
+        if value is not None and not values.is_absent(value):
+            return name
+    return field.column
 
 
 def _read(field: Field, record: dict, name: str, ctx: ParseContext, key: str | None = None,
@@ -192,7 +369,7 @@ def _read(field: Field, record: dict, name: str, ctx: ParseContext, key: str | N
         if value is not None and field.minimum is not None and value < field.minimum:
             raise BadValue(f"{name} is negative ({value.normalize()})")
         return value
-    value = values.number(raw, name)
+    value = values.number(raw, name, field.limit)
     if value is None:
         return None
     if kind == PERCENT and not 0 <= value <= 100:
@@ -262,11 +439,17 @@ def _count_list(value: object, name: str, separators: tuple[str, ...], maximum: 
 def parse(definition: Definition, lines: Lines, ctx: ParseContext, prices: config.Prices | None = None) -> Parsed:
     """Rows in file order (a repeated key keeps its last record); prices default to the catalog."""
     prices = prices if prices is not None else config.load().prices
-    parsed, latest = Parsed(), {}
+    parsed, latest, unknown = Parsed(), {}, set()
     key = definition.key.column
-    for line, record, raw in _records(definition, lines, parsed):
+    records = _records(definition, lines, parsed)
+    if definition.whole_document:
+        numbered = list(lines)
+        records = _whole_document(numbered)
+        if records is None:
+            records = _records(definition, numbered, parsed)
+    for line, record, raw in records:
         try:
-            row, children = build_record(definition, record, line, ctx, prices)
+            row, children = build_record(definition, record, line, ctx, prices, unknown)
         except BadValue as error:
             parsed.rejects.append(Reject(line, str(error), raw))
             continue
@@ -276,7 +459,29 @@ def parse(definition: Definition, lines: Lines, ctx: ParseContext, prices: confi
     parsed.tables[definition.table] = [row for row, _ in latest.values()]
     for items in definition.items:  # a replaced record's items go with it
         parsed.tables[items.table] = [child for _, children in latest.values() for child in children[items.table]]
+    parsed.warnings.extend(unknown_warning(definition, unknown))
     return parsed
+
+
+def unknown_warning(definition: Definition, unknown: set[str]) -> list[str]:
+    """The load's word on the keys Extras kept as tags (at most 20 named)."""
+    if not unknown:
+        return []
+    [step] = definition.rules(Extras)
+    names = sorted(unknown)
+    shown = ", ".join(names[:20]) + (f" and {len(names) - 20} more" if len(names) > 20 else "")
+    return [step.warning.format(names=shown)]
+
+
+def _whole_document(numbered: list[tuple[int, str]]) -> list[tuple[int, object, str]] | None:
+    """(line, record, raw) of a file that is one JSON value: each item of an array, or the one
+    object, numbered with the value's first line; None when the file is not one JSON value."""
+    try:
+        document = json.loads("\n".join(text for _, text in numbered), parse_float=Decimal)
+    except (json.JSONDecodeError, RecursionError):  # nested too deep to be one document: read as lines
+        return None
+    first, raw = next(((n, text) for n, text in numbered if text.strip()), (1, ""))
+    return [(first, item, raw) for item in (document if isinstance(document, list) else [document])]
 
 
 def _records(definition: Definition, lines: Lines, parsed: Parsed):
@@ -336,10 +541,11 @@ def _json_record(line: int, text: str, parsed: Parsed) -> object | None:
 
 
 def read_lines(definition: Definition, lines: Lines, ctx: ParseContext, prices: config.Prices,
-               header: list[str] | None) -> Parsed:
+               header: list[str] | None, unknown: set[str] | None = None) -> Parsed:
     """Rows from the given lines, JSON (no `header`) or CSV under `header`, each row kept (the
-    caller settles repeated keys): the lines the SQL pass leaves to this reader."""
-    parsed = Parsed()
+    caller settles repeated keys): the lines the SQL pass leaves to this reader. Keys kept as tags
+    go to `unknown` when given (the caller words the warning once), else to the warnings."""
+    parsed, warn, unknown = Parsed(), unknown is None, set() if unknown is None else unknown
     for line, text in lines:
         if not text.strip():
             continue
@@ -348,13 +554,15 @@ def read_lines(definition: Definition, lines: Lines, ctx: ParseContext, prices: 
         if record is None:
             continue
         try:
-            row, children = build_record(definition, record, line, ctx, prices)
+            row, children = build_record(definition, record, line, ctx, prices, unknown)
             parsed.rows(definition.table).append(row)
             for table, rows in children.items():  # with the record's line: the caller settles replaced records
                 parsed.rows(table).extend({**child, "source_line": line} for child in rows)
             parsed.accepted += 1
         except BadValue as error:
             parsed.rejects.append(Reject(line, str(error), text))
+    if warn:
+        parsed.warnings.extend(unknown_warning(definition, unknown))
     return parsed
 
 

@@ -22,15 +22,15 @@ from ingest.engine.staging import NotText, Source, Staged
 from ingest.formats import mixed_scrape, serving, serving_metrics
 from ingest.formats.billing import billing_aws, billing_aws_dbr, billing_azure, billing_focus, billing_gcp
 from ingest.formats.gpu import dcgm, gpu_collector, nvidia_smi
-from ingest.formats.runs import codecarbon, runs_json
+from ingest.formats.runs import codecarbon, run_summary
 from ingest.importers import slurm, wandb_runs
 from ingest.settings import config, limits
 
-# serving sniffs before runs_json: run detection keys on generic fields such as "start_time";
+# serving sniffs before run_summary: run detection keys on generic fields such as "start_time";
 # bills too (a GCP label named run_id would look like a run). FOCUS sniffs before Azure: an
 # Azure FOCUS export is FOCUS.
 PARSERS: tuple[ModuleType, ...] = (codecarbon, wandb_runs, serving, billing_focus, billing_aws, billing_gcp,
-                                   billing_azure, billing_aws_dbr, runs_json, gpu_collector, nvidia_smi, mixed_scrape, dcgm, serving_metrics, slurm)
+                                   billing_azure, billing_aws_dbr, run_summary, gpu_collector, nvidia_smi, mixed_scrape, dcgm, serving_metrics, slurm)
 KINDS = {parser.KIND: parser for parser in PARSERS}
 FILE_SUFFIXES = {".jsonl", ".json", ".ndjson", ".csv", ".gz", ".zst", ".prom", ".parquet"}
 PARQUET_MAGIC = b"PAR1"  # a parser with BINARY = True gets such files as bytes

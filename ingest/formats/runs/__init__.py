@@ -1,2 +1,2 @@
-"""Training-run files: JSON run summaries (runs_json, staged by runs_columnar) and CodeCarbon, both
-checked and derived by run_record."""
+"""Training-run files: JSON run summaries (run_summary, one definition read by ingest/engine) and
+CodeCarbon (and the importers' runs), checked and derived by run_record."""

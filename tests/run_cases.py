@@ -1,65 +1,17 @@
-"""Runs staged in SQL (ingest/formats/runs/runs_columnar.py) equal runs read line by line (runs_json.parse).
-
-Both paths stage the same file into their own staging database; the runs, eval points and
-rejects (line, reason, raw text) must be identical. The files: the repository's sample runs,
-a synthetic file mixing good records with every kind of bad one, a seeded random file that
-varies each field over good, odd and bad values, and the same records as one JSON array.
-"""
+"""Run records for the run tests: a file of every kind of record (good, odd and bad), seeded random
+records that vary each field over good, odd and bad values, and fleet-like plain records."""
 from __future__ import annotations
 
-import gzip
 import json
-import logging
 import random
-import re
 from datetime import timezone
-from decimal import Decimal
 from pathlib import Path
 
-import pytest
-
-from ingest.engine import staging
-from ingest.engine.batch_sql import LONG_NUMBER
-from ingest.engine.contract import ParseContext
-from ingest.formats.runs import runs_columnar, runs_json
-
-REPO = Path(__file__).resolve().parents[1]
 UTC = timezone.utc
 BARE = {"run_id": "r1", "start_time": "2025-05-05T16:00:00Z", "end_time": "2025-05-05T18:30:00Z"}
 SEED = {"run_id": "bert-base-042", "project": "my_model", "start_time": 1746460800.0, "end_time": 1746469800.0,
         "duration_hours": 2.5, "instance_type": "g5.2xlarge", "price_per_hour_usd": 1.212,
         "estimated_cost_usd": 3.03, "throughput_examples_per_sec": 812.5, "val_metric": 0.913}
-
-
-def staged(con) -> dict[str, list[tuple]]:
-    """Everything a load stages for runs, in a stable order (maps as sorted items)."""
-    runs = con.execute("SELECT * EXCLUDE (tags), map_entries(tags) FROM runs ORDER BY run_id").fetchall()
-    evals = con.execute("SELECT * FROM run_evals ORDER BY run_id, seq").fetchall()
-    rejects = con.execute("SELECT path, line, reason, raw FROM rejects ORDER BY line, reason").fetchall()
-    return {"runs": runs, "run_evals": evals, "rejects": rejects}
-
-
-def both_paths(path: Path, tz=UTC) -> tuple[dict, dict, int, int]:
-    """(old staged, new staged, old accepted, new accepted) of one file."""
-    ctx = ParseContext(str(path), tz)
-    old = staging.open_stage()
-    parsed = runs_json.parse(staging.lines(staging.Source.of(path)), ctx)
-    staging.insert_parsed(old, parsed, str(path))
-    new = staging.open_stage()
-    result = runs_columnar.stage(staging.Source.of(path), new, ctx)
-    try:
-        return staged(old), staged(new), parsed.accepted, result.accepted
-    finally:
-        old.close()
-        new.close()
-
-
-def assert_same(path: Path, tz=UTC) -> dict:
-    old, new, old_accepted, new_accepted = both_paths(path, tz)
-    for table in old:
-        assert new[table] == old[table], table
-    assert new_accepted == old_accepted
-    return new
 
 
 def write(path: Path, lines: list[str]) -> Path:
@@ -139,98 +91,6 @@ EVERY_KIND = [
     '{"run_id": "long-10", "start_time": "2025-05-05T16:00:00Z", "duration_hours": 1, "estimated_cost_usd":\r\n 3.0300000000000000000001}',
     json.dumps({**BARE, "run_id": "digits-in-text", "tags": {"resource_id": "i-06831718843699913"}, "note": "x: 12345678901234567"}),
 ]
-
-
-def test_every_kind_of_record_stages_the_same(tmp_path):
-    new = assert_same(write(tmp_path / "runs.jsonl", EVERY_KIND))
-    assert len(new["rejects"]) >= 20 and len(new["runs"]) >= 25  # the file holds both, plenty of each
-
-
-def no_whole_file_parse(monkeypatch) -> None:
-    """Make the columnar path fail if it hands the file to the line-by-line reference whole
-    (else the comparison would compare the reference with itself)."""
-    def refuse(*args, **kwargs):
-        raise AssertionError("the file went to json_records.parse whole")
-    monkeypatch.setattr(runs_columnar.json_records, "parse", refuse)
-
-
-def test_the_same_records_as_one_json_array_stage_the_same(tmp_path, monkeypatch):
-    """DuckDB's array reader, not the reference, reads the array (no number too long for a double
-    in it: such an array goes to the reference whole, below)."""
-    records = [json.loads(line) for line in EVERY_KIND if line.strip().startswith("{") and _valid(line)
-               and not re.search(LONG_NUMBER, line)]
-    path = tmp_path / "runs.json"
-    path.write_text(json.dumps(records, indent=2))
-    old, _, _, _ = both_paths(path)  # the reference first, then the columnar path alone
-    no_whole_file_parse(monkeypatch)
-    new = staged_columnar(path)
-    assert new == old
-    assert len(new["runs"]) > 20 and len(new["rejects"]) > 10
-
-
-def staged_columnar(path: Path, tz=UTC) -> dict:
-    con = staging.open_stage()
-    try:
-        runs_columnar.stage(staging.Source.of(path), con, ParseContext(str(path), tz))
-        return staged(con)
-    finally:
-        con.close()
-
-
-def test_a_broken_array_and_one_object_over_many_lines(tmp_path):
-    """Both go to the line-by-line reading whole (DuckDB reads neither): checked against what
-    they hold, not against that reading itself."""
-    broken = tmp_path / "broken.json"
-    text = json.dumps([BARE, SEED], indent=2)[:-3]
-    broken.write_text(text)
-    new = staged_columnar(broken)
-    filled = [n for n, line in enumerate(text.split("\n"), start=1) if line.strip()]
-    assert new["runs"] == [] and [line for _, line, _, _ in new["rejects"]] == filled  # each line is no run
-    one = tmp_path / "run_meta.json"
-    one.write_text(json.dumps(SEED, indent=2))
-    con = staging.open_stage()
-    try:
-        runs_columnar.stage(staging.Source.of(one), con, ParseContext(str(one), UTC))
-        row = con.execute("SELECT run_id, project, epoch(started_at), epoch(ended_at), duration_s, cost_usd, "
-                          "cost_given_usd, examples, val_metric, source_line FROM runs").fetchall()
-    finally:
-        con.close()
-    hours = (SEED["end_time"] - SEED["start_time"]) / 3600
-    assert row == [(SEED["run_id"], SEED["project"], SEED["start_time"], SEED["end_time"], hours * 3600,
-                    Decimal(str(SEED["estimated_cost_usd"])), Decimal(str(SEED["estimated_cost_usd"])),
-                    round(SEED["throughput_examples_per_sec"] * hours * 3600), SEED["val_metric"], 1)]
-
-
-def test_the_sample_runs_and_a_gzip_copy_stage_the_same(tmp_path):
-    sample = REPO / "sample_data" / "runs.jsonl"
-    assert_same(sample)
-    packed = tmp_path / "runs.jsonl.gz"
-    packed.write_bytes(gzip.compress(sample.read_bytes()))
-    assert_same(packed)
-
-
-def test_naive_times_in_another_zone_stage_the_same(tmp_path):
-    from zoneinfo import ZoneInfo
-
-    assert_same(write(tmp_path / "runs.jsonl", EVERY_KIND), ZoneInfo("Europe/Paris"))
-
-
-def test_random_records_stage_the_same(tmp_path):
-    rng = random.Random(42)
-    lines = [json.dumps(random_record(rng, n)) for n in range(3000)]
-    new = assert_same(write(tmp_path / "random.jsonl", lines))
-    assert len(new["runs"]) > 1500 and len(new["rejects"]) > 100
-
-
-def test_plain_records_are_settled_in_sql(tmp_path, caplog):
-    """A fleet-like file loads without a record read in Python (the fallback is for quirks)."""
-    rng = random.Random(7)
-    lines = [json.dumps(plain_record(rng, n)) for n in range(500)]
-    path = write(tmp_path / "plain.jsonl", lines)
-    with caplog.at_level(logging.DEBUG, logger="ingest.formats.runs.runs_columnar"):
-        new = assert_same(path)
-    assert len(new["runs"]) == 500 and new["rejects"] == []
-    assert "read in Python" not in caplog.text
 
 
 def plain_record(rng: random.Random, n: int) -> dict:
@@ -336,101 +196,3 @@ def _valid(line: str) -> bool:
     except json.JSONDecodeError:
         return False
     return True
-
-
-@pytest.mark.parametrize("hours", [0.3333333, 1.2345678, 2.5, 0.1234567891234, 87839.999999, 1e-4 + 1e-12])
-def test_duration_hours_reach_the_same_microsecond(tmp_path, hours):
-    lines = [json.dumps({"run_id": "a", "start_time": "2025-05-05T16:00:00Z", "duration_hours": hours}),
-             json.dumps({"run_id": "b", "end_time": "2025-05-05T16:00:00Z", "duration_hours": hours})]
-    assert_same(write(tmp_path / "runs.jsonl", lines))
-
-
-def test_a_long_array_with_repeated_runs_keeps_each_runs_last_element(tmp_path, monkeypatch):
-    """Read by DuckDB's array reader (the tags hold no 17-digit text, which would send the array
-    to the reference whole); each run keeps its last element, worked out here."""
-    rng = random.Random(11)
-    records = [{**plain_record(rng, n % 1500), "val_metric": n} for n in range(6000)]  # each run_id 4 times
-    for record in records:
-        record["tags"].pop("instance")
-    path = tmp_path / "runs.json.gz"
-    path.write_bytes(gzip.compress(json.dumps(records, indent=1).encode()))
-    old, _, _, _ = both_paths(path)
-    no_whole_file_parse(monkeypatch)
-    new = staged_columnar(path)
-    assert new == old
-    last = {record["run_id"]: record["val_metric"] for record in records}
-    con = staging.open_stage()
-    try:
-        runs_columnar.stage(staging.Source.of(path), con, ParseContext(str(path), UTC))
-        assert dict(con.execute("SELECT run_id, val_metric FROM runs").fetchall()) == last
-    finally:
-        con.close()
-
-
-FIRST_LINES = {  # the same runs after blank lines of every kind, with a BOM, with CRLF line ends
-    "blank-first.jsonl": "\n \t\n\r\n" + "\n".join(json.dumps({**BARE, "run_id": f"b{n}"}) for n in range(3)) + "\n",
-    "bom.jsonl": "\ufeff" + json.dumps(SEED) + "\n" + json.dumps(BARE) + "\n",
-    "crlf.jsonl": "\r\n".join(["", json.dumps(SEED), json.dumps(BARE), "{not json", ""]),
-    "blank-array.json": "\n\n  " + json.dumps([BARE, SEED], indent=2) + "\n",
-    "blank-object.json": "\n \n" + json.dumps(SEED, indent=2) + "\n",
-    "only-blanks.jsonl": "\n  \n\t\n",
-    # blank lines of Unicode spaces (DuckDB's trim strips them, Python's strip too), a tab, a form feed
-    "unicode-blanks.jsonl": "\n".join([json.dumps(SEED), "\u00a0\u3000 \u2009", "\t", "\f", " \u00a0",
-                                       json.dumps(BARE), "\u00a0x"]) + "\n",
-}
-
-
-@pytest.mark.parametrize("name", sorted(FIRST_LINES))
-def test_the_first_line_read_from_the_head_is_the_one_line_batches_give(tmp_path, name):
-    path = tmp_path / name
-    path.write_bytes(FIRST_LINES[name].encode("utf-8"))
-    source = staging.Source.of(path)
-    # the reference: every line as line_batches numbers and splits them, the first non-blank one
-    numbered = [(number, text) for number, text in staging.lines(source) if text.strip(" \t\n\r\f")]
-    assert runs_columnar._first_line(source) == (numbered[0] if numbered else None)
-    assert_same(path)
-
-
-def test_a_first_line_past_the_head_is_found_in_the_batches(tmp_path, monkeypatch):
-    monkeypatch.setattr(runs_columnar, "HEAD_BYTES", 64)  # the blank lines fill more than the head
-    path = write(tmp_path / "late.jsonl", [" " * 30] * 5 + [json.dumps(SEED), json.dumps(BARE)])
-    assert runs_columnar._first_line(staging.Source.of(path)) == (6, json.dumps(SEED))
-    assert_same(path)
-
-
-def test_a_file_past_the_one_value_bound_is_read_as_lines_without_counting_its_values(tmp_path, monkeypatch):
-    """A `{` line that is not JSON by itself: one object over many lines only when the file is
-    small enough for DuckDB to read as one value; a longer file is lines (its first one rejected)."""
-    monkeypatch.setattr(runs_columnar, "ONE_VALUE_BYTES", 4096)
-    lines = ['{"run_id": "cut-short",'] + [json.dumps({**BARE, "run_id": f"r{n}"}) for n in range(60)]
-    plain = write(tmp_path / "cut.jsonl", lines)
-    packed = tmp_path / "cut.jsonl.gz"
-    packed.write_bytes(gzip.compress(plain.read_bytes()))
-    one = tmp_path / "run_meta.json"
-    one.write_text(json.dumps(SEED, indent=2))
-    big = tmp_path / "big_meta.json"  # one object, but larger than the bound: not read as one value
-    big.write_text(json.dumps({**SEED, "tags": {f"k{n}": "v" * 50 for n in range(100)}}, indent=2))
-    con = Recording(staging.open_stage())
-    try:
-        assert [runs_columnar._one_value(staging.Source.of(p), con) for p in (plain, packed, one, big)] == \
-            [False, False, True, False]
-        assert len(con.queries) == 1  # DuckDB was asked about the small file alone
-    finally:
-        con.close()
-    for path in (plain, packed):
-        new = assert_same(path)
-        assert len(new["runs"]) == 60 and [line for _, line, *_ in new["rejects"]] == [1]
-
-
-class Recording:
-    """A DuckDB connection that keeps the text of every statement it is given."""
-
-    def __init__(self, con):
-        self.con, self.queries = con, []
-
-    def execute(self, sql, *args):
-        self.queries.append(sql)
-        return self.con.execute(sql, *args)
-
-    def __getattr__(self, name):
-        return getattr(self.con, name)
