@@ -12,7 +12,8 @@ CATALOG_SOURCES = ("catalog", "gpu_traces_catalog")
 def price_source(runs: pd.DataFrame, prices: Prices) -> pd.Series:
     """Per training_runs row: 'source, as of date' of the catalog price it used (cost_source
     catalog: the GPU-hour table for a run that names its GPUs, else the instance table when it
-    lists the instance type, else the GPU-hour table, as ingest/run_record.catalog_price chooses;
+    lists the instance type, else the GPU-hour table, as the run definition's HourlyCost.per
+    (ingest/formats/runs/run_summary.py) chooses;
     gpu_traces_catalog: the GPU-hour table), else None. Looked up once per distinct hardware."""
     keys = ["cost_source", "instance_type", "gpu_type", "names_gpus"]
     priced = runs.loc[runs["cost_source"].isin(CATALOG_SOURCES), keys].astype(object)
