@@ -20,7 +20,7 @@ import pytest
 from ingest.engine import values
 from ingest.engine import warehouse as wh
 from ingest.engine.contract import BadValue
-from ingest.engine import batch_sql
+from ingest.engine import batch_spellings
 from ingest.pipeline import loader
 from mlcost import cli
 from tests.conftest import REPO_ROOT
@@ -211,7 +211,7 @@ def test_row4_sql_checks_use_the_same_pattern():
     probes = _probes() + ["12", "-1.5", ".5", "5.", "1e10", "+3E-2", "1.2.3", ""]
     # the engine's CSV spellings of a number (read in SQL) are numbers as Python reads them
     assert all(values.is_number_text(p) for p in probes
-               if re.fullmatch(batch_sql.CSV_NUMBER, p) or re.fullmatch(batch_sql.CSV_COUNT, p))
+               if re.fullmatch(batch_spellings.CSV_NUMBER, p) or re.fullmatch(batch_spellings.CSV_COUNT, p))
     con = duckdb.connect()
     in_sql = [row[0] for row in con.execute(
         "SELECT regexp_full_match(p, ?) FROM unnest(?) WITH ORDINALITY AS t(p, i) ORDER BY i",

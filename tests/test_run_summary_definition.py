@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ingest.engine import batch_sql, reader, staging
-from ingest.engine.batch_sql import LONG_NUMBER
+from ingest.engine.batch_spellings import LONG_NUMBER
 from ingest.engine.contract import ParseContext
 from ingest.formats.runs import run_summary
 from tests import run_cases

@@ -1,0 +1,227 @@
+"""JSON lines as SQL: the CTEs that read each field's value of a batch of JSON lines.
+
+Two reads (batch_sql.py chooses per batch): the lenient one (`lenient_fields`) types every field
+with one json_transform and trusts it only on lines without a quirk (`quirk_pattern`: escapes,
+long numbers, lists, maps, a blank at a text's edge ...); the strict one (`json_fields`) takes
+each value's JSON text and type, checks lists, maps and items (Items) item by item, and leaves
+typing to batch_typed.py. A line neither reads as Python would is left to the generic reader.
+"""
+from __future__ import annotations
+
+from ingest.engine.contract import ParseContext
+from ingest.engine.definition import (COUNT, COUNT_LIST, MONEY, NUMBER, PERCENT, TEXT, TIME, Definition, Field, Items,
+                                      Required, Extras)
+from ingest.engine.batch_spellings import MONEY_TEXT, lists_of, maps_of, scalars_of, time_ok
+
+BLANK = r"[\s\x0b\x1c-\x1f\x85\xa0\x{1680}\x{2000}-\x{200a}\x{2028}\x{2029}\x{202f}\x{205f}\x{3000}]"
+TRAILING_COMMA = r",\s*[}\]]"  # DuckDB's JSON reader takes `[1,]` and `{"a": 1,}`; Python's json refuses them
+# An item's number or count (Items) read alike by DuckDB and Python: no exponent, no more digits than a double keeps.
+ITEM_NUMBER = r"-?(0|[1-9][0-9]{0,14})(\.[0-9]{1,16})?"
+ITEM_COUNT = r"-?(0|[1-9][0-9]{0,17})"
+# A map's single value as Python's str() writes it: text, a whole number, true or false, null ('').
+MAP_VALUE_TYPES = "('VARCHAR', 'UBIGINT', 'BIGINT', 'BOOLEAN', 'NULL')"
+
+
+def _list_item_plain(f: Field) -> str:
+    """SQL over an item's JSON type `x` (and text `u`): a list item SQL reads as the reader does."""
+    if f.type == COUNT_LIST:  # whole numbers within bounds; null items are skipped
+        return "x IN ('UBIGINT', 'BIGINT', 'NULL')"
+    return "x = 'VARCHAR'"
+
+
+def _count_items_plain(f: Field) -> str:
+    """SQL: a count list's every item within the field's bounds (either sign), else the reader's."""
+    if f.type != COUNT_LIST:
+        return ""
+    return (f"AND coalesce(list_bool_and(list_transform({f.column}_items, lambda u: u IS NULL "
+            f"OR coalesce(abs(TRY_CAST(u AS BIGINT)) <= {f.maximum}, false))), true)")
+
+
+def _item_plain(items: Items, x: str) -> str:
+    """SQL: the JSON item `x` is one SQL reads as the reader does: an object without a repeated
+    key or another key, each field of its JSON type in a plain spelling, a required one given, no
+    time (a Since is worked out by the reader)."""
+    known = [name for f in items.fields for name in f.spellings]
+    checks = [f"json_type({x}) = 'OBJECT'", f"len(json_keys({x})) = len(list_distinct(json_keys({x})))",
+              f"list_has_all({known!r}, json_keys({x}))"]
+    for f in items.fields:
+        for name in f.spellings:
+            kind, text = f"json_type({x}, '$.{name}')", f"json_extract_string({x}, '$.{name}')"
+            absent = f"coalesce({kind}, 'NULL') = 'NULL'"
+            if f.type == COUNT:
+                shape = f"{kind} IN ('UBIGINT', 'BIGINT') AND regexp_full_match({text}, '{ITEM_COUNT}')"
+            elif f.type in (NUMBER, PERCENT):
+                low = "" if f.minimum is None else f" AND TRY_CAST({text} AS DOUBLE) >= {f.minimum}"
+                high = " AND TRY_CAST({text} AS DOUBLE) <= 100" if f.type == PERCENT else ""
+                shape = f"{kind} IN ('UBIGINT', 'BIGINT', 'DOUBLE') AND regexp_full_match({text}, '{ITEM_NUMBER}'){low}{high}"
+            else:  # text, times and the rest: the reader's
+                shape = "false"
+            checks.append(f"({absent} OR ({shape}))")
+    for rule in items.steps:
+        if isinstance(rule, Required):
+            f = next(f for f in items.fields if f.column == rule.column)
+            checks.append("(" + " OR ".join(f"coalesce(json_type({x}, '$.{n}'), 'NULL') <> 'NULL'" for n in f.spellings) + ")")
+    return " AND ".join(f"coalesce({c}, false)" for c in checks)
+
+
+def json_fields(definition: Definition, source: str = "batch") -> str:
+    """CTEs ending in `fields` for JSON lines: each field's value as text (`<c>_text`, the first
+    spelling present), its JSON type (`<c>_type`), whether the line is one plain object, each list."""
+    scalars, lists, maps = scalars_of(definition), lists_of(definition), maps_of(definition)
+    names = [name for f in scalars for name in f.spellings] + [f.column for f in lists]
+    names += [f.column for f in maps] + [items.field for items in definition.items]
+    names += [name for f in lists for name in f.spellings[1:]]  # a list's other spelling: the reader's
+    structure = "{" + ", ".join(f'"{name}": "JSON"' for name in names) + "}"
+    position = {name: index + 1 for index, name in enumerate(names)}
+    value, kind = {}, {}
+    for f in scalars:
+        # The first spelling whose value is not absent (missing, null or blank text), as the reader's.
+        cases = [(f"v_{position[name]}", f"t_{position[name]}") for name in f.spellings]
+        present = [f"({t} IS NOT NULL AND {t} <> 'NULL' AND NOT ({t} = 'VARCHAR' AND trim({v}) = ''))"
+                   for v, t in cases]
+        value[f.column] = "CASE " + " ".join(f"WHEN {p} THEN {v}" for p, (v, _) in zip(present, cases)) + " END"
+        kind[f.column] = "CASE " + " ".join(f"WHEN {p} THEN {t}" for p, (_, t) in zip(present, cases)) + " END"
+    list_texts = "".join(f""",
+                   CASE WHEN object THEN json_extract_string(j.{f.column}, '$[*]') END AS {f.column}_items,
+                   CASE WHEN object THEN json_type(j.{f.column}, '$[*]') END AS {f.column}_types""" for f in lists)
+    list_fields = "".join(f""",
+                   CASE WHEN t_{position[f.column]} = 'ARRAY' THEN {f.column}_items END AS {f.column}_list,
+                   coalesce(t_{position[f.column]}, 'NULL') IN ('NULL', 'ARRAY')
+                       {"".join(f" AND coalesce(t_{position[n]}, 'NULL') = 'NULL'" for n in f.spellings[1:])}
+                       AND coalesce(list_bool_and(list_transform({f.column}_types, lambda x: {_list_item_plain(f)})), true)
+                       {_count_items_plain(f)} AS {f.column}_plain""" for f in lists)
+    list_texts += "".join(f""",
+                   CASE WHEN object THEN j.{f.column} END AS {f.column}_json""" for f in maps)
+    list_texts += "".join(f""",
+                   CASE WHEN object THEN json_extract(j.{i.field}, '$[*]') END AS {i.field}_each""" for i in definition.items)
+    for f in maps:  # an object without a repeated name, each value single; an empty name is the reader's
+        t = f"t_{position[f.column]}"
+        list_fields += f""",
+                   CASE WHEN {t} = 'OBJECT' AND len(json_keys({f.column}_json)) = len(list_distinct(json_keys({f.column}_json)))
+                        THEN map_entries(CAST({f.column}_json AS MAP(VARCHAR, JSON))) END AS {f.column}_entries,
+                   coalesce({t}, 'NULL') = 'NULL' OR ({f.column}_entries IS NOT NULL AND coalesce(list_bool_and(list_transform(
+                       {f.column}_entries, lambda e: e.key <> ''
+                           AND coalesce(json_type(e.value) IN {MAP_VALUE_TYPES}, true)
+                           AND (coalesce(json_type(e.value) NOT IN ('UBIGINT', 'BIGINT'), true)
+                                OR regexp_full_match(CAST(e.value AS VARCHAR), '{ITEM_COUNT}')))), true)) AS {f.column}_plain"""
+    for i in definition.items:
+        t = f"t_{position[i.field]}"
+        list_fields += f""",
+                   CASE WHEN {t} = 'ARRAY' THEN {i.field}_each END AS {i.field}_items,
+                   coalesce({t}, 'NULL') = 'NULL' OR ({t} = 'ARRAY'
+                       AND coalesce(list_bool_and(list_transform({i.field}_each, lambda x: {_item_plain(i, 'x')})), true)) AS {i.field}_plain"""
+    return f"""
+        parsed AS (  -- each line's JSON read twice: its keys, and the JSON text of each field's value
+            SELECT line, raw, TRY(json_keys(raw)) AS keys, TRY(json_transform(raw, '{structure}')) AS j
+            FROM {source} WHERE ltrim(raw) <> ''
+        ), objects AS (  -- an object without a repeated key (Python keeps a repeat's last value, SQL its first)
+            SELECT line, raw, j, coalesce(keys IS NOT NULL AND j IS NOT NULL AND regexp_matches(raw, '^[ \t\r\n]*[{{]')
+                                          AND NOT regexp_matches(raw, '{TRAILING_COMMA}')
+                                          AND len(keys) = list_unique(keys){_known_keys(definition)}, false) AS object
+            FROM parsed
+        ), texts AS (  -- each field's JSON text once (NULL for null or missing)
+            SELECT line, raw, object, {", ".join(f"CAST(j.{name} AS VARCHAR) AS x_{index + 1}" for index, name in enumerate(names))}
+                   {list_texts}
+            FROM objects
+        ), read AS (  -- each value typed by its JSON text's first character
+            SELECT *, {", ".join(f"{_json_type(f'x_{index + 1}')} AS t_{index + 1}" for index in range(len(names)))}
+            FROM texts
+        ), valued AS (
+            SELECT *, {", ".join(f"{_json_value(f'x_{index + 1}', f't_{index + 1}')} AS v_{index + 1}" for index in range(len(names)))}
+            FROM read
+        ), fields AS (
+            SELECT line, raw, object,
+                   {", ".join(f"{value[f.column]} AS {f.column}_text, {kind[f.column]} AS {f.column}_type" for f in scalars)}
+                   {list_fields}
+            FROM valued
+        )"""
+
+
+def _known_keys(definition: Definition) -> str:
+    """SQL (to AND): with Extras, a record's every key is one the definition reads (others are
+    kept as tags by the reader)."""
+    if not definition.rules(Extras):
+        return ""
+    known = sorted({name for f in definition.fields for name in f.spellings} | {i.field for i in definition.items})
+    return f" AND list_has_all({known!r}, keys)"
+
+
+def quirk_pattern(definition: Definition) -> str:
+    """A line the lenient read may take otherwise than Python: any match sends it to the strict
+    read. A string without escapes holds no quote, so `"key":` is always a key (a nested one only
+    costs a strict read); numbers the lenient read would round or cast (text, true, 1.5 or 1e3 as
+    a count, long digits) and text that is not a JSON string or has a blank at an edge are all
+    caught here."""
+    def keys(*types: str) -> str:
+        return "|".join(name for f in scalars_of(definition, *types) for name in f.spellings)
+
+    return "|".join((
+        r"\\",                                    # an escape: a key or text spelled with escapes
+        r"[0-9.]{17,}", r"[0-9.][eE][-+]?[0-9]",   # more digits than a double keeps; an exponent
+        TRAILING_COMMA,
+        r"^\s*[^{\s]",                              # not an object
+        r'"\s+:',                                   # a blank before a key's colon (keys are counted as `":`)
+        rf'"(?:{keys(COUNT)})"\s*:\s*(?:[^-0-9n\s]|-[^0-9]|n[^u]|-?[0-9]+[.eE])',
+        rf'"(?:{keys(NUMBER, PERCENT, MONEY)})"\s*:\s*(?:[^-0-9n\s]|-[^0-9]|n[^u])',
+        rf'"(?:{keys(TEXT, TIME)})"\s*:\s*(?:[^"n\s]|n[^u])',
+        *(rf'"{f.column}"\s*:' for f in lists_of(definition) + maps_of(definition)),  # lists, maps: the strict read
+        *(rf'"{items.field}"\s*:' for items in definition.items),
+        rf':\s*"{BLANK}', rf'{BLANK}"\s*[,}}\]]',    # a string starting or ending with a blank
+    ))
+
+
+def lenient_fields(definition: Definition, ctx: ParseContext) -> str:
+    """CTEs ending in `typed` for JSON lines: every field read straight to its type by one
+    json_transform, trusted only on lines without a quirk (quirk_pattern) whose every key is a known
+    field with a value (`object`; a repeated key, where Python keeps the last value and SQL the
+    first, fails it: a string without escapes holds no quote, so each `":` ends a key)."""
+    sql_type = {TEXT: "VARCHAR", TIME: "VARCHAR", COUNT: "BIGINT", NUMBER: "DOUBLE", PERCENT: "DOUBLE",
+                MONEY: "VARCHAR"}  # money as DuckDB prints the double, checked as the strict read does
+    scalars = scalars_of(definition)
+    structure = "{" + ", ".join(f'"{name}": "{sql_type[f.type]}"' for f in scalars for name in f.spellings) + "}"
+    filled = " + ".join(f"CAST(v.{name} IS NOT NULL AS INTEGER)" for f in scalars for name in f.spellings)
+    columns = []
+    for f in scalars:
+        found = [f"nullif(v.{name}, '')" if f.type in (TEXT, TIME) else f"v.{name}" for name in f.spellings]
+        columns.append(f"{found[0] if len(found) == 1 else f'coalesce({chr(44).join(found)})'} AS {f.column}_text")
+    typed = [f"CASE WHEN {time_ok(ctx, f'{f.column}_text')} THEN TRY_CAST({f.column}_text AS TIMESTAMPTZ) END AS {f.column}"
+             for f in scalars_of(definition, TIME)]
+    typed += [f"{f.column}_text AS {f.column}" for f in scalars_of(definition, COUNT, NUMBER, PERCENT, TEXT)]
+    typed += [f"CASE WHEN regexp_full_match({f.column}_text, '{MONEY_TEXT}') THEN CAST({f.column}_text AS DECIMAL(38, 12)) "
+              f"END AS {f.column}" for f in scalars_of(definition, MONEY)]
+    typed += [f"CAST(NULL AS VARCHAR[]) AS {f.column}" for f in lists_of(definition)]
+    typed += [f"CAST(NULL AS MAP(VARCHAR, VARCHAR)) AS {f.column}" for f in maps_of(definition)]
+    typed += [f"CAST(NULL AS JSON[]) AS {items.field}_items" for items in definition.items]
+    return f"""
+        read AS (
+            SELECT line, raw, quirk, CASE WHEN NOT quirk THEN TRY(json_transform(raw, '{structure}')) END AS v
+            FROM (SELECT line, raw, regexp_matches(raw, '{quirk_pattern(definition)}') AS quirk FROM batch WHERE ltrim(raw) <> '')
+        ), fields AS (  -- a line with a quirk is the strict read's: not transformed above  -- as many keys (each `":`) as known fields with a value: no key repeated, none unknown
+            SELECT line, raw, coalesce(NOT quirk AND v IS NOT NULL
+                                       AND (strlen(raw) - strlen(replace(raw, '":', ''))) // 2 = {filled}, false) AS object,
+                   {", ".join(columns)}
+            FROM read
+        ), typed AS (
+            SELECT *, {", ".join(typed)}
+            FROM fields
+        )"""
+
+
+def map_value(value: str) -> str:
+    """SQL for a map's JSON value as the reader writes it (Python's str(); null as '')."""
+    return (f"CASE WHEN {value} IS NULL THEN '' ELSE CASE json_type({value}) WHEN 'VARCHAR' THEN json_extract_string({value}, '$') "
+            f"WHEN 'BOOLEAN' THEN CASE WHEN CAST({value} AS VARCHAR) = 'true' THEN 'True' ELSE 'False' END "
+            f"WHEN 'NULL' THEN '' ELSE CAST({value} AS VARCHAR) END END")
+
+
+def _json_type(text: str) -> str:
+    """SQL naming the JSON type of a value's JSON text (json_type's names; NULL for null or missing)."""
+    return (f"CASE left({text}, 1) WHEN '\"' THEN 'VARCHAR' WHEN 't' THEN 'BOOLEAN' WHEN 'f' THEN 'BOOLEAN' "
+            f"WHEN '{{' THEN 'OBJECT' WHEN '[' THEN 'ARRAY' WHEN 'n' THEN 'NULL' "
+            f"ELSE CASE WHEN {text} IS NULL THEN NULL WHEN regexp_matches({text}, '[.eE]') THEN 'DOUBLE' ELSE 'BIGINT' END END")
+
+
+def _json_value(text: str, kind: str) -> str:
+    """SQL for a value's text as json_extract_string gives it (a string without escapes sliced, not parsed)."""
+    return (f"CASE WHEN {kind} = 'VARCHAR' THEN CASE WHEN contains({text}, '\\') THEN json_extract_string({text}, '$') "
+            f"ELSE {text}[2:-2] END ELSE {text} END")
