@@ -79,7 +79,7 @@ def typed_statement(definition: Definition, ctx: ParseContext, fields_sql: str, 
     if not lenient:
         texts = [f"coalesce({f.column}, '')" for f in scalars_of(definition, TEXT)]
         texts += [f"coalesce(array_to_string({f.column}_list, chr(1)), '')" for f in lists if f.type == TEXT_LIST]
-        tight = "tight" if csv else "false"  # a tight CSV line (_tight_pattern): its texts and times are plain
+        tight = "tight" if csv else "false"  # a tight CSV line (batch_csv._tight_pattern): its texts and times are plain
         plain_check = (" AND ".join(plain) + f" AND CASE WHEN {tight} THEN true "
                        f"ELSE NOT regexp_matches(concat_ws(chr(1), {', '.join(texts)}), '{EDGE_BLANK}') END")
         typed = [f"CASE WHEN {tight} THEN TRY_CAST({f.column}_text AS TIMESTAMPTZ) WHEN {time_ok(ctx, f'{f.column}_text')} "
@@ -137,7 +137,7 @@ def typed_statement(definition: Definition, ctx: ParseContext, fields_sql: str, 
         absent = f"{hashed.column} IS NULL" + (f" OR {hashed.column} IN ({stand_ins})" if stand_ins else "")
         out[hashed.column] = (f"CASE WHEN {absent} THEN {quote(hashed.prefix)} || left(sha256(concat_ws('|', {', '.join(parts)})), "
                               f"{hashed.length}) ELSE {out[hashed.column]} END")
-    for cost in definition.rules(HourlyCost):  # given, or price x hours (the catalog's: _stage_batch)
+    for cost in definition.rules(HourlyCost):  # given, or price x hours (the catalog's: batch_sql._stage_batch)
         expected = f"{cost.column}_expected"
         out[cost.source] = f"CASE WHEN {cost.given} IS NOT NULL THEN 'given' WHEN ({expected}) IS NOT NULL THEN 'derived' END"
         out[cost.column] = f"coalesce({cost.given}, {expected})"
