@@ -651,7 +651,7 @@ def _typed_sql(definition: Definition, ctx: ParseContext, fields_sql: str, csv: 
                  f"THEN TRY_CAST({f.column}_text AS TIMESTAMPTZ) {_zoned(f'{f.column}_text', zone)}END AS {f.column}"
                  for f in _scalars(definition, TIME)]
         typed += [f"TRY_CAST({f.column}_text AS BIGINT) AS {f.column}" for f in _scalars(definition, COUNT)]
-        typed += [f"TRY_CAST({f.column}_text AS DOUBLE) AS {f.column}" for f in _scalars(definition, NUMBER, PERCENT)]
+        typed += [f"TRY_CAST({f.column}_text AS DOUBLE){_divided(f)} AS {f.column}" for f in _scalars(definition, NUMBER, PERCENT)]
         typed += [f"CASE WHEN regexp_full_match({f.column}_text, '{CSV_MONEY if csv else MONEY_TEXT}') "
                   f"THEN CAST({f.column}_text AS DECIMAL(38, 12)) END AS {f.column}" for f in _scalars(definition, MONEY)]
         typed += [f"{f.column}_text AS {f.column}" for f in _scalars(definition, TEXT)]
@@ -839,7 +839,8 @@ def _checks(definition: Definition, json_strict: bool) -> list[tuple[str, str | 
                     checks.append((f"({given}{c} >= {step.minimum})", reason))
             elif step.type == NUMBER:
                 low = "" if step.minimum is None else f" AND {c} >= {step.minimum}"
-                checks.append((f"({given}(isfinite({c}) AND abs({c}) <= {values.NUMBER_LIMIT}{low}))", None))
+                limit = values.NUMBER_LIMIT if step.divide_by == 1 else f"{min(step.limit, values.NUMBER_LIMIT)!r} / {step.divide_by!r}"
+                checks.append((f"({given}(isfinite({c}) AND abs({c}) <= {limit}{low}))", None))
             elif step.type == PERCENT:
                 checks.append((f"({given}{c} BETWEEN 0 AND 100)", None))
             elif step.type == MONEY:
@@ -880,6 +881,11 @@ def _checks(definition: Definition, json_strict: bool) -> list[tuple[str, str | 
                                  for i, piece in enumerate(pieces) if piece)
             checks.append((f"{' + '.join(f'coalesce({p}, 0)' for p in step.parts)} <= {step.whole}", reason))
     return checks
+
+
+def _divided(f: Field) -> str:
+    """SQL after a number's value as written: its division by Field.divide_by (nothing for 1)."""
+    return "" if f.divide_by == 1 else f" / {float(f.divide_by)!r}"
 
 
 def _run_checks(definition: Definition, step) -> list[tuple[str, None]]:

@@ -67,6 +67,7 @@ class Field:
     keep_empty: bool = False  # lists: a list given empty (or of absent items only) is kept as [] rather than absent
     limit: float = values.NUMBER_LIMIT  # numbers only: at most this in size ("duration_hours 1e6 is too large")
     stored: bool = True  # False: read for the rules (duration_hours), not a column of the table
+    divide_by: float = 1  # numbers only: the value as written (bounds checked on it) / this (3600: seconds read as hours)
 
     @property
     def spellings(self) -> tuple[str, ...]:
