@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import csv
 import hashlib
+from functools import partial
 
-from ingest.engine import line_sql, staging, values
+from ingest.engine import batch_sql, line_sql, reader, staging, values
 from ingest.engine.contract import BadValue, Lines, ParseContext, Parsed, Reject
+from ingest.engine.definition import (COUNT, MONEY, NUMBER, TEXT, TIME, Default, Definition, Detect, Field, HashedId,
+                                      HourlyCost, Hours, Key, Required, Total)
 from ingest.formats.runs import run_record
 from ingest.formats.runs.run_record import build_run, collect, run_totals, to_parsed
 from ingest.settings import config
@@ -22,6 +25,64 @@ TABLES = ("runs", "run_evals")
 REQUIRED = ("timestamp", "project_name", "duration", "emissions", "energy_consumed")
 TAG_COLUMNS = ("experiment_id", "country_iso_code", "country_name", "cpu_model", "os",
                "tracking_mode", "codecarbon_version", "pue", "on_cloud", "cloud_provider")
+
+
+
+def _incomplete(column: str) -> tuple:
+    """The column read as text first, so an empty one names the reason before any value is typed."""
+    return (Field(f"{column}_written", TEXT, names=(column,), stored=False),
+            Required(f"{column}_written", f"{column} is empty: CodeCarbon wrote an incomplete row"))
+
+
+# The format as one definition (not the loader's path yet: tests/test_codecarbon_definition.py
+# compares it with parse/stage below, and lists what it does not state yet).
+CODECARBON = Definition(
+    kind=KIND,
+    table="runs",
+    detect=Detect(all_of=("timestamp", "project_name", "energy_consumed"), any_of=("timestamp",)),
+    header_requires=("timestamp_written", "project", "duration_written", "emissions_written", "energy_consumed_written"),
+    header_reason="not a CodeCarbon header",
+    steps=(  # in the order the old reader checked them: the first that fails names the reason
+        *_incomplete("timestamp"), *_incomplete("energy_consumed"), *_incomplete("emissions"), *_incomplete("duration"),
+        Field("duration_hours", NUMBER, names=("duration",), unit="s read as h", divide_by=3600,
+              limit=run_record.MAX_RUN_HOURS * 3600, stored=False),
+        Field("ended_at", TIME, names=("timestamp",)),  # the stop time (local time: --tz)
+        Field("started_at", TIME, names=("started_at",)),  # CodeCarbon never writes it: from the end - duration
+        Hours("started_at", "ended_at", "duration_hours", seconds="duration_s", tolerance=0.01, differs=""),
+        Field("gpu_count", COUNT, unit="GPUs", maximum=run_record.MAX_GPUS),
+        Field("gpu_type", TEXT, names=("gpu_model",)),
+        Field("price_per_hour_usd", MONEY, names=("price_per_hour_usd",), unit="USD/h"),
+        Field("cost_given_usd", MONEY, names=("cost_given_usd",), unit="USD"),
+        HourlyCost("cost_usd", source="cost_source", given="cost_given_usd", price="price_per_hour_usd",
+                   hours="duration_hours", per=(("gpu", "gpu_type", "gpu_count", ()),),
+                   differs="", open="", unpriced=""),  # the catalog's GPU price x gpu_count x hours, else no cost
+        Field("energy_kwh", NUMBER, names=("energy_consumed",), unit="kWh"),
+        Field("emissions_kg", NUMBER, names=("emissions",), unit="kg CO2e"),
+        Field("val_metric_name", TEXT, names=("val_metric_name",)),
+        Default("val_metric_name", "val_metric"),
+        Field("metric_goal", TEXT, names=("metric_goal",)),
+        Default("metric_goal", "max"),
+        Field("run_id", TEXT),
+        Field("project", TEXT, names=("project_name",)),
+        Field("region", TEXT, names=("region", "country_name")),
+        Field("timestamp_raw", TEXT, names=("timestamp",), stored=False),
+        Field("duration_raw", TEXT, names=("duration",), stored=False),
+        # the oldest schema has no run_id: the id the old reader derived (the values as written)
+        HashedId("run_id", ("project", "timestamp_raw", "duration_raw"), prefix="codecarbon-", raw=True),
+    ),
+    key=Key("run_id", ("run_id",)),
+    csv_only=True,
+    flags="flags",
+    totals=(
+        Total("runs", "rows"),
+        Total("cost_usd_total", "money", "cost_usd"),
+        Total("runs_with_cost", "present", "cost_usd"),
+        Total("energy_kwh_total", "float", "energy_kwh"),
+        Total("runs_with_energy", "present", "energy_kwh"),
+    ),
+)
+new_parse = partial(reader.parse, CODECARBON)     # (lines, ctx, prices=None) -> Parsed, line by line
+new_stage = partial(batch_sql.stage, CODECARBON)  # (src, con, ctx) -> Staged: the SQL pass
 
 
 def sniff(name: str, head: str) -> bool:
