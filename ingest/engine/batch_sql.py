@@ -31,7 +31,7 @@ from ingest.engine import reader
 from ingest.engine.definition import (COUNT, COUNT_LIST, MONEY, NUMBER, PERCENT, TEXT, TEXT_LIST, TEXT_MAP, TIME, CatalogCost, CountOf,
                                       Default, Definition, Field, HashedId, Items, OneOf, Required, Span, SumAtMost, csv_header,
                                       header_problem, is_csv_header)
-from ingest.engine.definition import FromFileName, FromOption, Within
+from ingest.engine.definition import FromFileName, FromOption, Prefer, Tags, Within
 from ingest.engine.definition import Extras, FromRate, HourlyCost, Hours
 from ingest.engine.staging import Source, Staged
 
@@ -695,6 +695,13 @@ def _typed_sql(definition: Definition, ctx: ParseContext, fields_sql: str, csv: 
             value = (f"CASE WHEN list_has_any(regexp_split_to_array(lower(coalesce({out[default.of]}, '')), '[^a-z0-9]+'), "
                      f"[{words}]) THEN {_quote(default.then)} ELSE {value} END")
         out[default.column] = f"coalesce({out[default.column]}, {value})"
+    for tags in definition.rules(Tags):  # named columns as a map sorted by name, the ones given
+        entries = ", ".join(f"{{'k': {_quote(name)}, 'v': {out[column]}}}" for name, column in tags.parts)
+        out[tags.column] = (f"coalesce({out[tags.column]}, map_from_entries(list_sort(list_filter([{entries}], "
+                            f"lambda t: t.v IS NOT NULL))))")
+    for prefer in definition.rules(Prefer):
+        out[prefer.column] = (f"CASE WHEN {out[prefer.of]} IS NOT NULL AND upper({out[prefer.when]}) = {_quote(prefer.equals.upper())} "
+                              f"THEN {out[prefer.of]} ELSE {out[prefer.column]} END")
     for hashed in definition.rules(HashedId):
         parts = [_iso_utc(f"({out[p]})") if definition.field(p).type == TIME else f"coalesce(CAST(({out[p]}) AS VARCHAR), '')"
                  for p in hashed.parts]

@@ -22,7 +22,7 @@ from ingest.engine.contract import BadValue, Lines, ParseContext, Parsed, Reject
 from ingest.engine.definition import (COUNT, COUNT_LIST, MONEY, NUMBER, PERCENT, TEXT, TEXT_LIST, TEXT_MAP, TIME, CatalogCost,
                                       CountOf, Default, Definition, Field, HashedId, Items, OneOf, Required, Since, Span,
                                       SumAtMost, csv_header, header_problem, is_csv_header)
-from ingest.engine.definition import FromFileName, FromOption, Within
+from ingest.engine.definition import FromFileName, FromOption, Prefer, Tags, Within
 from ingest.engine.definition import Extras, FromRate, HourlyCost, Hours
 
 CENT = Decimal("0.01")
@@ -113,6 +113,13 @@ def build_record(definition: Definition, record: object, line: int, ctx: ParseCo
         elif isinstance(step, FromFileName):
             if got[step.column] is None:
                 got[step.column] = step.of(ctx.source)
+        elif isinstance(step, Tags):
+            if got[step.column] is None:
+                found = {name: record.get(definition.field(column).spellings[0]) for name, column in step.parts}
+                got[step.column] = {name: str(value) for name, value in sorted(found.items()) if not values.is_absent(value)}
+        elif isinstance(step, Prefer):
+            if got[step.of] is not None and (got[step.when] or "").upper() == step.equals.upper():
+                got[step.column] = got[step.of]
     for items in definition.items:  # the parent's key as the record ends up with it
         for child in children[items.table]:
             child[items.parent] = got[items.parent]
