@@ -14,7 +14,8 @@ from functools import partial
 from ingest.engine import batch_sql, line_sql, reader, staging, values
 from ingest.engine.contract import BadValue, Lines, ParseContext, Parsed, Reject
 from ingest.engine.definition import (COUNT, MONEY, NUMBER, TEXT, TIME, Default, Definition, Detect, Field, HashedId,
-                                      HourlyCost, Hours, Key, Required, Total)
+                                      HourlyCost, Hours, Key, Prefer, Required, Tags, Total)
+from ingest.engine.definition import TEXT_MAP
 from ingest.formats.runs import run_record
 from ingest.formats.runs.run_record import build_run, collect, run_totals, to_parsed
 from ingest.settings import config
@@ -65,6 +66,12 @@ CODECARBON = Definition(
         Field("run_id", TEXT),
         Field("project", TEXT, names=("project_name",)),
         Field("region", TEXT, names=("region", "country_name")),
+        Field("cloud_region", TEXT, stored=False),
+        Field("on_cloud", TEXT, stored=False),
+        Prefer("region", of="cloud_region", when="on_cloud", equals="Y"),
+        *(Field(f"tag_{name}", TEXT, names=(name,), stored=False) for name in TAG_COLUMNS),
+        Field("tags", TEXT_MAP, names=("tags",)),
+        Tags("tags", tuple((name, f"tag_{name}") for name in TAG_COLUMNS)),
         Field("timestamp_raw", TEXT, names=("timestamp",), stored=False),
         Field("duration_raw", TEXT, names=("duration",), stored=False),
         # the oldest schema has no run_id: the id the old reader derived (the values as written)
