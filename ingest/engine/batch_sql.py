@@ -762,7 +762,7 @@ def _hours_sql(hours: Hours) -> tuple[str, str, str]:
     """SQL for the span's (start, end, hours) over the typed values (Hours): a missing start or
     end from the other and timedelta(hours=h) (whole hours exact, the fraction's microseconds
     rounded half to even, as Python's)."""
-    h = hours.hours
+    h = f"(CASE WHEN abs({hours.hours}) < 1e9 THEN {hours.hours} END)"  # NaN, inf or huge (a line not loaded): no overflow
     length = (f"to_microseconds(CAST(trunc({h}) AS BIGINT) * {US_PER_HOUR} "
               f"+ CAST(round_even(({h} - trunc({h})) * {US_PER_HOUR}.0, 0) AS BIGINT))")
     return (f"coalesce({hours.start}, {hours.end} - {length})", f"coalesce({hours.end}, {hours.start} + {length})",

@@ -75,10 +75,12 @@ CODECARBON = Definition(
         Field("timestamp_raw", TEXT, names=("timestamp",), stored=False),
         Field("duration_raw", TEXT, names=("duration",), stored=False),
         # the oldest schema has no run_id: the id the old reader derived (the values as written)
-        HashedId("run_id", ("project", "timestamp_raw", "duration_raw"), prefix="codecarbon-", raw=True),
+        HashedId("run_id", ("project", "timestamp_raw", "duration_raw"), prefix="codecarbon-", raw=True,
+                 stand_ins=("unknown",)),
     ),
     key=Key("run_id", ("run_id",)),
     csv_only=True,
+    empty_reason="not a CodeCarbon header: missing " + ", ".join(REQUIRED),
     flags="flags",
     totals=(
         Total("runs", "rows"),
