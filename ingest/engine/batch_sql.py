@@ -44,8 +44,8 @@ EDGE_BLANK = r"(^|\x01)[\s\x1c-\x1f\x85\xa0\x{1680}\x{2000}-\x{200a}\x{2028}\x{2
 MONEY_TEXT = r"\d{1,9}(\.\d{1,6})?"  # read back exactly from JSON's double (DuckDB re-prints numbers)
 LONG_NUMBER = r"[0-9.]{17,}"        # a number written with more digits than a double keeps
 # CSV values are text, read exactly: these spellings read alike in DuckDB and Python (int, float, Decimal).
-CSV_COUNT = r"[0-9]{1,18}"
-CSV_NUMBER = r"[0-9]{1,15}(\.[0-9]{1,17})?"
+CSV_COUNT = r"[0-9]{1,18}|[0-9]{1,15}\.0{1,17}"  # 1.0 too (CodeCarbon's gpu_count), exact as a double to 15 digits
+CSV_NUMBER = r"[0-9]{1,15}(\.[0-9]{1,17})?([eE][+-]?[0-9]{1,3})?"  # an exponent too: DuckDB and float() round alike
 CSV_MONEY = r"[0-9]{1,14}(\.[0-9]{1,12})?"
 # A CSV line Python's csv module might read otherwise than a split at commas: quotes, control characters.
 CSV_QUIRK = r'["\x00-\x08\x0a-\x1f\x7f]'
@@ -255,6 +255,8 @@ def _stage_batch(definition: Definition, con, src: Source, ctx: ParseContext, pr
         con.execute(typed_sql, params)
         for cost in definition.rules(CatalogCost):
             _price_from_catalog(definition, cost, con, prices)
+        for hourly in definition.rules(HourlyCost):
+            _catalog_to_reader(hourly, con, prices)
         accepted += con.execute(_insert_typed(definition)).fetchall()[0][0]
         for items in definition.items:
             con.execute(_insert_items(definition, items))
@@ -273,6 +275,19 @@ def _stage_batch(definition: Definition, con, src: Source, ctx: ParseContext, pr
         staging.insert_parsed(con, parsed, src.name)
         accepted += parsed.accepted
     return accepted
+
+
+def _catalog_to_reader(cost: HourlyCost, con, prices) -> None:
+    """An HourlyCost that flags nothing leaves a run without a cost or price in SQL (_run_checks):
+    the runs whose names the price catalog knows go to the reader, which prices them (Decimal)."""
+    if cost.open or cost.unpriced or prices is None:
+        return
+    for catalog, name, _, _ in cost.per:
+        names = con.execute(f"SELECT DISTINCT {name} FROM typed WHERE ok AND {cost.column} IS NULL AND {cost.price} IS NULL "
+                            f"AND {cost.hours} IS NOT NULL AND {name} IS NOT NULL").fetchall()
+        priced = [n for (n,) in names if (prices.instance(n) if catalog == "instance" else prices.gpu(n)) is not None]
+        if priced:
+            con.execute(f"UPDATE typed SET ok = false WHERE ok AND {cost.column} IS NULL AND list_contains(?, {name})", [priced])
 
 
 def _width_reason(definition: Definition, width: int, fields: str = "fields") -> str:
@@ -913,9 +928,12 @@ def _run_checks(definition: Definition, step) -> list[tuple[str, None]]:
     if isinstance(step, HourlyCost):  # a cost to flag, to price from the catalog, or not exact here
         expected = f"{step.column}_expected"
         hours = _hours_of(definition, step.hours)
+        found = f"({step.given} IS NOT NULL OR ({expected}) IS NOT NULL)"
+        if not (step.open or step.unpriced):  # no cost is no flag: the catalog's names go to the reader (_catalog_to_reader)
+            found = f"({step.given} IS NOT NULL OR ({expected}) IS NOT NULL OR ({hours}) IS NULL OR {step.price} IS NULL)"
         return [(f"(({step.price} IS NULL OR ({hours}) IS NULL) OR (({expected}) IS NOT NULL AND ({step.given} IS NULL "
                  f"OR abs({step.given} - ({expected})) <= 0.01 OR abs({step.given} - ({expected})) * 100 <= ({expected}))))", None),
-                (f"({step.given} IS NOT NULL OR ({expected}) IS NOT NULL)", None)]
+                (found, None)]
     if isinstance(step, FromRate) and step.rate in {f.column for f in definition.fields}:
         value, hours = _from_rate_sql(definition, step), _hours_of(definition, step.hours)
         derives = f"{step.column} IS NULL AND {step.rate} IS NOT NULL AND ({hours}) IS NOT NULL"
