@@ -30,7 +30,8 @@ TAG_COLUMNS = ("experiment_id", "country_iso_code", "country_name", "cpu_model",
 
 
 def _incomplete(column: str) -> tuple:
-    """The column read as text first, so an empty one names the reason before any value is typed."""
+    """The column read as text first, so an empty one names the reason before any value is typed
+    (a later Field of the same column decides how SQL spells it: the typed one must come after)."""
     return (Field(f"{column}_written", TEXT, names=(column,), stored=False),
             Required(f"{column}_written", f"{column} is empty: CodeCarbon wrote an incomplete row"))
 
@@ -72,10 +73,8 @@ CODECARBON = Definition(
         *(Field(f"tag_{name}", TEXT, names=(name,), stored=False) for name in TAG_COLUMNS),
         Field("tags", TEXT_MAP, names=("tags",)),
         Tags("tags", tuple((name, f"tag_{name}") for name in TAG_COLUMNS)),
-        Field("timestamp_raw", TEXT, names=("timestamp",), stored=False),
-        Field("duration_raw", TEXT, names=("duration",), stored=False),
         # the oldest schema has no run_id: the id the old reader derived (the values as written)
-        HashedId("run_id", ("project", "timestamp_raw", "duration_raw"), prefix="codecarbon-", raw=True,
+        HashedId("run_id", ("project", "timestamp_written", "duration_written"), prefix="codecarbon-", raw=True,
                  stand_ins=("unknown",)),
     ),
     key=Key("run_id", ("run_id",)),
