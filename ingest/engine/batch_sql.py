@@ -282,12 +282,14 @@ def _catalog_to_reader(cost: HourlyCost, con, prices) -> None:
     the runs whose names the price catalog knows go to the reader, which prices them (Decimal)."""
     if cost.open or cost.unpriced or prices is None:
         return
-    for catalog, name, _, _ in cost.per:
+    for catalog, name, multiplier, _ in cost.per:
+        counted = f" AND {multiplier} <> 0" if multiplier else ""  # no multiplier (or 0): no price (the reader's rule)
         names = con.execute(f"SELECT DISTINCT {name} FROM typed WHERE ok AND {cost.column} IS NULL AND {cost.price} IS NULL "
-                            f"AND {cost.hours} IS NOT NULL AND {name} IS NOT NULL").fetchall()
+                            f"AND {cost.hours} IS NOT NULL AND {name} IS NOT NULL{counted}").fetchall()
         priced = [n for (n,) in names if (prices.instance(n) if catalog == "instance" else prices.gpu(n)) is not None]
         if priced:
-            con.execute(f"UPDATE typed SET ok = false WHERE ok AND {cost.column} IS NULL AND list_contains(?, {name})", [priced])
+            con.execute(f"UPDATE typed SET ok = false WHERE ok AND {cost.column} IS NULL{counted} AND list_contains(?, {name})",
+                        [priced])
 
 
 def _width_reason(definition: Definition, width: int, fields: str = "fields") -> str:
