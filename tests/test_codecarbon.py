@@ -231,7 +231,7 @@ def test_winter_time_in_berlin_is_utc_plus_one(tmp_path, warehouse):
         ("2025-01-15T12:00:00,p,r2,abc,0.1,0.5", ("duration", "abc")),
         ("2025-01-15T12:00:00,p,r2,-5,0.1,0.5", ("duration",)),
         ("2025-01-15T12:00:00,p,r2,3600,0.1,lots", ("energy_consumed", "lots")),
-        ("2025-01-15T12:00:00,p,r2,3600,0.1,-0.5", ("energy_kwh",)),
+        ("2025-01-15T12:00:00,p,r2,3600,0.1,-0.5", ("energy_consumed is negative", "-0.5")),
         ("noon,p,r2,3600,0.1,0.5", ("timestamp", "noon")),
     ],
 )

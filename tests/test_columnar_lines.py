@@ -80,7 +80,7 @@ def _count_fallback(module, monkeypatch) -> set[int]:
             seen.update(number for number, _ in lines)
             return suspects(con, src, ctx, lines)
         monkeypatch.setattr(dcgm, "_stage_suspects", counting)
-    elif module is gpu_collector:  # a definition: the lines the engine's SQL pass hands to its reader
+    else:  # a definition (gpu-collector, CodeCarbon): the lines the engine's SQL pass hands to its reader
         read_lines = reader.read_lines
 
         def counting(definition, lines, *args):
@@ -88,14 +88,6 @@ def _count_fallback(module, monkeypatch) -> set[int]:
             seen.update(number for number, _ in lines)
             return read_lines(definition, lines, *args)
         monkeypatch.setattr(reader, "read_lines", counting)
-    else:
-        parse = codecarbon.parse
-
-        def counting(lines, ctx):
-            lines = list(lines)
-            seen.update(number for number, _ in lines[1:])  # the first is the header
-            return parse(lines, ctx)
-        monkeypatch.setattr(codecarbon, "parse", counting)
     return seen
 
 
@@ -240,9 +232,10 @@ def test_dcgm_one_scrape_of_many_gpus_without_timestamps(formats_dir, tmp_path, 
 
 @pytest.mark.parametrize("tz", [UTC, BERLIN], ids=["utc", "berlin"])
 def test_codecarbon_real_files(formats_dir, monkeypatch, tz):
-    """Every generation; only the examples file's two incomplete rows (lines 6, 7) go to Python."""
+    """Every generation; the reader gets the rows without run_id (examples 3-5, the oldest schema's
+    line 2: their id is made of the values as written) and line 29 (energy_consumed with 20 decimals)."""
     found = {name: stage_both(codecarbon, formats_dir / name, monkeypatch, tz) for name in CODECARBON}
-    assert found == {CODECARBON[0]: {6, 7}, CODECARBON[1]: set(), CODECARBON[2]: set()}
+    assert found == {CODECARBON[0]: {3, 4, 5, 29}, CODECARBON[1]: {2}, CODECARBON[2]: set()}
 
 
 def test_codecarbon_mixed_good_and_bad_lines(formats_dir, tmp_path, monkeypatch):
@@ -274,15 +267,16 @@ def test_codecarbon_mixed_good_and_bad_lines(formats_dir, tmp_path, monkeypatch)
 
 
 def test_codecarbon_summer_time_change_and_oldest_schema(tmp_path, monkeypatch):
-    """Naive times at Berlin's autumn change (02:30 happens twice) read by Python's rule, as before."""
+    """Naive times at Berlin's autumn change (02:30 happens twice) read by Python's rule, as before;
+    the oldest schema has no run_id, so every row is the reader's (its id is made of the values as written)."""
     lines = ["timestamp,project_name,duration,emissions,energy_consumed,country_name,on_cloud,cloud_region,region",
              "2025-10-26T02:30:00,p,10,0.1,0.2,Germany,Y,eu-central-1,berlin",
              "2025-10-26T12:30:00,p,0.000001,0.1,0.2,Germany,N,eu-central-1,",
              "2025-03-30T02:30:00,p,3600,0.1,0.2,,N,,",
              "2025-01-15T12:00:00.5,p,7200.25,0,0,Germany,y,,berlin"]
     path = write(tmp_path, "emissions.csv", lines)
-    assert stage_both(codecarbon, path, monkeypatch, BERLIN) == {2, 4}
-    assert stage_both(codecarbon, path, monkeypatch, UTC) == set()
+    assert stage_both(codecarbon, path, monkeypatch, BERLIN) == {2, 3, 4, 5}
+    assert stage_both(codecarbon, path, monkeypatch, UTC) == {2, 3, 4, 5}
 
 
 def test_codecarbon_header_without_energy_is_refused_alike(tmp_path, monkeypatch):

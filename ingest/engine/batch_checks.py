@@ -35,7 +35,8 @@ def rule_checks(definition: Definition, json_strict: bool) -> list[tuple[str, st
                     checks.append((f"({given}{c} >= {step.minimum})", reason))
             elif step.type == NUMBER:
                 low = "" if step.minimum is None else f" AND {c} >= {step.minimum}"
-                checks.append((f"({given}(isfinite({c}) AND abs({c}) <= {values.NUMBER_LIMIT}{low}))", None))
+                limit = values.NUMBER_LIMIT if step.divide_by == 1 else f"{min(step.limit, values.NUMBER_LIMIT)!r} / {step.divide_by!r}"
+                checks.append((f"({given}(isfinite({c}) AND abs({c}) <= {limit}{low}))", None))
             elif step.type == PERCENT:
                 checks.append((f"({given}{c} BETWEEN 0 AND 100)", None))
             elif step.type == MONEY:
@@ -96,9 +97,12 @@ def _run_checks(definition: Definition, step) -> list[tuple[str, None]]:
     if isinstance(step, HourlyCost):  # a cost to flag, to price from the catalog, or not exact here
         expected = f"{step.column}_expected"
         hours = hours_of(definition, step.hours)
+        found = f"({step.given} IS NOT NULL OR ({expected}) IS NOT NULL)"
+        if not (step.open or step.unpriced):  # no cost is no flag: the catalog's names go to the reader (catalog_to_reader)
+            found = f"({step.given} IS NOT NULL OR ({expected}) IS NOT NULL OR ({hours}) IS NULL OR {step.price} IS NULL)"
         return [(f"(({step.price} IS NULL OR ({hours}) IS NULL) OR (({expected}) IS NOT NULL AND ({step.given} IS NULL "
                  f"OR abs({step.given} - ({expected})) <= 0.01 OR abs({step.given} - ({expected})) * 100 <= ({expected}))))", None),
-                (f"({step.given} IS NOT NULL OR ({expected}) IS NOT NULL)", None)]
+                (found, None)]
     if isinstance(step, FromRate) and step.rate in {f.column for f in definition.fields}:
         value, hours = from_rate_sql(definition, step), hours_of(definition, step.hours)
         derives = f"{step.column} IS NULL AND {step.rate} IS NOT NULL AND ({hours}) IS NOT NULL"

@@ -28,7 +28,7 @@ def hours_sql(hours: Hours) -> tuple[str, str, str]:
     """SQL for the span's (start, end, hours) over the typed values (Hours): a missing start or
     end from the other and timedelta(hours=h) (whole hours exact, the fraction's microseconds
     rounded half to even, as Python's)."""
-    h = hours.hours
+    h = f"(CASE WHEN abs({hours.hours}) < 1e9 THEN {hours.hours} END)"  # NaN, inf or huge (a line not loaded): no overflow
     length = (f"to_microseconds(CAST(trunc({h}) AS BIGINT) * {US_PER_HOUR} "
               f"+ CAST(round_even(({h} - trunc({h})) * {US_PER_HOUR}.0, 0) AS BIGINT))")
     return (f"coalesce({hours.start}, {hours.end} - {length})", f"coalesce({hours.end}, {hours.start} + {length})",
@@ -142,3 +142,18 @@ def price_from_catalog(definition: Definition, cost: CatalogCost, con, prices: c
                 f"FROM catalog_cost c WHERE typed.line = c.line AND c.cost IS NOT NULL AND c.cost < {values.MONEY_LIMIT}")
     con.execute("UPDATE typed SET ok = false FROM catalog_cost c WHERE typed.line = c.line "
                 f"AND (c.cost IS NULL OR c.cost >= {values.MONEY_LIMIT})")  # not exact here: the reader prices it
+
+
+def catalog_to_reader(cost: HourlyCost, con, prices) -> None:
+    """An HourlyCost that flags nothing leaves a run without a cost or price in SQL (batch_checks):
+    the runs whose names the price catalog knows go to the reader, which prices them (Decimal)."""
+    if cost.open or cost.unpriced or prices is None:
+        return
+    for catalog, name, multiplier, _ in cost.per:
+        counted = f" AND {multiplier} <> 0" if multiplier else ""  # no multiplier (or 0): no price (the reader's rule)
+        names = con.execute(f"SELECT DISTINCT {name} FROM typed WHERE ok AND {cost.column} IS NULL AND {cost.price} IS NULL "
+                            f"AND {cost.hours} IS NOT NULL AND {name} IS NOT NULL{counted}").fetchall()
+        priced = [n for (n,) in names if (prices.instance(n) if catalog == "instance" else prices.gpu(n)) is not None]
+        if priced:
+            con.execute(f"UPDATE typed SET ok = false WHERE ok AND {cost.column} IS NULL{counted} AND list_contains(?, {name})",
+                        [priced])

@@ -24,8 +24,8 @@ EDGE_BLANK = r"(^|\x01)[\s\x1c-\x1f\x85\xa0\x{1680}\x{2000}-\x{200a}\x{2028}\x{2
 MONEY_TEXT = r"\d{1,9}(\.\d{1,6})?"  # read back exactly from JSON's double (DuckDB re-prints numbers)
 LONG_NUMBER = r"[0-9.]{17,}"        # a number written with more digits than a double keeps
 # CSV values are text, read exactly: these spellings read alike in DuckDB and Python (int, float, Decimal).
-CSV_COUNT = r"[0-9]{1,18}"
-CSV_NUMBER = r"[0-9]{1,15}(\.[0-9]{1,17})?"
+CSV_COUNT = r"[0-9]{1,18}|[0-9]{1,15}\.0{1,17}"  # 1.0 too (CodeCarbon's gpu_count), exact as a double to 15 digits
+CSV_NUMBER = r"[0-9]{1,15}(\.[0-9]{1,17})?([eE][+-]?[0-9]{1,3})?"  # an exponent too: DuckDB and float() round alike
 CSV_MONEY = r"[0-9]{1,14}(\.[0-9]{1,12})?"
 EARLIEST, LATEST = "TIMESTAMPTZ '1990-01-01 00:00:00+00'", "TIMESTAMPTZ '2100-01-01 00:00:00+00'"
 SCALARS = (TEXT, TIME, COUNT, NUMBER, PERCENT, MONEY)

@@ -31,9 +31,9 @@ import pyarrow as pa
 from ingest.engine import line_sql, reader, staging
 from ingest.settings import config
 from ingest.engine.contract import ParseContext
-from ingest.engine.definition import CatalogCost, Definition, csv_header, header_problem, is_csv_header
+from ingest.engine.definition import CatalogCost, Definition, HourlyCost, csv_header, header_problem, is_csv_header
 from ingest.engine.staging import Source, Staged
-from ingest.engine.batch_costs import price_from_catalog
+from ingest.engine.batch_costs import catalog_to_reader, price_from_catalog
 from ingest.engine.batch_csv import CSV_QUIRK, csv_fields
 from ingest.engine.batch_json import json_fields, lenient_fields, quirk_pattern
 from ingest.engine.batch_typed import by_line, insert_items, insert_typed, typed_statement
@@ -231,6 +231,8 @@ def _stage_batch(definition: Definition, con, src: Source, ctx: ParseContext, pr
         con.execute(typed_sql, params)
         for cost in definition.rules(CatalogCost):
             price_from_catalog(definition, cost, con, prices)
+        for hourly in definition.rules(HourlyCost):
+            catalog_to_reader(hourly, con, prices)
         accepted += con.execute(insert_typed(definition)).fetchall()[0][0]
         for items in definition.items:
             con.execute(insert_items(definition, items))

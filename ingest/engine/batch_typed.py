@@ -11,13 +11,18 @@ from __future__ import annotations
 
 from ingest.engine.contract import ParseContext
 from ingest.engine.definition import (COUNT, COUNT_LIST, MONEY, NUMBER, PERCENT, TEXT, TEXT_LIST, TIME, CatalogCost,
-                                      CountOf, Default, Definition, HashedId, Items, OneOf, Span, FromFileName,
-                                      FromOption, FromRate, HourlyCost, Hours)
+                                      CountOf, Default, Definition, Field, HashedId, Items, OneOf, Span, FromFileName,
+                                      FromOption, FromRate, HourlyCost, Hours, Prefer, Tags)
 from ingest.engine.batch_checks import rule_checks
 from ingest.engine.batch_costs import from_rate_sql, hours_cte, hours_sql
 from ingest.engine.batch_json import map_value
 from ingest.engine.batch_spellings import (CSV_MONEY, EDGE_BLANK, MONEY_TEXT, iso_utc, lists_of, maps_of, quote,
                                            scalars_of, time_ok, zoned)
+
+
+def _divided(f: Field) -> str:
+    """SQL after a number's value as written: its division by Field.divide_by (nothing for 1)."""
+    return "" if f.divide_by == 1 else f" / {float(f.divide_by)!r}"
 
 
 def by_line(items: Items) -> str:
@@ -86,7 +91,7 @@ def typed_statement(definition: Definition, ctx: ParseContext, fields_sql: str, 
                  f"THEN TRY_CAST({f.column}_text AS TIMESTAMPTZ) {zoned(f'{f.column}_text', zone)}END AS {f.column}"
                  for f in scalars_of(definition, TIME)]
         typed += [f"TRY_CAST({f.column}_text AS BIGINT) AS {f.column}" for f in scalars_of(definition, COUNT)]
-        typed += [f"TRY_CAST({f.column}_text AS DOUBLE) AS {f.column}" for f in scalars_of(definition, NUMBER, PERCENT)]
+        typed += [f"TRY_CAST({f.column}_text AS DOUBLE){_divided(f)} AS {f.column}" for f in scalars_of(definition, NUMBER, PERCENT)]
         typed += [f"CASE WHEN regexp_full_match({f.column}_text, '{CSV_MONEY if csv else MONEY_TEXT}') "
                   f"THEN CAST({f.column}_text AS DECIMAL(38, 12)) END AS {f.column}" for f in scalars_of(definition, MONEY)]
         typed += [f"{f.column}_text AS {f.column}" for f in scalars_of(definition, TEXT)]
@@ -130,6 +135,13 @@ def typed_statement(definition: Definition, ctx: ParseContext, fields_sql: str, 
             value = (f"CASE WHEN list_has_any(regexp_split_to_array(lower(coalesce({out[default.of]}, '')), '[^a-z0-9]+'), "
                      f"[{words}]) THEN {quote(default.then)} ELSE {value} END")
         out[default.column] = f"coalesce({out[default.column]}, {value})"
+    for tags in definition.rules(Tags):  # named columns as a map sorted by name, the ones given
+        entries = ", ".join(f"{{'k': {quote(name)}, 'v': {out[column]}}}" for name, column in tags.parts)
+        out[tags.column] = (f"coalesce({out[tags.column]}, map_from_entries(list_sort(list_filter([{entries}], "
+                            f"lambda t: t.v IS NOT NULL))))")
+    for prefer in definition.rules(Prefer):
+        out[prefer.column] = (f"CASE WHEN {out[prefer.of]} IS NOT NULL AND upper({out[prefer.when]}) = {quote(prefer.equals.upper())} "
+                              f"THEN {out[prefer.of]} ELSE {out[prefer.column]} END")
     for hashed in definition.rules(HashedId):
         parts = [iso_utc(f"({out[p]})") if definition.field(p).type == TIME else f"coalesce(CAST(({out[p]}) AS VARCHAR), '')"
                  for p in hashed.parts]

@@ -27,6 +27,8 @@ The rules (`Definition.steps`) apply in order and the first that fails names the
 - `Hours`: a run's span in hours from start and end, or either and a number of hours.
 - `HourlyCost`: an amount given, or a price per hour x the span's hours, or the catalog's price x hours.
 - `FromRate`: a value derived from a rate x the span's hours (examples from examples per second).
+- `Tags`: named columns kept as tags, as written; `Prefer`: another value under a condition
+  (CodeCarbon's cloud_region when on_cloud is 'Y').
 
 Some rules note something on a loaded row rather than refusing it (a duration that disagrees
 with the timestamps, why a run has no cost): the notes go to the Definition's `flags` column.
@@ -67,6 +69,7 @@ class Field:
     keep_empty: bool = False  # lists: a list given empty (or of absent items only) is kept as [] rather than absent
     limit: float = values.NUMBER_LIMIT  # numbers only: at most this in size ("duration_hours 1e6 is too large")
     stored: bool = True  # False: read for the rules (duration_hours), not a column of the table
+    divide_by: float = 1  # numbers only: the value as written (bounds checked on it) / this (3600: seconds read as hours)
 
     @property
     def spellings(self) -> tuple[str, ...]:
@@ -358,9 +361,31 @@ class FromRate:
     too_large: str = ""
 
 
+@dataclass(frozen=True)
+class Tags:
+    """Where the TEXT_MAP `column` is absent: the named values of `parts` ((tag name, a TEXT column
+    read by a Field before), ...) the record gives, as written (not stripped), sorted by name; an
+    empty map when it gives none (CodeCarbon's country, cpu_model, on_cloud ... kept as tags)."""
+
+    column: str
+    parts: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
+class Prefer:
+    """`column` (text) is the value of `of` when `of` is given and the text `when` is `equals`
+    (blanks around it ignored, any case): CodeCarbon's cloud_region when on_cloud is 'Y'."""
+
+    column: str
+    of: str
+    when: str
+    equals: str
+
+
 Step = Field | Required | SumAtMost | Span | CountOf | CatalogCost | OneOf | Default | HashedId | Items
 Step = Step | Within | FromOption | FromFileName  # bounds with a format's own reason; values a load or file name gives
 Step = Step | Extras | Hours | HourlyCost | FromRate  # the rules of a run's span, cost and tags
+Step = Step | Tags | Prefer  # named columns kept as tags; a value preferred under a condition
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from ingest.settings import config
 from ingest.engine.contract import BadValue, Lines, ParseContext, Parsed, Reject
 from ingest.engine.definition import (TIME, CatalogCost, CountOf, Default, Definition, Field, HashedId, Items, OneOf,
                                       Required, Span, SumAtMost, csv_header, header_problem, is_csv_header,
-                                      FromFileName, FromOption, Within, Extras, FromRate, HourlyCost, Hours)
+                                      FromFileName, FromOption, Within, Extras, FromRate, HourlyCost, Hours, Prefer, Tags)
 from ingest.engine.reader_run_steps import (CENT, catalog_price, read_extras, read_from_rate, read_hourly_cost,
                                             read_hours, reading_plan, with_extra)
 from ingest.engine.reader_values import key_part, read_items, read_span, read_value, used_name
@@ -116,6 +116,13 @@ def build_record(definition: Definition, record: object, line: int, ctx: ParseCo
         elif isinstance(step, FromFileName):
             if got[step.column] is None:
                 got[step.column] = step.of(ctx.source)
+        elif isinstance(step, Tags):
+            if got[step.column] is None:
+                found = {name: record.get(definition.field(column).spellings[0]) for name, column in step.parts}
+                got[step.column] = {name: str(value) for name, value in sorted(found.items()) if not values.is_absent(value)}
+        elif isinstance(step, Prefer):
+            if got[step.of] is not None and (got[step.when] or "").upper() == step.equals.upper():
+                got[step.column] = got[step.of]
     for items in definition.items:  # the parent's key as the record ends up with it
         for child in children[items.table]:
             child[items.parent] = got[items.parent]

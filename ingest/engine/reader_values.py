@@ -105,7 +105,7 @@ def read_value(field: Field, record: dict, name: str, ctx: ParseContext, key: st
         raise BadValue(f"{name} {value:g} is not a percentage from 0 to 100")
     if kind == NUMBER and field.minimum is not None and value < field.minimum:
         raise BadValue(f"{name} is negative ({value:g})")
-    return value
+    return value if field.divide_by == 1 else value / field.divide_by
 
 
 def read_span(span: Span, got: dict, named: dict) -> tuple[datetime, float]:

@@ -1,4 +1,4 @@
-"""One training run built from Python values (CodeCarbon rows, tracked runs, Slurm jobs) through the
+"""One training run built from Python values (tracked runs, Slurm jobs) through the
 run-summary definition (ingest/formats/runs/run_summary.py), read by the engine's generic reader:
 the same checks, derivations and reasons as a run file, with the source's own kind; and the runs
 summary (run_totals) every run source reports.
@@ -42,7 +42,7 @@ def build_run(record: dict, line: int, ctx: ParseContext, source_kind: str,
 
 def collect(latest: dict[str, tuple[dict, list[dict]]], run: dict, evals: list[dict]) -> None:
     """Remember a run; a later record of the same run_id in the same file replaces it
-    (CodeCarbon, for one, rewrites a run's row with growing totals as it goes)."""
+    (a source may rewrite a run's record with growing totals as it goes)."""
     latest.pop(run["run_id"], None)
     latest[run["run_id"]] = (run, evals)
 
@@ -65,20 +65,4 @@ def run_totals(parsed: Parsed) -> dict:
         "runs_with_cost": len(costs),
         "energy_kwh_total": round(sum(energies), 9) if energies else None,
         "runs_with_energy": len(energies),
-    }
-
-
-def staged_run_totals(con) -> dict:
-    """run_totals of the runs staged in `con` (a run_id repeated keeps its last line), in SQL."""
-    from ingest.engine import staging
-
-    staging.keep_last(con, "runs")
-    runs, cost, with_cost, energy, with_energy = con.execute(
-        "SELECT count(*), sum(cost_usd), count(cost_usd), fsum(energy_kwh), count(energy_kwh) FROM runs").fetchall()[0]
-    return {
-        "runs": runs,
-        "cost_usd_total": str(Decimal(cost).quantize(CENT)) if with_cost else None,
-        "runs_with_cost": with_cost,
-        "energy_kwh_total": round(energy, 9) if with_energy else None,
-        "runs_with_energy": with_energy,
     }
