@@ -285,6 +285,16 @@ def test_a_batch_cut_short_leaves_its_notes_to_the_next_write(tmp_path: Path, wa
     assert wh.settle_derived() is False
     assert len(wh.query("SELECT * FROM run_gpu_time")) > 0
     assert_as_from_scratch(warehouse, tmp_path, "after the settle")
+    # the file of a batch cut short loaded again (already loaded): the batch's end stores what was left
+    with pytest.raises(KeyboardInterrupt):
+        with loader.batch([files["swap"], files["h2"]]):
+            loader.ingest_file(files["swap"])
+            raise KeyboardInterrupt
+    assert pending_gpus() > 0
+    with loader.batch([files["swap"]]):
+        assert loader.ingest_file(files["swap"]).status == "already_loaded"
+    assert pending_gpus() == 0
+    assert_as_from_scratch(warehouse, tmp_path, "after loading the file again")
     # an unload settles what is left first, then redoes its own
     with pytest.raises(KeyboardInterrupt):
         with loader.batch([files["late"], files["h2"]]):

@@ -168,6 +168,8 @@ def settle_derived(path: Path | None = None) -> bool:
     staging memory limit."""
     refuse_in_lake("store the derived tables")
     path = path or db_path()
+    if not path.exists():  # no warehouse: nothing was loaded, nothing to store (none is created)
+        return False
     ensure_schema(path)
     stage = staging.open_stage()
     try:

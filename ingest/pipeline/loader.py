@@ -335,18 +335,19 @@ def batch(files: Sequence[Path]) -> Iterator[None]:
     change beyond their own rollups (per-run GPU time and energy, GPU days, the allocation of the
     bill: ingest/derived/pending.py) is stored once after the last file rather than after each
     (16 trace files: the month's allocation once, not 16 times); a file of another kind stores it
-    at its own merge, as does the end of the block. Until then a page may show those tables as
-    they were before the batch; a batch cut short (an error, Ctrl-C) leaves them to the next
-    load, unload or `mlcost rollup`."""
-    if len(files) < 2 or getattr(_batch, "active", False):
+    at its own merge. The end of the block stores what is left (for one file too: what a load cut
+    short left, its files now already loaded). Until then a page may show those tables as they
+    were before the batch; a batch cut short (an error, Ctrl-C) leaves them to the next load,
+    unload or `mlcost rollup`."""
+    if not files or getattr(_batch, "active", False):
         yield
         return
-    _batch.active = True
+    _batch.active = len(files) > 1
     try:
         yield
     finally:
         _batch.active = False
-    warehouse.settle_derived()
+    warehouse.settle_derived()  # also what an earlier load cut short left (its files now already loaded)
 
 
 def ingest_paths(patterns: list[str], kind: str | None = None, tz: tzinfo = timezone.utc,
