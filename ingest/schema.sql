@@ -243,6 +243,25 @@ CREATE TABLE IF NOT EXISTS gpu_rollup_settings (
     computed_at        TIMESTAMPTZ NOT NULL
 );
 
+-- Trace loads whose per-run GPU time, GPU days, run energy and allocation are not stored yet (a
+-- load of many files stores them once, after its last file): ingest/derived/pending.py. Empty
+-- when no load is under way.
+CREATE TABLE IF NOT EXISTS derived_pending_gpus (
+    host       VARCHAR NOT NULL,
+    gpu_index  INTEGER NOT NULL,
+    since      TIMESTAMPTZ NOT NULL     -- its minutes were rewritten from here on
+);
+
+-- Per GPU of derived_pending_gpus and uuid: the first and last minute its stored minutes showed
+-- before the first of those loads.
+CREATE TABLE IF NOT EXISTS derived_pending_traced (
+    host          VARCHAR NOT NULL,
+    gpu_index     INTEGER NOT NULL,
+    gpu_uuid      VARCHAR,
+    first_minute  TIMESTAMPTZ NOT NULL,
+    last_minute   TIMESTAMPTZ NOT NULL
+);
+
 -- Whether run r held the traced GPU g (host, gpu_index, gpu_uuid): by uuid where both sides
 -- know it, else by host and index (a run that names no GPUs holds none this way). Also read by
 -- ingest/derived/derived.py to find the runs a newly traced or vanished GPU concerns.

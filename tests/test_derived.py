@@ -235,6 +235,78 @@ def test_incremental_derived_tables_equal_a_full_refresh(order: list[str], tmp_p
         assert_as_from_scratch(warehouse, tmp_path, f"after unloading {name}", rollups=True)
 
 
+def pending_gpus() -> int:
+    return int(wh.query("SELECT count(*) AS n FROM derived_pending_gpus")["n"][0])
+
+
+def test_a_load_of_many_files_stores_the_derived_tables_once_at_its_end(tmp_path: Path, warehouse: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """loader.batch(): trace files leave the tables that depend on their GPUs to the batch's end
+    (or to a file of another kind), which stores what loading them one by one stores."""
+    monkeypatch.setattr(derived, "FULL_REFRESH_SHARE", float("inf"))  # the picking is what is tested
+    files = fixture_files(tmp_path)
+    batches = [["runs", "bill", "early", "swap", "h2"],  # traces last: left to the batch's end
+               ["late", "serving", "again"],              # a file of another kind between them
+               ["runs_again", "bill_again", "early"]]     # early: already loaded, nothing noted
+    for names in batches:
+        with loader.batch([files[name] for name in names]):
+            for name in names:
+                summary = loader.ingest_file(files[name])
+                assert summary.status in ("loaded", "already_loaded"), summary.to_json()
+                traces_only = name in ("early", "late", "swap", "again", "h2") and summary.status == "loaded"
+                # deferred after a trace file; a file of another kind stores them at its merge
+                assert (pending_gpus() > 0) == traces_only, name
+        assert pending_gpus() == 0
+        assert_as_from_scratch(warehouse, tmp_path, f"after the batch {names}")
+    # the rows match those of loading the same files one by one
+    batched = stored(warehouse)
+    one_by_one = tmp_path / "one_by_one.duckdb"
+    monkeypatch.setenv("MLCOST_DB", str(one_by_one))
+    for name in [name for names in batches for name in names]:
+        assert loader.ingest_file(files[name]).status in ("loaded", "already_loaded")
+        assert pending_gpus() == 0  # outside a batch every load stores them itself
+    for table, frame in stored(one_by_one).items():
+        pd.testing.assert_frame_equal(batched[table], frame, check_dtype=False, obj=table)
+
+
+def test_a_batch_cut_short_leaves_its_notes_to_the_next_write(tmp_path: Path, warehouse: Path) -> None:
+    files = fixture_files(tmp_path)
+    for name in ("runs", "bill"):
+        loader.ingest_file(files[name])
+    with pytest.raises(KeyboardInterrupt):
+        with loader.batch([files["early"], files["late"]]):
+            loader.ingest_file(files["early"])
+            raise KeyboardInterrupt
+    assert pending_gpus() > 0  # kept in the warehouse: a page sees the tables of before the batch
+    assert len(wh.query("SELECT * FROM run_gpu_time")) == 0
+    before = int(wh.query("SELECT rollups FROM gpu_rollup_settings")["rollups"][0])
+    assert wh.settle_derived() is True and pending_gpus() == 0
+    assert int(wh.query("SELECT rollups FROM gpu_rollup_settings")["rollups"][0]) == before + 1  # data version
+    assert wh.settle_derived() is False
+    assert len(wh.query("SELECT * FROM run_gpu_time")) > 0
+    assert_as_from_scratch(warehouse, tmp_path, "after the settle")
+    # the file of a batch cut short loaded again (already loaded): the batch's end stores what was left
+    with pytest.raises(KeyboardInterrupt):
+        with loader.batch([files["swap"], files["h2"]]):
+            loader.ingest_file(files["swap"])
+            raise KeyboardInterrupt
+    assert pending_gpus() > 0
+    with loader.batch([files["swap"]]):
+        assert loader.ingest_file(files["swap"]).status == "already_loaded"
+    assert pending_gpus() == 0
+    assert_as_from_scratch(warehouse, tmp_path, "after loading the file again")
+    # an unload settles what is left first, then redoes its own
+    with pytest.raises(KeyboardInterrupt):
+        with loader.batch([files["late"], files["h2"]]):
+            loader.ingest_file(files["late"])
+            raise KeyboardInterrupt
+    assert pending_gpus() > 0
+    runs_load = int(wh.query("SELECT load_id FROM loads WHERE path LIKE '%runs.jsonl'")["load_id"][0])
+    assert wh.unload(runs_load) is not None
+    assert pending_gpus() == 0
+    assert_as_from_scratch(warehouse, tmp_path, "after the unload")
+
+
 # --- the stored allocation = the allocation computed now, to the cent ------------------------------
 
 # Per UTC day and line group: what bill_allocation (the un-stored macro, its own run matching)

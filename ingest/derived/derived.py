@@ -132,7 +132,9 @@ def update_run_energy(con: duckdb.DuckDBPyConnection, runs: bool, gpus: bool) ->
         sources.append("SELECT run_id FROM runs WHERE len(list_intersect(run_hosts_only(source_kind, host, tags, "
                        "gpu_uuids, gpu_indices, gpu_count), (SELECT list(DISTINCT host) FROM touched_gpus))) > 0")
     con.execute("CREATE OR REPLACE TEMP TABLE time_runs AS " + " UNION ".join(sources))
-    if _most_of(con, "time_runs", "runs"):  # everything again is faster than picking most of it
+    # everything again is faster than picking most of it (most runs, or most GPU minutes rewritten:
+    # a load of many trace files, ingest/derived/pending.py)
+    if _most_of(con, "time_runs", "runs") or (gpus and _most_minutes_rewritten(con)):
         refresh_run_energy(con)
         return
     # the (GPU, minute)s those runs held before and hold now: their held seconds change
@@ -393,6 +395,15 @@ def _most_of(con: duckdb.DuckDBPyConnection, changed: str, table: str) -> bool:
     changed_rows, rows = con.execute(f"SELECT (SELECT count(*) FROM {changed}), (SELECT count(*) FROM {table})"
                                      ).fetchall()[0]
     return changed_rows > 0 and changed_rows >= FULL_REFRESH_SHARE * rows
+
+
+def _most_minutes_rewritten(con: duckdb.DuckDBPyConnection) -> bool:
+    """Whether the minutes of touched_gpus from their `since` on are at least FULL_REFRESH_SHARE
+    of all stored GPU minutes."""
+    rewritten, minutes = con.execute("SELECT count(*) FILTER (WHERE m.minute >= t.since), count(*) "
+                                     "FROM gpu_minutes m LEFT JOIN touched_gpus t USING (host, gpu_index)"
+                                     ).fetchall()[0]
+    return rewritten > 0 and rewritten >= FULL_REFRESH_SHARE * minutes
 
 
 def _match_rule() -> tuple[str, float] | None:

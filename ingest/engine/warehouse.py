@@ -17,7 +17,7 @@ from ingest.engine.wh_connection import (  # noqa: F401  (the warehouse's API, r
     DEFAULT_DB, LOCK_WAIT_S, SESSION_IDLE_S, WarehouseBusy, connect, db_path, lake_url, read, session, writer_waiting,
 )
 from ingest.engine.wh_loads import (  # noqa: F401
-    earlier_loads, find_load, load_options, loads_of_content, rebuild_gpu_rollups, unload,
+    earlier_loads, find_load, load_options, loads_of_content, rebuild_gpu_rollups, settle_derived, unload,
 )
 from ingest.engine.wh_merge import REPLACE_BY, LoadResult, load, merge  # noqa: F401
 

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import duckdb
 
-from ingest.derived import derived, gpu_rollups
+from ingest.derived import derived, gpu_rollups, pending
+from ingest.engine import staging
 from ingest.engine.wh_connection import attached, connect, db_path, ensure_schema, read, refuse_in_lake
 
 
@@ -83,6 +84,8 @@ def remove_load(con: duckdb.DuckDBPyConnection, load_id: int, reason: str) -> di
                          [load_id]).fetchone()
     if ledger is None:
         return None
+    # what earlier trace loads left for later is stored first: what follows redoes only this load's
+    pending.settle(con)
     removed = {"run_evals": con.execute(
         "DELETE FROM run_evals WHERE run_id IN (SELECT run_id FROM runs WHERE load_id = ?)",
         [load_id]).fetchone()[0]}
@@ -148,6 +151,7 @@ def rebuild_gpu_rollups(path: Path | None = None) -> int:
         con.execute("BEGIN TRANSACTION")
         try:
             gpus = gpu_rollups.rebuild(con, db, gpu, gpu_rollups.stored_settings(con, db))
+            pending.clear(con)  # everything is stored again
             derived.refresh_run_energy(con)
             derived.refresh_allocation(con)
             con.execute("COMMIT")
@@ -155,3 +159,31 @@ def rebuild_gpu_rollups(path: Path | None = None) -> int:
             con.execute("ROLLBACK")
             raise
     return gpus
+
+
+def settle_derived(path: Path | None = None) -> bool:
+    """Store what trace loads left for later (ingest/derived/pending.py: per-run GPU time and
+    energy, GPU days, the allocation of the bill) in one transaction; False when nothing was left.
+    Run as a merge runs, on a staging connection with the warehouse attached, so under the
+    staging memory limit."""
+    refuse_in_lake("store the derived tables")
+    path = path or db_path()
+    if not path.exists():  # no warehouse: nothing was loaded, nothing to store (none is created)
+        return False
+    ensure_schema(path)
+    stage = staging.open_stage()
+    try:
+        with attached(stage, path):
+            stage.execute("BEGIN TRANSACTION")
+            stage.execute("USE wh")  # the derived tables and the views they come from are the warehouse's
+            try:
+                settled = pending.settle(stage)
+            except BaseException:  # an aborted transaction takes no USE: roll back first
+                stage.execute("ROLLBACK")
+                stage.execute("USE memory")
+                raise
+            stage.execute("USE memory")
+            stage.execute("COMMIT")
+    finally:
+        stage.close()
+    return settled

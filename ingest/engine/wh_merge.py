@@ -10,7 +10,7 @@ from pathlib import Path
 
 import duckdb
 
-from ingest.derived import derived, gpu_rollups
+from ingest.derived import derived, gpu_rollups, pending
 from ingest.engine import staging, wh_loads
 from ingest.engine.contract import Parsed
 from ingest.engine.wh_connection import attached, db_path, ensure_schema, refuse_in_lake
@@ -71,7 +71,8 @@ def load(source: str, sha256: str, kind: str, parsed: Parsed, path: Path | None 
 
 
 def merge(stage: duckdb.DuckDBPyConnection, source: str, sha256: str, kind: str, accepted: int,
-          path: Path | None = None, options: str | None = None, replaces: tuple[int, ...] = ()) -> LoadResult:
+          path: Path | None = None, options: str | None = None, replaces: tuple[int, ...] = (),
+          defer_derived: bool = False) -> LoadResult:
     """Merge a file's staging database (ingest/engine/staging.py) into the warehouse in one transaction:
     the ledger row (with `options`, load_options() text), its rows with their load_id, its
     rejects, the GPU rollups and the derived tables (ingest/derived/derived.py) it changes.
@@ -84,6 +85,11 @@ def merge(stage: duckdb.DuckDBPyConnection, source: str, sha256: str, kind: str,
     the GPU rollups, from the samples near the new ones read beforehand with the warehouse
     attached read-only) is done first, so the warehouse is locked for the writes alone;
     `lock_s` says for how long.
+
+    A load of GPU samples notes its GPUs in the warehouse (ingest/derived/pending.py) and stores
+    what depends on them (per-run GPU time and energy, GPU days, the allocation of the bill) for
+    every GPU noted so far; with `defer_derived`, a load of GPU samples alone leaves that to a
+    later load or to settle_derived() (a load of many files does it once, after its last file).
     """
     from ingest.settings import config
 
@@ -105,7 +111,6 @@ def merge(stage: duckdb.DuckDBPyConnection, source: str, sha256: str, kind: str,
         with attached(stage, path, read_only=True):  # pages read meanwhile
             snapshot = _gpu_snapshot(stage)
             with_context = gpu_rollups.context(stage, "wh", gpu) > 0
-            derived.note_traced(stage, "wh")
         gpu_rollups.derive(stage, gpu, with_context)
     rejected = staging.count(stage, "rejects")
     held: list[float] = []
@@ -125,7 +130,6 @@ def merge(stage: duckdb.DuckDBPyConnection, source: str, sha256: str, kind: str,
                 stage.execute("CREATE OR REPLACE TEMP TABLE changed_lines AS SELECT line_key FROM replaced_line_key")
             if gpu is not None and _gpu_snapshot(stage) != snapshot:  # another load came in between
                 gpu_rollups.derive(stage, gpu, gpu_rollups.context(stage, "wh", gpu) > 0)
-                derived.note_traced(stage, "wh")
                 snapshot = _gpu_snapshot(stage)
             load_id = stage.execute(
                 "INSERT INTO wh.loads (path, sha256, kind, rows_loaded, rows_rejected, loaded_at, options) "
@@ -162,19 +166,27 @@ def merge(stage: duckdb.DuckDBPyConnection, source: str, sha256: str, kind: str,
                 if rebuilt:
                     gpu_rollups.rebuild(stage, "wh", gpu, stored)  # settings changed: every GPU again
                 else:
+                    pending.note(stage, "wh")  # before the rewrite: what the GPUs' minutes showed
                     gpu_rollups.replace(stage, "wh", gpu, stored)
+            # GPU samples alone, in a load of many files: what depends on them is stored after the last
+            deferred = defer_derived and set(tables) == {"gpu_samples"} and not rebuilt and not gone
             stage.execute("USE wh")  # the derived tables and the views they come from are the warehouse's
             try:
+                gpus = False
+                if rebuilt:
+                    pending.clear(stage)  # everything is stored again
+                elif not deferred:
+                    gpus = pending.take(stage)  # this load's GPUs and those of earlier deferred loads
                 if rebuilt:
                     derived.refresh_run_energy(stage)
-                elif new_runs or gpu is not None:
-                    derived.update_run_energy(stage, runs=new_runs, gpus=gpu is not None)
+                elif new_runs or gpus:
+                    derived.update_run_energy(stage, runs=new_runs, gpus=gpus)
                 if new_runs or new_lines:
                     derived.update_billing_runs(stage, runs=new_runs, lines=new_lines)
                 if rebuilt:
                     derived.refresh_allocation(stage)
-                elif derived.ALLOCATION_SOURCES.intersection(tables):
-                    derived.update_allocation(stage, runs=new_runs, gpus=gpu is not None)
+                elif not deferred and (gpus or derived.ALLOCATION_SOURCES.intersection(tables)):
+                    derived.update_allocation(stage, runs=new_runs, gpus=gpus)
             except BaseException:  # an aborted transaction takes no USE: roll back first, so the
                 _roll_back(stage)    # error raised is this one, not the detach's
                 stage.execute("USE memory")

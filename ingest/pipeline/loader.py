@@ -7,10 +7,12 @@ import glob
 import hashlib
 import os
 import re
+import threading
+from contextlib import contextmanager
 from datetime import datetime, timezone, tzinfo
 from pathlib import Path
 from types import ModuleType
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Sequence
 
 import duckdb
 import zstandard
@@ -205,7 +207,8 @@ def _ingest_file(path: Path, kind: str | None, context: ParseContext, on_progres
         # The same file read before with another kind or other options: this reading replaces it,
         # in the merge's own transaction (a merge that fails leaves the earlier load whole).
         result = warehouse.merge(stage, name, sha256, parser.KIND, staged.accepted, options=options,
-                                 replaces=tuple(load_id for load_id, _, _ in earlier))
+                                 replaces=tuple(load_id for load_id, _, _ in earlier),
+                                 defer_derived=getattr(_batch, "active", False))
         summary.replaced = result.replaced
         summary.status = ("already_loaded" if result.already_loaded
                           else "rejected" if result.rows_loaded == 0 and result.rows_rejected else "loaded")
@@ -323,13 +326,38 @@ def detect_bytes(name: str, data: bytes) -> ModuleType | None:
                  if getattr(parser, "BINARY", False) and parser.sniff_bytes(name, data)), None)
 
 
+_batch = threading.local()  # .active: files loaded on this thread leave derived tables to batch()'s end
+
+
+@contextmanager
+def batch(files: Sequence[Path]) -> Iterator[None]:
+    """Load `files` with ingest_file() inside: when they are more than one, what GPU samples
+    change beyond their own rollups (per-run GPU time and energy, GPU days, the allocation of the
+    bill: ingest/derived/pending.py) is stored once after the last file rather than after each
+    (16 trace files: the month's allocation once, not 16 times); a file of another kind stores it
+    at its own merge. The end of the block stores what is left (for one file too: what a load cut
+    short left, its files now already loaded). Until then a page may show those tables as they
+    were before the batch; a batch cut short (an error, Ctrl-C) leaves them to the next load,
+    unload or `mlcost rollup`."""
+    if not files or getattr(_batch, "active", False):
+        yield
+        return
+    _batch.active = len(files) > 1
+    try:
+        yield
+    finally:
+        _batch.active = False
+    warehouse.settle_derived()  # also what an earlier load cut short left (its files now already loaded)
+
+
 def ingest_paths(patterns: list[str], kind: str | None = None, tz: tzinfo = timezone.utc,
                  host: str | None = None, at: datetime | None = None, on_progress: Progress | None = None,
                  ) -> Iterator[tuple[Path | None, FileSummary]]:
-    """Expand the patterns and ingest each file in turn, yielding its summary; `on_progress`
-    hears each file's progress as in ingest_file."""
+    """Expand the patterns and ingest each file in turn (one batch()), yielding its summary;
+    `on_progress` hears each file's progress as in ingest_file."""
     files, missing = expand(patterns)
     for summary in missing:
         yield None, summary
-    for path in files:
-        yield path, ingest_file(path, kind, tz, host=host, at=at, on_progress=on_progress)
+    with batch(files):
+        for path in files:
+            yield path, ingest_file(path, kind, tz, host=host, at=at, on_progress=on_progress)

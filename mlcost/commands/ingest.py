@@ -75,7 +75,7 @@ def run_ingest(args: argparse.Namespace) -> int:
     if not args.json:
         for summary in missing:
             print("\n".join(summary_lines(summary)), flush=True)
-    with _Progress(files, enabled=_show_progress(args)) as progress:
+    with _Progress(files, enabled=_show_progress(args)) as progress, loader.batch(files):
         for path in files:
             progress.start(path)
             summary = loader.ingest_file(path, args.kind, tz, host=args.host, at=at, on_progress=progress.update,
