@@ -68,32 +68,33 @@ def load(files: list, kind: str, zone, at) -> None:
     and show its report."""
     total_bytes, done_bytes, rows_read, started = sum(upload.size for upload in files), 0, 0, time.monotonic()
     bar = st.progress(0.0, text=f"Loading {len(files):,} file(s)…")
-    for number, upload in enumerate(files, start=1):
-        name, size_bytes = upload.name, upload.size
-        path = spool(upload)
-        step = upload_progress(bar, name, number, len(files), size_bytes, done_bytes, total_bytes)
-        try:
-            summary = loader.ingest_file(path, None if kind == "detect" else kind, zone,
-                                         display_name=name, at=at, on_progress=step)
-        except config.ConfigError as error:  # the price catalog serving files are priced with
-            st.error(f"FAILED {md(name)}: the settings file cannot be used: {md(error)}")
-            continue
-        finally:
-            done_bytes += size_bytes
-            path.unlink(missing_ok=True)
-            path.parent.rmdir()
-        rows_read += summary.rows_loaded + summary.rows_rejected
-        report = "\n".join(summary_lines(summary))
-        (st.success if summary.ok else st.error if summary.status in ("failed", "rejected") else st.warning)(
-            md(report.split("\n", 1)[0]))
-        if "\n" in report:
-            st.code(report.split("\n", 1)[1], language=None)
-        if summary.status == "failed" and summary.kind in ("dcgm", "serving-metrics") and at is None \
-                and "--at" in (summary.error or ""):  # the scrape has no times
-            st.info("Enter when the scrape was taken under **Scrape time (UTC)** and load the file again.")
-        if summary.status == "failed" and "--started-at" in (summary.error or ""):  # no field for it here
-            st.info("This scrape does not say when its server started: load it with `mlcost ingest FILE --at TIME "
-                    "--started-at TIME` (docs/formats/serving.md: Serving metrics from Prometheus).")
+    with loader.batch(files):  # the derived tables stored once, after the last file
+        for number, upload in enumerate(files, start=1):
+            name, size_bytes = upload.name, upload.size
+            path = spool(upload)
+            step = upload_progress(bar, name, number, len(files), size_bytes, done_bytes, total_bytes)
+            try:
+                summary = loader.ingest_file(path, None if kind == "detect" else kind, zone,
+                                             display_name=name, at=at, on_progress=step)
+            except config.ConfigError as error:  # the price catalog serving files are priced with
+                st.error(f"FAILED {md(name)}: the settings file cannot be used: {md(error)}")
+                continue
+            finally:
+                done_bytes += size_bytes
+                path.unlink(missing_ok=True)
+                path.parent.rmdir()
+            rows_read += summary.rows_loaded + summary.rows_rejected
+            report = "\n".join(summary_lines(summary))
+            (st.success if summary.ok else st.error if summary.status in ("failed", "rejected") else st.warning)(
+                md(report.split("\n", 1)[0]))
+            if "\n" in report:
+                st.code(report.split("\n", 1)[1], language=None)
+            if summary.status == "failed" and summary.kind in ("dcgm", "serving-metrics") and at is None \
+                    and "--at" in (summary.error or ""):  # the scrape has no times
+                st.info("Enter when the scrape was taken under **Scrape time (UTC)** and load the file again.")
+            if summary.status == "failed" and "--started-at" in (summary.error or ""):  # no field for it here
+                st.info("This scrape does not say when its server started: load it with `mlcost ingest FILE --at TIME "
+                        "--started-at TIME` (docs/formats/serving.md: Serving metrics from Prometheus).")
     bar.progress(1.0, text=f"Read {len(files):,} file(s): {rows_read:,} rows, {total_bytes / 1e6:,.1f} MB "
                            f"in {time.monotonic() - started:,.1f} s")
     cache.forget()
