@@ -299,7 +299,7 @@ def test_november_cost_per_run_against_val_metric_are_the_files_runs():
 
     last_day = queries.filter_choices()["last_day"]
     points = retrospective.run_points(retrospective.Context(date(2026, 11, 1), sample_settings(),
-                                                            retrospective._day(last_day)))
+                                                            retrospective.as_day(last_day)))
     found = {r.run_id: (Decimal(str(r.cost_usd)), float(r.val_metric)) for r in points.itertuples()}
     assert found == {k: (c, pytest.approx(m, abs=1e-12)) for k, (c, m) in expected.items()}
     assert {r.run_id for r in points.itertuples() if r.on_frontier} == frontier
