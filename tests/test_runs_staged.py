@@ -109,6 +109,14 @@ CASES = [
     ({**BARE, "run_id": "backwards", "end_time": "2025-05-05T15:00:00Z"}, "reader",
      "end_time 2025-05-05T15:00:00+00:00 is before start_time 2025-05-05T16:00:00+00:00"),
     ({"run_id": "neg", "start_time": START, "duration_hours": -1}, "reader", "duration_hours is negative (-1)"),
+    # epoch seconds as JSON whole numbers are read in SQL; a fraction, or milliseconds, by the reader
+    ({"run_id": "epoch", "start_time": int(at(START).timestamp()), "end_time": int(at(END).timestamp()),
+      "price_per_hour_usd": 1}, "sql", {"started_at": at(START), "ended_at": at(END), "duration_s": HOURS * 3600, "cost_usd": priced(1, HOURS)}),
+    ({"run_id": "epoch-fraction", "start_time": at(START).timestamp() + 0.5, "end_time": END, "price_per_hour_usd": 1},
+     "reader",
+     {"started_at": at(START) + timedelta(seconds=0.5), "duration_s": HOURS * 3600 - 0.5}),
+    ({"run_id": "epoch-ms", "start_time": int(at(START).timestamp()) * 1000, "end_time": END}, "reader",
+     f"start_time {int(at(START).timestamp()) * 1000} looks like milliseconds; epoch values must be seconds"),
     ({"run_id": "no-start", "end_time": END}, "sql", "no start_time (and no end_time with duration_hours to derive it)"),
     ({**BARE, "run_id": "nested", "tags": {"sweep": {"lr": 0.1}}}, "reader", "tags 'sweep' must be a single value"),
     ({"run_id": "too-many", "start_time": START, "duration_hours": 3000, "price_per_hour_usd": 1,
@@ -129,7 +137,8 @@ def test_each_line_takes_its_path_with_its_values(tmp_path, monkeypatch):
             assert runs[run_id]["source_line"] == n + 1
         elif isinstance(want, dict):
             run = runs[record["run_id"]]
-            assert run["source_line"] == n + 1 and run["started_at"] == want.get("started_at", at(record.get("start_time") or START))
+            assert run["source_line"] == n + 1 and run["started_at"] == (want["started_at"] if "started_at" in want
+                                                                   else at(record.get("start_time") or START))
             assert {column: run[column] for column in want} == want, record["run_id"]
     assert result.warnings == ["fields not recognised, kept as the runs' tags: optimizer"]
     assert result.accepted == len(runs) == sum(not isinstance(want, str) or want == "id" for _, _, want in CASES)

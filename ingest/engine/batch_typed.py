@@ -73,7 +73,7 @@ def typed_statement(definition: Definition, ctx: ParseContext, fields_sql: str, 
     """The statement typing and checking a batch into TEMP TABLE `typed` (`ok`: plain and loadable
     straight from SQL) from the CTEs `fields_sql` (json_fields, or csv_fields when `csv`; or
     lenient_fields, which end in the typed values themselves and vouch for their types and blanks)."""
-    allowed = {TEXT: "('VARCHAR')", TIME: "('VARCHAR')", COUNT: "('UBIGINT', 'BIGINT')",
+    allowed = {TEXT: "('VARCHAR')", TIME: "('VARCHAR', 'UBIGINT', 'BIGINT')", COUNT: "('UBIGINT', 'BIGINT')",
                NUMBER: "('UBIGINT', 'BIGINT', 'DOUBLE')", PERCENT: "('UBIGINT', 'BIGINT', 'DOUBLE')",
                MONEY: "('UBIGINT', 'BIGINT', 'DOUBLE')"}
     scalars, lists = scalars_of(definition), lists_of(definition)
@@ -87,7 +87,10 @@ def typed_statement(definition: Definition, ctx: ParseContext, fields_sql: str, 
         tight = "tight" if csv else "false"  # a tight CSV line (batch_csv._tight_pattern): its texts and times are plain
         plain_check = (" AND ".join(plain) + f" AND CASE WHEN {tight} THEN true "
                        f"ELSE NOT regexp_matches(concat_ws(chr(1), {', '.join(texts)}), '{EDGE_BLANK}') END")
-        typed = [f"CASE WHEN {tight} THEN TRY_CAST({f.column}_text AS TIMESTAMPTZ) WHEN {time_ok(ctx, f'{f.column}_text')} "
+        # a JSON whole number is epoch seconds (values.timestamp); over 1e11 (milliseconds) it is the reader's
+        typed = [f"CASE WHEN {f.column}_type IN ('UBIGINT', 'BIGINT') THEN CASE WHEN TRY_CAST({f.column}_text AS BIGINT) "
+                 f"BETWEEN 0 AND 100000000000 THEN to_timestamp(CAST({f.column}_text AS BIGINT)) END "
+                 f"WHEN {tight} THEN TRY_CAST({f.column}_text AS TIMESTAMPTZ) WHEN {time_ok(ctx, f'{f.column}_text')} "
                  f"THEN TRY_CAST({f.column}_text AS TIMESTAMPTZ) {zoned(f'{f.column}_text', zone)}END AS {f.column}"
                  for f in scalars_of(definition, TIME)]
         typed += [f"TRY_CAST({f.column}_text AS BIGINT) AS {f.column}" for f in scalars_of(definition, COUNT)]
