@@ -18,8 +18,8 @@ from functools import partial
 
 from ingest.engine import batch_sql, reader
 from ingest.engine.definition import (COUNT, MONEY, NUMBER, TEXT, TEXT_MAP, TIME, Default, Definition, Detect, Field,
-                                      HashedId, HourlyCost, Hours, Key, Prefer, Required, Tags, Total)
-from ingest.formats.runs.run_summary import MAX_GPUS, MAX_RUN_HOURS
+                                      HashedId, HourlyCost, Hours, Key, Prefer, Required, Tags)
+from ingest.formats.runs.run_summary import MAX_GPUS, MAX_RUN_HOURS, RUN_TOTALS
 
 KIND = "codecarbon"
 LOCAL_TIME = True  # writes local times without a zone: loader warns when no --tz was given
@@ -79,13 +79,7 @@ CODECARBON = Definition(
     csv_only=True,
     empty_reason="not a CodeCarbon header: missing " + ", ".join(REQUIRED),
     flags="flags",
-    totals=(
-        Total("runs", "rows"),
-        Total("cost_usd_total", "money", "cost_usd"),
-        Total("runs_with_cost", "present", "cost_usd"),
-        Total("energy_kwh_total", "float", "energy_kwh"),
-        Total("runs_with_energy", "present", "energy_kwh"),
-    ),
+    totals=RUN_TOTALS,
 )
 
 

@@ -41,6 +41,15 @@ MEASURES = (("tokens_per_sec", "throughput_tokens_per_s"), ("gpu_utilization_per
             ("energy_kwh_per_1k_examples", "logged_energy_kwh_per_1k_examples"))
 GOALS = (("max", "max"), ("maximize", "max"), ("higher", "max"), ("min", "min"), ("minimize", "min"), ("lower", "min"))
 
+# What a load of runs reports, whatever the file (CodeCarbon's too): runs, their cost and energy.
+RUN_TOTALS = (
+    Total("runs", "rows"),
+    Total("cost_usd_total", "money", "cost_usd"),
+    Total("runs_with_cost", "present", "cost_usd"),
+    Total("energy_kwh_total", "float", "energy_kwh"),
+    Total("runs_with_energy", "present", "energy_kwh"),
+)
+
 RUNS = Definition(
     kind=KIND,
     table="runs",
@@ -116,13 +125,7 @@ RUNS = Definition(
     list_separators=(",",),
     flags="flags",
     whole_document=True,
-    totals=(
-        Total("runs", "rows"),
-        Total("cost_usd_total", "money", "cost_usd"),
-        Total("runs_with_cost", "present", "cost_usd"),
-        Total("energy_kwh_total", "float", "energy_kwh"),
-        Total("runs_with_energy", "present", "energy_kwh"),
-    ),
+    totals=RUN_TOTALS,
 )
 
 
