@@ -143,8 +143,7 @@ def _python_keys(con: duckdb.DuckDBPyConnection, rows: str) -> bool:
             for key in ("charge_period_start", "charge_period_end", "billing_period_start", "billing_period_end"):
                 if row[key] is not None:
                     row[key] = row[key].astimezone(billing.UTC)
-            text = billing.json.dumps(row, sort_keys=True, default=billing._plain_json)
-            updates.append((line, sub, billing.hashlib.sha256(text.encode()).hexdigest()[:32]))
+            updates.append((line, sub, billing.content_digest(row)))
     if updates:
         con.execute("CREATE TEMP TABLE bill_keys (source_line BIGINT, _sub BIGINT, _key VARCHAR)")
         con.executemany("INSERT INTO bill_keys VALUES (?, ?, ?)", updates)

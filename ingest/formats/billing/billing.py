@@ -343,12 +343,16 @@ def _line_key(row: dict, seen: Counter) -> str:
     provider = row["provider"]
     if row.get("line_key"):
         return f"{provider}|id|{row['line_key']}"
-    content = {k: v for k, v in row.items() if k not in _NOT_CONTENT}
-    text = json.dumps(content, sort_keys=True, default=_plain_json)
-    digest = hashlib.sha256(text.encode()).hexdigest()[:32]
+    digest = content_digest({k: v for k, v in row.items() if k not in _NOT_CONTENT})
     count = seen[digest]
     seen[digest] += 1
     return f"{provider}|sha256:{digest}#{count}"
+
+
+def content_digest(content: dict) -> str:
+    """The hash of a row's content in a line key: sha256 of its sorted JSON, the first 32 hex digits."""
+    text = json.dumps(content, sort_keys=True, default=_plain_json)
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
 def _plain_json(value: object) -> object:
