@@ -18,12 +18,13 @@ import duckdb
 from ingest.engine import staging
 from ingest.engine.contract import ParseContext
 from ingest.formats.billing import billing
+from ingest.formats.billing.bill_family import LINE_COLUMNS, UTC
 from ingest.formats.billing.billing import Family
 
 # Text json.dumps escapes differently from DuckDB (ensure_ascii, control characters).
 OTHER_THAN_PRINTABLE_ASCII = "[^ -~\\n\\r\\t]"
 # Columns that are not part of a line's content (billing._NOT_CONTENT).
-CONTENT = [c for c in billing.LINE_COLUMNS if c not in billing._NOT_CONTENT]
+CONTENT = [c for c in LINE_COLUMNS if c not in billing._NOT_CONTENT]
 
 
 def finish(con: duckdb.DuckDBPyConnection, ctx: ParseContext, family: Family) -> None:
@@ -31,7 +32,7 @@ def finish(con: duckdb.DuckDBPyConnection, ctx: ParseContext, family: Family) ->
     bill_candidates) and keep the last of each key in the staging billing_lines."""
     rows = ("(SELECT * FROM bill_candidates UNION ALL BY NAME SELECT * FROM bill_sql_rows)"
             if _exists(con, "bill_sql_rows") else "bill_candidates")
-    columns = ", ".join(billing.LINE_COLUMNS)
+    columns = ", ".join(LINE_COLUMNS)
     keyed = columns.replace("line_key", "provider || '|id|' || line_key AS line_key")
     repeated, unkeyed_rows = con.execute(
         # distinct hashes are never more than distinct keys: a collision can only send the file
@@ -71,7 +72,7 @@ def _serve_in_place(con: duckdb.DuckDBPyConnection, columns: str, keyed: str) ->
     converted = {row[0] for row in con.execute("DESCRIBE bill_sql_rows").fetchall()}
     select = ", ".join(
         ("provider || '|id|' || line_key AS line_key" if name == "line_key" else name)
-        if name in converted and name in billing.LINE_COLUMNS
+        if name in converted and name in LINE_COLUMNS
         else f"CAST(NULL AS {kind}) AS {name}" for name, kind in types.items())
     con.execute(f"CREATE VIEW billing_lines AS SELECT {select} FROM bill_sql_rows "
                 "UNION ALL SELECT * FROM bill_kept_lines")
@@ -142,7 +143,7 @@ def _python_keys(con: duckdb.DuckDBPyConnection, rows: str) -> bool:
                 row["tags"] = sorted(row["tags"].items())
             for key in ("charge_period_start", "charge_period_end", "billing_period_start", "billing_period_end"):
                 if row[key] is not None:
-                    row[key] = row[key].astimezone(billing.UTC)
+                    row[key] = row[key].astimezone(UTC)
             updates.append((line, sub, billing.content_digest(row)))
     if updates:
         con.execute("CREATE TEMP TABLE bill_keys (source_line BIGINT, _sub BIGINT, _key VARCHAR)")

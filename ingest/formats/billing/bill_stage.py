@@ -25,6 +25,7 @@ from ingest.engine import line_numbers
 from ingest.engine.contract import BadValue, ParseContext, Parsed, Reject, numbered
 from ingest.engine.staging import Source, Staged
 from ingest.formats.billing import bill_csv, bill_frame, bill_keys, bill_parquet, bill_sql, billing
+from ingest.formats.billing.bill_family import LINE_COLUMNS
 from ingest.formats.billing.bill_sql import Plan, ident, literal
 from ingest.formats.billing.billing import Family, Record
 from ingest.settings import limits
@@ -39,7 +40,7 @@ CANDIDATE_SCHEMA = pa.schema(
      else (c, pa.float64()) if c == "consumed_quantity"
      else (c, pa.map_(pa.string(), pa.string())) if c == "tags"
      else (c, pa.int64()) if c == "source_line"
-     else (c, pa.string()) for c in billing.LINE_COLUMNS]
+     else (c, pa.string()) for c in LINE_COLUMNS]
     + [("_sub", pa.int64()), ("_key", pa.string())])
 
 

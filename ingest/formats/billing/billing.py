@@ -31,8 +31,6 @@ from decimal import Decimal
 
 from ingest.engine.contract import BadValue, Lines, ParseContext, Parsed, Reject
 from ingest.formats.billing.bill_family import TABLE, Family, Record
-# bill_stage.py (being split by another change) reads these two through this module.
-from ingest.formats.billing.bill_family import LINE_COLUMNS, UTC  # noqa: F401
 
 # Columns of the row that identify its content (for hashed keys): everything but where it came from.
 _NOT_CONTENT = {"line_key", "source_file", "source_line", "source_format", "source_kind"}
