@@ -17,7 +17,7 @@ from functools import partial
 
 from ingest.engine import batch_sql, reader
 from ingest.engine.contract import ParseContext
-from ingest.engine.definition import (COUNT, NUMBER, TEXT, TIME, Definition, Detect, Field, FromFileName, FromOption, Key,
+from ingest.engine.definition import (COUNT, NUMBER, TEXT, TIME, Definition, Detect, Field, FromOption, Key,
                                       Required, Within, sniff as _sniff)
 from ingest.engine.staging import Source, Staged
 from ingest.formats.gpu import traces
@@ -52,7 +52,7 @@ COLLECTOR = Definition(
         Field("gpu_name", TEXT),
         Field("host", TEXT),
         FromOption("host", "host"),
-        FromFileName("host", before="_", suffixes=traces.HOST_SUFFIXES),
+        traces.HOST_FROM_FILE_NAME,
         Required("sampled_at", "timestamp is missing"),
         Required("gpu_index", "gpu_index is missing"),
         Required("host", "host is missing"),

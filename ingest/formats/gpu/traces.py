@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import io
 from datetime import datetime, timezone, tzinfo
-from pathlib import PurePath
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -17,6 +16,7 @@ import pyarrow.csv as pacsv
 
 from ingest.engine import staging, values
 from ingest.engine.contract import BadValue, ParseContext, Parsed, Reject
+from ingest.engine.definition import FromFileName
 from ingest.engine.staging import Staged
 
 TABLE = "gpu_samples"
@@ -33,6 +33,9 @@ LIMITS: dict[str, tuple[float, float]] = {
     "gpu_util_pct": (0, 100), "mem_used_mib": (0, 10_000_000),
 }
 HOST_SUFFIXES = (".gz", ".csv", ".prom", ".txt", ".log", ".metrics")
+# The host a file name gives: the name up to its first `_` without the suffixes
+# (`gpu-node-1_2026-08.csv.gz` -> `gpu-node-1`, the collector's own file names).
+HOST_FROM_FILE_NAME = FromFileName("host", before="_", suffixes=HOST_SUFFIXES)
 
 
 class Rows:
@@ -159,12 +162,8 @@ def times(rows: Rows, column: pa.ChunkedArray | pa.Array, tz: tzinfo, label: str
 
 
 def file_host(source: str) -> str:
-    """The host a file name gives: the name up to its first `_` without the suffixes
-    (`gpu-node-1_2026-08.csv.gz` -> `gpu-node-1`, the collector's own file names)."""
-    name = PurePath(source).name
-    while name.lower().endswith(HOST_SUFFIXES):
-        name = name[: name.rfind(".")]
-    return name.split("_", 1)[0] or name
+    """The host the name of file `source` gives (HOST_FROM_FILE_NAME)."""
+    return HOST_FROM_FILE_NAME.of(source)
 
 
 def hosts(column: pa.Array | None, count: int, ctx: ParseContext) -> pa.Array:
