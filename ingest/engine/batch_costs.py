@@ -92,8 +92,7 @@ def price_from_catalog(definition: Definition, cost: CatalogCost, con, prices: c
         return
     tables = []
     for index, (catalog, name, _) in enumerate(cost.per):
-        lookup = prices.instance if catalog == "instance" else prices.gpu
-        found = {n: lookup(n) for n in {row[index] for row in found_names} if n is not None}
+        found = {n: prices.of(catalog, n) for n in {row[index] for row in found_names} if n is not None}
         found = {n: price for n, price in found.items() if price is not None}
         table = f"catalog_{index}"
         con.register(table, pa.table({
@@ -153,7 +152,7 @@ def catalog_to_reader(cost: HourlyCost, con, prices) -> None:
         counted = f" AND {multiplier} <> 0" if multiplier else ""  # no multiplier (or 0): no price (the reader's rule)
         names = con.execute(f"SELECT DISTINCT {name} FROM typed WHERE ok AND {cost.column} IS NULL AND {cost.price} IS NULL "
                             f"AND {cost.hours} IS NOT NULL AND {name} IS NOT NULL{counted}").fetchall()
-        priced = [n for (n,) in names if (prices.instance(n) if catalog == "instance" else prices.gpu(n)) is not None]
+        priced = [n for (n,) in names if prices.of(catalog, n) is not None]
         if priced:
             con.execute(f"UPDATE typed SET ok = false WHERE ok AND {cost.column} IS NULL{counted} AND list_contains(?, {name})",
                         [priced])

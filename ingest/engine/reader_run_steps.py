@@ -145,7 +145,7 @@ def _hourly_catalog_price(step: HourlyCost, got: dict, prices: config.Prices) ->
             continue
         if multiplier and not got[multiplier]:
             continue
-        per_one = prices.instance(got[name]) if catalog == "instance" else prices.gpu(got[name])
+        per_one = prices.of(catalog, got[name])
         if per_one is not None:
             return per_one * got[multiplier] if multiplier else per_one
     return None
@@ -171,7 +171,7 @@ def read_from_rate(step: FromRate, got: dict, flags: list[str]) -> None:
 def catalog_price(step: CatalogCost, got: dict, prices: config.Prices) -> Decimal | None:
     """USD per hour of the whole record's deployment from the catalog, if it can be known."""
     for catalog, name, multiplier in step.per:
-        per_one = prices.instance(got[name]) if catalog == "instance" else prices.gpu(got[name])
+        per_one = prices.of(catalog, got[name])
         if per_one is not None and got[multiplier] is not None:
             return per_one * got[multiplier]
     return None

@@ -44,6 +44,10 @@ class Prices:
         """USD per hour of one GPU of this model, or None when the catalog lacks it."""
         return None if gpu_type is None else self.gpu_usd_per_hour.get(gpu_key(gpu_type))
 
+    def of(self, catalog: str, name: str | None) -> Decimal | None:
+        """USD per hour from the `catalog` a definition names ("instance" or "gpu"), or None."""
+        return self.instance(name) if catalog == "instance" else self.gpu(name)
+
 
 @dataclass(frozen=True)
 class Serving:
