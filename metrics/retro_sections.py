@@ -10,7 +10,7 @@ from decimal import Decimal
 import pandas as pd
 
 from metrics import budgets, idle, queries
-from present import charts
+from present import charts, charts_idle, charts_months, charts_runs, charts_serving
 from metrics.filters import Filters
 from ingest.settings import config
 from metrics.retro_report import BILL_CHANGE_LABEL, Context, Figure, Section, first_value, money, sum_money, sum_of
@@ -51,7 +51,7 @@ def _spend(ctx: Context) -> Section:
                             else ". ")
                          + f"{BILL_CHANGE_LABEL}: lines whose charge period starts in the compared days; its change "
                          "is the bill's change. Amounts are never added across currencies; estimated costs are USD.")
-    section.chart = charts.month_comparison(
+    section.chart = charts_months.month_comparison(
         [f for f in section.figures if f.unit == "USD"], ctx.window.label('current'), ctx.window.label('previous'), "USD")
     return section
 
@@ -159,7 +159,7 @@ def _idle(ctx: Context) -> Section | None:
         section.table = table[["gpu", "gpu_name", "observed_h", "idle_h", "idle_usd", "price_source",
                                "busy_util_pct"]]
         section.units = {"observed_h": "GPU-h", "idle_h": "GPU-h", "idle_usd": "USD", "busy_util_pct": "%"}
-        section.chart = charts.idle_by_gpu_month(section.table)
+        section.chart = charts_idle.idle_by_gpu_month(section.table)
     return section
 
 
@@ -182,7 +182,7 @@ def _serving(ctx: Context) -> Section | None:
                             "energy_wh_per_1k_success"]]
     section.units = {"requests_success": "count", "cost_usd": "USD", "cost_per_1k_success_usd_previous": "USD/1k",
                      "cost_per_1k_success_usd": "USD/1k", "change_pct": "%", "energy_wh_per_1k_success": "Wh"}
-    section.chart = charts.service_cost_month(merged, ctx.window.label('current'), ctx.window.label('previous'))
+    section.chart = charts_months.service_cost_month(merged, ctx.window.label('current'), ctx.window.label('previous'))
     return section
 
 
@@ -220,7 +220,7 @@ def _projects(ctx: Context) -> Section | None:
               .sort_values("project"))
     section.table = merged[["project", "runs_previous", "runs", "cost_usd_previous", "cost_usd"]]
     section.units = {"runs_previous": "count", "runs": "count", "cost_usd_previous": "USD", "cost_usd": "USD"}
-    section.chart = charts.project_spend_month(merged, ctx.window.label('current'), ctx.window.label('previous'))
+    section.chart = charts_months.project_spend_month(merged, ctx.window.label('current'), ctx.window.label('previous'))
     return section
 
 
@@ -315,8 +315,8 @@ def _runs_vs_metric(ctx: Context) -> Section | None:
     if points.empty:
         return None
     section = Section("runs_vs_metric", "Cost per run against the validation metric")
-    drawn = charts.month_runs_vs_metric_rows(points)
-    section.chart = charts.month_runs_vs_metric(points)
+    drawn = charts_runs.month_runs_vs_metric_rows(points)
+    section.chart = charts_runs.month_runs_vs_metric(points)
     frontier = points[points["on_frontier"].astype(bool)]
     section.table = frontier[["run_id", "project", "val_metric_name", "val_metric", "cost_usd"]].head(
         FRONTIER_TABLE_MAX_ROWS)
@@ -328,7 +328,7 @@ def _runs_vs_metric(ctx: Context) -> Section | None:
                          + "). Failed, preempted and running runs are left out: their metric is a partial one.")
     if len(drawn) < len(points):
         section.notes.append(f"The chart draws {len(drawn):,} of the {len(points):,} runs (at most "
-                             f"{charts.MAX_POINTS:,} points, {charts.COST_VS_METRIC_MAX_PANELS} metrics).")
+                             f"{charts.MAX_POINTS:,} points, {charts_runs.COST_VS_METRIC_MAX_PANELS} metrics).")
     return section
 
 
@@ -345,7 +345,7 @@ def _version_costs(ctx: Context) -> Section | None:
     section = Section("version_costs", "Cost per 1k requests per model version")
     section.table = versions[["service", "model_version", "requests_success", "cost_usd", "cost_per_1k_success_usd"]]
     section.units = {"requests_success": "count", "cost_usd": "USD", "cost_per_1k_success_usd": "USD/1k"}
-    section.chart = charts.serving_by_version(versions, "cost_per_1k_success_usd", "USD per 1k successful requests")
+    section.chart = charts_serving.serving_by_version(versions, "cost_per_1k_success_usd", "USD per 1k successful requests")
     section.notes.append("Per model version, over the month's windows: the windows' cost over their successful "
                          "requests x 1,000 (windows without a cost left out of both), as the Serving page shows it.")
     return section

@@ -548,11 +548,11 @@ def test_a_chart_over_max_points_says_what_it_leaves_out(warehouse, tmp_path):
 def test_a_serving_trend_of_one_day_ticks_days_not_milliseconds():
     """One UTC day of windows: the axis spans the days around it, ticked per day (it zoomed to
     milliseconds around midnight)."""
-    from present import charts
+    from present import charts_serving
 
     day = pd.Timestamp("2026-11-23", tz="UTC")
     over_time = pd.DataFrame({"service": ["llm"], "day": [day], "cost_per_1k_usd": [0.0745], "versions": ["v1"]})
-    figure = charts.serving_trend(over_time, "cost_per_1k_usd", "USD per 1k successful requests")
+    figure = charts_serving.serving_trend(over_time, "cost_per_1k_usd", "USD per 1k successful requests")
     axis = figure.layout.xaxis
     assert (pd.Timestamp(axis.range[0]), pd.Timestamp(axis.range[1])) == (day - pd.Timedelta(days=1),
                                                                         day + pd.Timedelta(days=1))
@@ -560,11 +560,11 @@ def test_a_serving_trend_of_one_day_ticks_days_not_milliseconds():
 
 
 def test_an_idle_heatmap_of_one_day_draws_a_day_wide_cell():
-    from present import charts
+    from present import charts_idle
 
     by_day = pd.DataFrame({"gpu": ["n1 GPU 0"], "host": ["n1"], "gpu_index": [0],
                            "day": [pd.Timestamp("2026-11-23")], "idle_h": [0.5], "observed_h": [2.0]})
-    figure = charts.idle_heatmap(by_day)
+    figure = charts_idle.idle_heatmap(by_day)
     assert list(figure.data[0].x) == ["2026-11-23"] and figure.layout.xaxis.type == "category"
 
 

@@ -9,7 +9,7 @@ from decimal import Decimal
 import pandas as pd
 import pytest
 
-from present import charts, format as fmt
+from present import charts, charts_idle, charts_money, charts_serving, format as fmt
 from app import tables
 from app.filters import bulk_span
 from tests.conftest import SAMPLE_DIR
@@ -89,7 +89,7 @@ def test_the_idle_heatmap_draws_days_without_data_as_gaps():
     by_day = pd.DataFrame({"gpu": ["h GPU 0"] * 2, "host": ["h"] * 2, "gpu_index": [0, 0],
                            "day": [date(2026, 3, 1), date(2026, 3, 4)], "idle_h": [20.0, 3.0],
                            "observed_h": [24.0, 24.0]})
-    heatmap = charts.idle_heatmap(by_day).data[0]
+    heatmap = charts_idle.idle_heatmap(by_day).data[0]
     assert [pd.Timestamp(x).date() for x in heatmap.x] == [date(2026, 3, d) for d in range(1, 5)]
     z = list(heatmap.z[0])
     assert z[0] == 20 and z[3] == 3 and all(pd.isna(v) for v in z[1:3])  # not the neighbour's cell, not 0
@@ -101,12 +101,12 @@ def test_colours_follow_the_name_not_what_else_is_shown():
     def spend_colours(projects: list[str]) -> dict[str, str]:
         frame = pd.DataFrame({"month": ["2026-10-01"] * len(projects), "project": projects,
                               "cost_usd": [Decimal(1)] * len(projects)})
-        return {trace.name: trace.marker.color for trace in charts.spend_by_month(frame, known).data}
+        return {trace.name: trace.marker.color for trace in charts_money.spend_by_month(frame, known).data}
 
     before, after = spend_colours(["vision", "search"]), spend_colours(["aaa-new", "search", "vision"])
     assert before["vision"] == after["vision"] and before["search"] == after["search"]
     assert len(set(after.values())) == 3
-    assert charts.service_colours(["search-api"]) == {"search-api": charts.colour_of("search-api")}
+    assert charts_serving.service_colours(["search-api"]) == {"search-api": charts.colour_of("search-api")}
 
 
 def test_tables_read_as_words_with_units_money_with_currency_and_key_columns_first():

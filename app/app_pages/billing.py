@@ -4,7 +4,7 @@ import streamlit as st
 
 from app import cache, settings as settings_page
 from metrics import queries
-from present import charts
+from present import charts_money
 from app.tables import show
 from present.format import md, money
 
@@ -44,7 +44,7 @@ if dimension == "Tag":
     tag_key = st.selectbox("Tag", keys["tag_key"], key="billing_tag")
 over_time = cache.fetch(queries.billing_spend_over_time, picked, currency, dimension, tag_key)
 st.plotly_chart(cache.chart("billing_over_time", (picked, currency, dimension, tag_key),
-                            lambda: charts.billing_over_time(over_time, currency, tag_key or dimension)),
+                            lambda: charts_money.billing_over_time(over_time, currency, tag_key or dimension)),
                 width="stretch")
 
 st.subheader("Charges by category")
@@ -52,7 +52,7 @@ st.caption("Usage, purchases (fees, commitments), taxes, credits and adjustments
            "each as billed: credits and corrections count below zero.")
 categories = cache.fetch(queries.billing_by_category, picked, currency)
 st.plotly_chart(cache.chart("billing_by_category", (picked, currency),
-                            lambda: charts.billing_by_category(categories, currency)), width="stretch")
+                            lambda: charts_money.billing_by_category(categories, currency)), width="stretch")
 by_category = categories.pivot_table(index="month", columns="charge_category", values="billed_cost",
                                      aggfunc="sum", fill_value=0)
 by_category.index = by_category.index.map(lambda month: str(month)[:7])  # 2026-08, not a midnight timestamp
@@ -73,7 +73,7 @@ else:
     st.metric("GPU instance spend", money(gpu["billed_cost"].sum(), currency),
               help=None if share is None else f"{share:.1f} % of usage")
     st.plotly_chart(cache.chart("billing_gpu_spend", (picked, currency, gpu_rule),
-                                lambda: charts.billing_gpu_spend(gpu, currency)), width="stretch")
+                                lambda: charts_money.billing_gpu_spend(gpu, currency)), width="stretch")
 
 st.subheader("Top resources")
 resources = cache.fetch(queries.billing_top_resources, picked, currency)

@@ -7,7 +7,7 @@ import streamlit as st
 from app import cache, settings as settings_page, settings_forms
 from metrics import allocation, budget_drivers, budgets, queries
 from app.tables import show
-from present import charts
+from present import charts_money
 from present.format import md, money
 
 st.title("Budgets")
@@ -91,7 +91,7 @@ if burn.other_currency_lines:
     st.warning(f"{burn.other_currency_lines:,} bill lines in this scope are in other currencies than "
                f"{currency}: they are not counted (currencies are never converted).")
 st.plotly_chart(cache.chart("budget_burn", (check_day, repr(settings), budget.name),
-                            lambda: charts.budget_burn(burn.daily, budgets.projection(burn), budgets.pace(burn),
+                            lambda: charts_money.budget_burn(burn.daily, budgets.projection(burn), budgets.pace(burn),
                                                        float(budget.amount), currency)), width="stretch")
 st.caption(f"Forecast: spent + the mean spend per day with data of the last 7 days × the {burn.days_left} days "
            "left. Band: the same with the 10th and 90th percentile day with data of the last 28 days.")

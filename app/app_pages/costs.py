@@ -6,7 +6,7 @@ import streamlit as st
 from app import cache, settings as settings_page
 from metrics import allocation, idle
 from app.tables import show
-from present import charts
+from present import charts_money
 from present.format import money
 
 st.title("Costs")
@@ -61,7 +61,7 @@ st.caption("**Unallocated** is what no rule could place: compute matching no run
 
 st.subheader(f"By {key}")
 keyed = table[(table["split"] == "key") & (table["billing_currency"] == currency)]
-st.plotly_chart(charts.allocation_by_key(keyed, currency, key, allocation.BUCKET_LABELS), width="stretch")
+st.plotly_chart(charts_money.allocation_by_key(keyed, currency, key, allocation.BUCKET_LABELS), width="stretch")
 pivot = keyed.pivot_table(index="key_value", columns="bucket", values="effective_cost", aggfunc="sum",
                           fill_value=0).reindex(columns=list(allocation.BUCKETS), fill_value=0).astype(float)
 pivot.insert(0, "total", pivot.sum(axis=1))

@@ -7,7 +7,7 @@ from datetime import timedelta
 from app import cache, settings as settings_page, settings_forms
 from app.hour_of_week import zone_picker
 from metrics import allocation, hour_of_week, idle, queries
-from present import charts
+from present import charts, charts_idle
 from app.tables import show
 from present.format import md, money
 
@@ -77,8 +77,8 @@ if unpriced:
 
 st.subheader("Idle hours per GPU and day")
 by_day = cache.fetch(queries.idle_by_day, picked)
-st.plotly_chart(cache.chart("idle_heatmap", (picked,), lambda: charts.idle_heatmap(by_day)), width="stretch")
-_, _, period, left_out = charts.idle_heatmap_grid(by_day)
+st.plotly_chart(cache.chart("idle_heatmap", (picked,), lambda: charts_idle.idle_heatmap(by_day)), width="stretch")
+_, _, period, left_out = charts_idle.idle_heatmap_grid(by_day)
 if period != "day" or left_out:  # a chart carries at most charts.MAX_POINTS cells
     st.caption((f"Idle hours per {period}: days x GPUs would exceed {charts.MAX_POINTS:,} cells. " if period != "day"
                 else "") + (f"{left_out:,} GPUs that idled least are left out; the table below lists every GPU."
@@ -86,14 +86,14 @@ if period != "day" or left_out:  # a chart carries at most charts.MAX_POINTS cel
 
 st.subheader("Held by runs while idle, or not held by any run")
 st.caption("Held: a training run named this GPU (by uuid or host and index) for that minute.")
-st.plotly_chart(cache.chart("idle_split", (picked, prices), lambda: charts.idle_split(gpus)), width="stretch")
-if len(gpus) > charts.IDLE_SPLIT_MAX_GPUS:
-    st.caption(f"The chart shows the {charts.IDLE_SPLIT_MAX_GPUS:,} GPUs with the most idle hours of {len(gpus):,}.")
+st.plotly_chart(cache.chart("idle_split", (picked, prices), lambda: charts_idle.idle_split(gpus)), width="stretch")
+if len(gpus) > charts_idle.IDLE_SPLIT_MAX_GPUS:
+    st.caption(f"The chart shows the {charts_idle.IDLE_SPLIT_MAX_GPUS:,} GPUs with the most idle hours of {len(gpus):,}.")
 
 st.subheader("Utilization")
 bin_pct = 5
 st.plotly_chart(cache.chart("utilization_histogram", (picked, bin_pct, float(rule["idle_util_max_pct"])),
-                            lambda: charts.utilization_histogram(cache.fetch(queries.utilization_histogram, picked,
+                            lambda: charts_idle.utilization_histogram(cache.fetch(queries.utilization_histogram, picked,
                                                                              bin_pct),
                                                                  bin_pct, rule["idle_util_max_pct"])), width="stretch")
 

@@ -8,7 +8,7 @@ import streamlit as st
 from app import cache, settings as settings_page
 from app.tables import show
 from metrics import month as month_figures, queries
-from present import charts
+from present import charts_money
 from present.format import count_of, kg_co2e, md, money, money_format, usd
 
 st.title("Overview")
@@ -182,7 +182,7 @@ last.caption(count_of(totals["runs_with_emissions"], runs, "measured")
 st.markdown("**Estimated cost by month**")
 by_month = cache.fetch(queries.spend_by_month, picked)
 if by_month["cost_usd"].notna().any():
-    st.plotly_chart(cache.chart("spend_by_month", (picked,), lambda: charts.spend_by_month(
+    st.plotly_chart(cache.chart("spend_by_month", (picked,), lambda: charts_money.spend_by_month(
         by_month, known=cache.fetch(queries.filter_choices)["projects"])), width="stretch")
 else:
     st.caption("None of these runs has a price or a cost yet, so there is no spend to chart.")

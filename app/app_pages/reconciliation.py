@@ -4,7 +4,7 @@ import streamlit as st
 
 from app import cache, settings as settings_page
 from metrics import queries
-from present import charts
+from present import charts_runs
 from app.tables import show
 from present.format import md, money, plural
 
@@ -39,7 +39,7 @@ def summary() -> dict:
             "billed_usd": usd["billed_cost"].sum(), "flagged": int(runs["large_gap"].fillna(False).sum()),
             "plotted": int((usd["estimated_cost_usd"].notna() & usd["billed_cost"].notna()).sum()),
             "untagged": len(untagged), "untagged_ids": untagged["run_id"].head(NAMED_RUNS).tolist(),
-            "figure": charts.estimated_vs_billed(usd, known=cache.fetch(queries.filter_choices)["projects"])}
+            "figure": charts_runs.estimated_vs_billed(usd, known=cache.fetch(queries.filter_choices)["projects"])}
 
 
 if runs.empty:
@@ -55,8 +55,8 @@ else:
     last.metric("Large gaps", f"{facts['flagged']:,}")
     st.subheader("Estimated against billed")
     st.plotly_chart(facts["figure"], width="stretch")
-    if facts["plotted"] > charts.ESTIMATED_VS_BILLED_MAX_RUNS:
-        st.caption(f"The chart shows the {charts.ESTIMATED_VS_BILLED_MAX_RUNS:,} runs with the largest gaps of "
+    if facts["plotted"] > charts_runs.ESTIMATED_VS_BILLED_MAX_RUNS:
+        st.caption(f"The chart shows the {charts_runs.ESTIMATED_VS_BILLED_MAX_RUNS:,} runs with the largest gaps of "
                    f"{facts['plotted']:,}; the table below lists the {TABLE_ROWS:,} largest.")
     if facts["flagged"]:
         st.warning(f"{plural(facts['flagged'], 'run')} billed more than {rule.gap_pct:g} % away from the estimate "

@@ -7,7 +7,7 @@ import streamlit as st
 from app import cache, settings as settings_page
 from app.hour_of_week import zone_picker
 from metrics import budgets, queries, serving_health
-from present import charts
+from present import charts, charts_serving
 from app.tables import show
 from present.format import md, usd
 
@@ -76,10 +76,10 @@ versions = cache.fetch(queries.serving_by_version, picked)
 over_time = cache.fetch(queries.serving_over_time, picked)
 st.subheader(f"Cost per 1k {unit} by model version")
 st.plotly_chart(cache.chart("serving_by_version", (picked, cost_column),
-                            lambda: charts.serving_by_version(versions, cost_column, cost_label)), width="stretch")
+                            lambda: charts_serving.serving_by_version(versions, cost_column, cost_label)), width="stretch")
 st.caption(f"Over time, per UTC {over_time['bucket'].iloc[0]}; a dashed line marks a new model version.")
 st.plotly_chart(cache.chart("serving_trend", (picked, cost_column),
-                            lambda: charts.serving_trend(over_time, cost_column, cost_label, versions)), width="stretch")
+                            lambda: charts_serving.serving_trend(over_time, cost_column, cost_label, versions)), width="stretch")
 
 st.subheader(f"Energy per 1k {unit}")
 unmetered = sorted(versions.loc[versions["windows_with_energy"] == 0, "service"].unique())
@@ -87,7 +87,7 @@ if unmetered:
     st.caption(f"No energy_kwh in the windows of {', '.join(md(s) for s in unmetered)}: their energy is unknown, not zero.")
 if totals["windows_with_energy"] > 0:
     st.plotly_chart(cache.chart("serving_by_version", (picked, energy_column),
-                                lambda: charts.serving_by_version(versions, energy_column, energy_label)),
+                                lambda: charts_serving.serving_by_version(versions, energy_column, energy_label)),
                     width="stretch")
 
 st.subheader("By hour of the day and weekday")
@@ -107,14 +107,14 @@ hour_right.plotly_chart(cache.chart("serving_hour_cost", (picked, zone, cost_col
 st.subheader("Latency against cost")
 st.caption("One point per model version and percentile: the request-weighted mean of its windows' p50 and p95.")
 st.plotly_chart(cache.chart("latency_vs_cost", (picked, cost_column),
-                            lambda: charts.latency_vs_cost(versions, cost_column, cost_label)), width="stretch")
+                            lambda: charts_serving.latency_vs_cost(versions, cost_column, cost_label)), width="stretch")
 
 st.subheader("Error rate, throughput and utilization")
 for tab, (column, label) in zip(st.tabs(["Error rate", "Throughput", "GPU utilization", "CPU utilization"]), [
         ("error_rate", "Failed share of requests"), ("throughput_rps", "Requests per second"),
         ("avg_gpu_util_pct", "Mean GPU utilization (%)"), ("avg_cpu_util_pct", "Mean CPU utilization (%)")]):
     tab.plotly_chart(cache.chart("serving_trend", (picked, column),
-                                 lambda: charts.serving_trend(over_time, column, label, versions)), width="stretch")
+                                 lambda: charts_serving.serving_trend(over_time, column, label, versions)), width="stretch")
 
 st.subheader("Regressions")
 st.caption(f"A model version whose cost or energy per 1k successful requests is more than "

@@ -5,7 +5,7 @@ import streamlit as st
 from app import cache, settings as settings_page
 from ingest.settings import config
 from metrics import comparison, queries
-from present import charts
+from present import charts, charts_runs
 from app.tables import show
 from present.format import md, plural, usd
 
@@ -65,8 +65,8 @@ def scatter(x: str, x_label: str) -> dict:
             "unranked": int(of_metric["status"].isin(["failed", "preempted", "running"]).sum()),
             "ranked": len(ranked), "traced": int(ranked[x].notna().sum()),
             "plotted": len(ranked.dropna(subset=["cost_usd", "val_metric", x])),
-            "drawn": len(charts.cost_vs_metric_rows(ranked, x)),
-            "figure": charts.cost_vs_metric(ranked, metric, goal, x, x_label,
+            "drawn": len(charts_runs.cost_vs_metric_rows(ranked, x)),
+            "figure": charts_runs.cost_vs_metric(ranked, metric, goal, x, x_label,
                                             known=cache.fetch(queries.filter_choices)["projects"])}
 
 
@@ -112,9 +112,9 @@ else:
                "over the hardware's runs). Throughput is comparable within a project only: each bar is one "
                "project on one hardware; log scale.")
     left, right = st.columns(2)
-    left.plotly_chart(charts.by_hardware(hardware, "throughput_examples_per_s", "Throughput (examples/s)",
+    left.plotly_chart(charts_runs.by_hardware(hardware, "throughput_examples_per_s", "Throughput (examples/s)",
                                          hardware_by), width="stretch")
-    right.plotly_chart(charts.by_hardware(hardware, "cost_efficiency_examples_per_usd",
+    right.plotly_chart(charts_runs.by_hardware(hardware, "cost_efficiency_examples_per_usd",
                                           "Cost efficiency (examples per USD)", hardware_by), width="stretch")
     with st.expander("Table (with tokens/s where runs log it)"):
         show(hardware, money=(), labels=LABELS)
@@ -125,9 +125,9 @@ if runs["batch_size"].notna().any():
                "cost per 1,000 examples; log scales.")
     done = runs[runs["status"].fillna("completed") == "completed"]
     left, right = st.columns(2)
-    left.plotly_chart(charts.batch_size_scatter(done, "throughput_examples_per_s", "Throughput (examples/s)"),
+    left.plotly_chart(charts_runs.batch_size_scatter(done, "throughput_examples_per_s", "Throughput (examples/s)"),
                       width="stretch")
-    right.plotly_chart(charts.batch_size_scatter(done, "cost_per_1k_examples_usd", "Cost per 1,000 examples (USD)"),
+    right.plotly_chart(charts_runs.batch_size_scatter(done, "cost_per_1k_examples_usd", "Cost per 1,000 examples (USD)"),
                        width="stretch")
 
 st.subheader("Cost per successful run")
