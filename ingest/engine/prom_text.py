@@ -33,10 +33,10 @@ log = logging.getLogger(__name__)
 # A label of a plain line: no escapes, and no comma in its value, so that `,name="` only ever
 # starts a label (each label is then found by its own pattern).
 _BARE_LABEL = r'(?:[a-zA-Z]|_[a-zA-Z0-9])[a-zA-Z0-9_]*="[^",\\\x00-\x1f]*"'
-_LABEL_NAMES = r'(?:^|,)([a-zA-Z_][a-zA-Z0-9_]*)="'
+# A label value with a blank at an edge (Python's strip() would change it): the reader's.
+_EDGE = f'="[{line_sql.PY_SPACE}]|[{line_sql.PY_SPACE}]"'
 _VALUE = r"-?[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]{1,3})?"  # read alike by DuckDB and float()
 _WHOLE = r"[0-9]{1,15}"
-_EDGE = f"^[{line_sql.PY_SPACE}]|[{line_sql.PY_SPACE}]$"  # a text Python's strip() would change: the reader's
 _LINE_STEPS = (Field, Required, FromOption, FromFileName)  # a line's rules; Within waits for the record
 
 
@@ -46,7 +46,7 @@ def stage(definition: Definition, src: Source, con, ctx: ParseContext) -> Staged
     con.execute(f"CREATE OR REPLACE TEMP TABLE {LINES} AS SELECT 0::BIGINT AS line, ''::VARCHAR AS metric, "
                 f"{', '.join(f.column for f in fields)} FROM {definition.table} LIMIT 0")
     statement = _typed_statement(definition, ctx)
-    params = {"ours": _ours(definition), "plain": _plain(definition), "names": _LABEL_NAMES,
+    params = {"ours": _ours(definition), "plain": _plain(definition),
               "marker": limits.too_long_marker(0)[:-1]}
     if ctx.at is not None and "$at" in statement:
         params["at"] = ctx.at
@@ -54,6 +54,7 @@ def stage(definition: Definition, src: Source, con, ctx: ParseContext) -> Staged
         con.register("batch", batch)
         try:
             con.execute(statement, params)
+            _refuse_repeated_labels(con)
             con.execute(f"INSERT INTO {LINES} BY NAME SELECT line, metric, {', '.join(f.column for f in fields)} "
                         "FROM prom_batch WHERE ok")
             con.execute("INSERT INTO rejects SELECT NULL, ?, line, 'too long', raw FROM prom_batch JOIN batch USING (line) "
@@ -104,6 +105,15 @@ def read_lines(definition: Definition, lines: Lines, ctx: ParseContext) -> tuple
     return rows, rejects
 
 
+def _refuse_repeated_labels(con) -> None:
+    """Lines of prom_batch naming a label twice are the reader's (prometheus_client refuses them).
+    Checked once per distinct list of label names (a file repeats a few), not once per line."""
+    names = con.execute("SELECT DISTINCT label_names FROM prom_batch WHERE ok").fetchall()
+    repeated = [found for (found,) in names if len(set(found.split(","))) < len(found.split(","))]
+    if repeated:
+        con.execute("UPDATE prom_batch SET ok = false WHERE list_contains(?, label_names)", [repeated])
+
+
 def _ours(definition: Definition) -> str:
     """A line of our metrics: after Python's strip(), a metric's name before `{`, a space or the end."""
     names = "|".join(definition.prometheus.metrics)
@@ -133,21 +143,23 @@ def _text(definition: Definition, f: Field) -> str:
 def _typed_statement(definition: Definition, ctx: ParseContext) -> str:
     """TEMP TABLE prom_batch from `batch`: each line of ours with its metric, its Fields' values
     and whether SQL reads it (`ok`; else the reader's, but for a too-long line)."""
-    values, checks = {}, ["p.name <> ''", "len(label_names) = len(list_distinct(label_names))"]
+    values = {}
+    checks = ["p.name <> ''", f"NOT regexp_matches(p.labels, {quote(_EDGE)})"]
     for step in definition.steps:
         if isinstance(step, Field):
             text, c = f"{step.column}_text", step.column
             bounds = [] if step.minimum is None else [f"{c} >= {float(step.minimum)!r}"]
-            if step.type == TEXT:
+            if step.type == TEXT:  # a plain line's labels have no blank at an edge (_EDGE)
                 values[c] = text
-                checks.append(f"coalesce(NOT regexp_matches({text}, {quote(_EDGE)}), true)")
             elif step.type == COUNT:
                 values[c] = f"TRY_CAST({text} AS BIGINT)"
                 checks.append(f"coalesce(regexp_full_match({text}, '{_WHOLE}') AND {c} <= {step.maximum}"
                               f"{''.join(' AND ' + b for b in bounds)}, {text} IS NULL)")
-            elif step.type == NUMBER:
-                values[c] = f"TRY_CAST({text} AS DOUBLE) / {float(step.divide_by)!r}"
-                checks.append(f"coalesce(regexp_full_match({text}, '{_VALUE}') AND abs(TRY_CAST({text} AS DOUBLE)) <= "
+            elif step.type == NUMBER:  # a metric's value matched _VALUE with the line; a label's must
+                spelled = "" if set(step.spellings) <= set(definition.prometheus.metrics) else \
+                    f"regexp_full_match({text}, '{_VALUE}') AND "
+                values[c] = f"TRY_CAST({text} AS DOUBLE)" + ("" if step.divide_by == 1 else f" / {float(step.divide_by)!r}")
+                checks.append(f"coalesce({spelled}abs(TRY_CAST({text} AS DOUBLE)) <= "
                               f"{step.limit!r}{''.join(' AND ' + b for b in bounds)}, {text} IS NULL)")
             elif step.type == TIME:  # the sample timestamp, in milliseconds
                 values[c] = f"epoch_ms(TRY_CAST({text} AS BIGINT))"
@@ -174,10 +186,10 @@ def _typed_statement(definition: Definition, ctx: ParseContext) -> str:
         ), parts AS (  -- one anchored match gives every part (all empty when the line is not plain)
             SELECT line, too_long, regexp_extract(raw, $plain, ['name', 'labels', 'value', 'ts']) AS p FROM ours
         ), texts AS (
-            SELECT line, too_long, p, regexp_extract_all(p.labels, $names, 1) AS label_names, {texts} FROM parts
+            SELECT line, too_long, p, regexp_replace(p.labels, '="[^"]*"', '', 'g') AS label_names, {texts} FROM parts
         ), typed AS (
             SELECT *, {typed} FROM texts
         )
-        SELECT line, too_long, p.name AS metric, * EXCLUDE (line, too_long, p, label_names),
+        SELECT line, too_long, p.name AS metric, label_names, {", ".join(values)},
                coalesce(NOT too_long AND {" AND ".join(checks)}, false) AS ok
         FROM typed"""
