@@ -1,4 +1,4 @@
-"""nvidia-smi, DCGM and CodeCarbon: the columnar `stage` (lines typed in SQL per batch) against
+"""nvidia-smi and CodeCarbon: the columnar `stage` (lines typed in SQL per batch) against
 the per-line `parse` it replaced, on the real files and on files mixing good lines with bad ones.
 
 Both paths stage into a private DuckDB each; the rows, rejects (line, reason, text), records
@@ -18,18 +18,16 @@ import pytest
 
 from ingest.engine import reader, staging
 from ingest.engine.contract import ParseContext
-from ingest.formats.gpu import dcgm, gpu_collector, nvidia_smi
+from ingest.formats.gpu import gpu_collector, nvidia_smi
 from ingest.formats.runs import codecarbon
 from ingest.pipeline import loader
 from ingest.settings import limits
 
 UTC, PARIS, BERLIN = timezone.utc, ZoneInfo("Europe/Paris"), ZoneInfo("Europe/Berlin")
 NVIDIA_SMI = "nvidia_gpu/powertracesim_burn_nvidia-smi_8gpu_first137lines.csv"
-DCGM = "nvidia_gpu/dcgm_exporter_scrape_L4_kops.prom"
 CODECARBON = ("codecarbon/codecarbon_examples_emissions.csv",
               "codecarbon/codecarbon_tests_emissions_invalid_headers_oldschema.csv",
               "codecarbon/greenmlbench_emissions_RTX4070_cc3.2.3_first200KB.csv")
-SCRAPE_AT = datetime(2025, 11, 20, 10, 0, tzinfo=UTC)
 
 
 def stage_both(module, path: Path, monkeypatch, tz=UTC, host=None, at=None) -> set[int]:
@@ -73,13 +71,6 @@ def _count_fallback(module, monkeypatch) -> set[int]:
             seen.update(number for number, _ in data)
             return read_rows(data, layout, ctx)
         monkeypatch.setattr(nvidia_smi, "_read_rows", counting)
-    elif module is dcgm:
-        suspects = dcgm._stage_suspects
-
-        def counting(con, src, ctx, lines):
-            seen.update(number for number, _ in lines)
-            return suspects(con, src, ctx, lines)
-        monkeypatch.setattr(dcgm, "_stage_suspects", counting)
     else:  # a definition (gpu-collector, CodeCarbon): the lines the engine's SQL pass hands to its reader
         read_lines = reader.read_lines
 
@@ -163,69 +154,6 @@ def test_nvidia_smi_header_problems_refuse_the_file_alike(formats_dir, tmp_path,
     bare = [line.replace(" W", "").replace(" %", "").replace(" MiB", "") for line in lines[1:]]
     stage_both(nvidia_smi, write(tmp_path, "bare.csv", bare), monkeypatch)
     stage_both(nvidia_smi, write(tmp_path, "no_time.csv", ["index, power.draw [W]", "0, 12 W"]), monkeypatch)
-
-
-# --- DCGM -------------------------------------------------------------------------------------
-
-def scrapes(scrape: str, count: int, gpus: int) -> list[str]:
-    """`count` scrapes a minute apart of `gpus` GPUs, each sample stamped (ms), the energy counter rising."""
-    out = []
-    for k in range(count):
-        for gpu in range(gpus):
-            for line in scrape.splitlines():
-                if line.startswith("DCGM_FI_"):
-                    line = line.replace('gpu="0"', f'gpu="{gpu}"').replace('Hostname="', 'pod="p-0",namespace="ml",Hostname="')
-                    if line.startswith("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"):
-                        line = line.rsplit(" ", 1)[0] + f" {4_742_776 + 1_200_000 * k}"
-                    line += f" {1_763_632_800_000 + 60_000 * k}"
-                out.append(line)
-    return out
-
-
-def test_dcgm_real_scrape(formats_dir, monkeypatch):
-    assert stage_both(dcgm, formats_dir / DCGM, monkeypatch, at=SCRAPE_AT) == set()
-    with pytest.raises(dcgm.NoTime):  # no timestamps and no --at: the file fails, as before
-        dcgm.stage(staging.Source.of(formats_dir / DCGM), staging.open_stage(), ParseContext("x", UTC))
-
-
-def test_dcgm_mixed_good_and_bad_lines(formats_dir, tmp_path, monkeypatch):
-    lines = scrapes((formats_dir / DCGM).read_text(), 6, 3)
-    rnd = random.Random(42)
-    ours = [n for n, line in enumerate(lines) if line.split("{")[0] in dcgm.METRICS]
-    changed = set()
-    repeated, spaced = lines[ours[1]], lines[ours[2]].replace("} ", "}  ")
-    for n in rnd.sample(ours[3:], 30):
-        head, tail = lines[n].rsplit("} ", 1)
-        value, ms = tail.split(" ")
-        lines[n] = rnd.choice([
-            f"{head}}} NaN {ms}", f"{head}}} 120 {ms}", f"{head}}} -3 {ms}", f"{head}}} 1.5 {ms}", f"{head}}} 1e16 {ms}",
-            f"{head}}} {value} 99999999999999", f"  {lines[n]}  ", head.replace('gpu="', 'gpu="x') + f"}} {value} {ms}",
-            head.replace('gpu="0",', "") + f"}} {value} {ms}", f'{head},gpu="1"}} {value} {ms}',
-            head.replace('modelName="NVIDIA L4"', 'modelName="a\\"b"') + f"}} {value} {ms}", f"{head} {value} {ms}",
-            head.replace('modelName="NVIDIA L4"', 'modelName="L4,UUID="') + f"}} {value} {ms}",
-            f"{head}}} 70000 {ms}", f"{head}}} {value} {int(ms) + 60_000}",
-        ])
-        changed.add(n + 1)
-    lines[ours[0]] = lines[ours[0]].rsplit(" ", 1)[0] + " 1763632800123"  # a time with milliseconds, in SQL
-    lines += [repeated, spaced, 'DCGM_FI_DEV_POWER_USAGE{gpu="0" 12',
-              "DCGM_FI_DEV_POWER_USAGE", 'DCGM_FI_DEV_GPU_UTIL{gpu="70000",Hostname="h"} 5 1763632800000']
-    changed |= set(range(len(lines) - 3, len(lines) + 1))
-    path = write(tmp_path, "dcgm_mixed.prom", lines)
-    in_python = stage_both(dcgm, path, monkeypatch)
-    assert in_python and in_python <= changed
-    assert stage_both(dcgm, path, monkeypatch, host="box", at=SCRAPE_AT) <= changed
-
-
-def test_dcgm_one_scrape_of_many_gpus_without_timestamps(formats_dir, tmp_path, monkeypatch):
-    """Each GPU once, no sample timestamps, loaded with --at; a metric repeated for a GPU is refused."""
-    lines = [line.rsplit(" ", 1)[0] for line in scrapes((formats_dir / DCGM).read_text(), 1, 4)]
-    lines = [line if not line.startswith("DCGM_FI_") else line.rsplit(" ", 1)[0] + " " + line.rsplit(" ", 1)[1]
-             for line in lines]
-    power = next(line for line in lines if line.startswith("DCGM_FI_DEV_POWER_USAGE"))
-    path = write(tmp_path, "dcgm_once.prom", [*(line.replace(f' {line.rsplit(" ", 1)[1]}', " 12.5")
-                                                if line.startswith("DCGM_FI_DEV_POWER_USAGE") else line
-                                                for line in lines), power])
-    assert stage_both(dcgm, path, monkeypatch, at=SCRAPE_AT) == set()
 
 
 # --- CodeCarbon -------------------------------------------------------------------------------

@@ -57,7 +57,7 @@ def rule_checks(definition: Definition, json_strict: bool) -> list[tuple[str, st
             checks.append((f"({step.column} IS NOT NULL OR ({hours.end} IS NOT NULL AND {hours.hours} IS NOT NULL))",
                            quote(step.reason)))
         elif isinstance(step, Required):
-            checks.append((f"{step.column} IS NOT NULL", quote(step.reason)))
+            checks.append((f"{step.column} IS NOT NULL", None if step.refuses_file else quote(step.reason)))  # the reader raises
         elif isinstance(step, Within):  # the reader words it (a value's repr)
             checks.append((f"({step.column} IS NULL OR {step.column} BETWEEN {step.low!r} AND {step.high!r})", None))
         elif isinstance(step, (Extras, Hours, HourlyCost, FromRate)):

@@ -28,7 +28,7 @@ from decimal import Decimal
 import duckdb
 import pyarrow as pa
 
-from ingest.engine import line_sql, reader, staging
+from ingest.engine import line_sql, prom_text, reader, staging
 from ingest.settings import config
 from ingest.engine.contract import ParseContext
 from ingest.engine.definition import CatalogCost, Definition, HourlyCost, csv_header, header_problem, is_csv_header
@@ -44,7 +44,9 @@ log = logging.getLogger(__name__)
 
 
 def stage(definition: Definition, src: Source, con, ctx: ParseContext) -> Staged:
-    """Stage a file's rows and rejects in `con`, JSON lines or CSV, a batch at a time."""
+    """Stage a file's rows and rejects in `con`, JSON lines or CSV, a batch at a time (Prometheus text: prom_text)."""
+    if definition.prometheus is not None:
+        return prom_text.stage(definition, src, con, ctx)
     prices = config.load().prices
     if definition.whole_document and _one_document(src):  # an array of records, or one over many lines
         first = next(((line, text) for line, text in staging.lines(src) if text.strip()), None)

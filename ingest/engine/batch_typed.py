@@ -185,7 +185,8 @@ def _given_by_load(definition: Definition, ctx: ParseContext) -> dict[str, str]:
     given: dict[str, str] = {}
     for step in definition.steps:
         if isinstance(step, FromOption) and getattr(ctx, step.option, None):
-            given[step.column] = quote(str(getattr(ctx, step.option)))
+            value = quote(str(getattr(ctx, step.option)))
+            given[step.column] = f"coalesce({step.column}, {value})" if step.when_absent else value
         elif isinstance(step, FromFileName):
             given[step.column] = f"coalesce({given.get(step.column, step.column)}, {quote(step.of(ctx.source))})"
     return given

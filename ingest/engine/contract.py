@@ -71,6 +71,11 @@ class BadValue(ValueError):
     """A field that cannot be read; the message is the reject reason shown to the user."""
 
 
+class FileRefused(BadValue):
+    """A record that shows the whole file cannot be read as given (a scrape without timestamps and
+    no --at): the file fails and is not recorded; readers let it through rather than refuse a line."""
+
+
 def numbered(text_lines: Iterable[str]) -> Iterator[tuple[int, str]]:
     """Yield (1-based line number, line without its newline) for an iterable of text lines."""
     for number, line in enumerate(text_lines, start=1):

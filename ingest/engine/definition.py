@@ -30,6 +30,17 @@ The rules (`Definition.steps`) apply in order and the first that fails names the
 - `Tags`: named columns kept as tags, as written; `Prefer`: another value under a condition
   (CodeCarbon's cloud_region when on_cloud is 'Y').
 
+A Definition with `prometheus` (PromText) reads Prometheus text instead of JSON or CSV: each
+sample line `NAME{label="v",...} VALUE [TIMESTAMP_MS]` of one of its metrics is a record of its
+labels by name, its value under the metric's name and its timestamp (seconds) under
+PromText.time, which Fields read as any record (DCGM: the label `gpu` as gpu_index, the metric
+DCGM_FI_DEV_POWER_USAGE as power_w). The SQL pass and the reader (prometheus_client's parser)
+of ingest/engine/prom_text.py read the lines; ingest/engine/prom_records.py then makes one row
+per Key of the lines (each line filling its metric's column, a metric repeated for a key
+refused with PromText.repeated) and applies the Within rules to the whole row, refused at its
+first line. `FromOption(when_absent=True)` gives a value only where the record has none (--at),
+and `Required(refuses_file=True)` refuses the whole file (a scrape without times or --at).
+
 Some rules note something on a loaded row rather than refusing it (a duration that disagrees
 with the timestamps, why a run has no cost): the notes go to the Definition's `flags` column.
 """
@@ -82,6 +93,7 @@ class Required:
 
     column: str
     reason: str
+    refuses_file: bool = False  # True: the file as a whole cannot be read (contract.FileRefused), not the record
 
 
 @dataclass(frozen=True)
@@ -263,6 +275,7 @@ class FromOption:
 
     column: str
     option: str
+    when_absent: bool = False  # True: only where the record gives no value (--at for a sample without a time)
 
 
 @dataclass(frozen=True)
@@ -382,6 +395,19 @@ class Prefer:
     equals: str
 
 
+@dataclass(frozen=True)
+class PromText:
+    """Prometheus text (the lines of `metrics`; comments, blank lines and other metrics are
+    skipped): a sample's labels are read under their names, its value under its metric's name,
+    its timestamp in epoch seconds under `time` (no label can be named so). Lines of one Key make
+    one record; a metric given again for a key refuses its line with `repeated`, a template over
+    {metric} (the metric's name) and the key's columns (a time in ISO-8601 UTC)."""
+
+    metrics: tuple[str, ...]
+    time: str
+    repeated: str
+
+
 Step = Field | Required | SumAtMost | Span | CountOf | CatalogCost | OneOf | Default | HashedId | Items
 Step = Step | Within | FromOption | FromFileName  # bounds with a format's own reason; values a load or file name gives
 Step = Step | Extras | Hours | HourlyCost | FromRate  # the rules of a run's span, cost and tags
@@ -410,6 +436,7 @@ class Definition:
     empty_reason: str = ""   # a file without a non-blank line is refused with this (at line 0)
     flags: str = ""  # the column of a row's notes (Hours, HourlyCost, FromRate); "" when none
     whole_document: bool = False  # a file may be one JSON value: an array of records, or one record over many lines
+    prometheus: PromText | None = None  # Prometheus text, one record per Key from many lines (prom_text.py)
 
     @property
     def fields(self) -> tuple[Field, ...]:
@@ -442,7 +469,9 @@ class Definition:
 
 
 def sniff(definition: Definition, head: str) -> bool:
-    """JSON lines naming the detection keys, or a CSV header naming them."""
+    """JSON lines naming the detection keys, or a CSV header naming them; Prometheus text naming a metric."""
+    if definition.prometheus is not None:
+        return any(metric in head for metric in definition.prometheus.metrics)
     text = head.lstrip("\ufeff").lstrip()
     detect = definition.detect
     if text.startswith("{") and not definition.csv_only:

@@ -22,7 +22,7 @@ from decimal import Decimal, localcontext
 
 from ingest.engine import values
 from ingest.settings import config
-from ingest.engine.contract import BadValue, Lines, ParseContext, Parsed, Reject
+from ingest.engine.contract import BadValue, FileRefused, Lines, ParseContext, Parsed, Reject
 from ingest.engine.definition import (TIME, CatalogCost, CountOf, Default, Definition, Field, HashedId, Items, OneOf,
                                       Required, Span, SumAtMost, csv_header, header_problem, is_csv_header,
                                       FromFileName, FromOption, Within, Extras, FromRate, HourlyCost, Hours, Prefer, Tags)
@@ -69,7 +69,7 @@ def build_record(definition: Definition, record: object, line: int, ctx: ParseCo
             got[step.end], got[step.length] = read_span(step, got, named)
         elif isinstance(step, Required):
             if got[step.column] is None:
-                raise BadValue(step.reason)
+                raise (FileRefused if step.refuses_file else BadValue)(step.reason)
         elif isinstance(step, SumAtMost):
             if sum(got[p] or 0 for p in step.parts) > got[step.whole]:
                 raise BadValue(step.reason.format(**{c: got[c] or 0 for c in (*step.parts, step.whole)}))
@@ -111,7 +111,7 @@ def build_record(definition: Definition, record: object, line: int, ctx: ParseCo
             if value is not None and not step.low <= value <= step.high:
                 raise BadValue(step.reason.format(name=named[step.column], value=value, low=step.low, high=step.high))
         elif isinstance(step, FromOption):
-            if getattr(ctx, step.option, None):
+            if getattr(ctx, step.option, None) and not (step.when_absent and got[step.column] is not None):
                 got[step.column] = getattr(ctx, step.option)
         elif isinstance(step, FromFileName):
             if got[step.column] is None:
@@ -159,6 +159,8 @@ def parse(definition: Definition, lines: Lines, ctx: ParseContext, prices: confi
     for line, record, raw in records:
         try:
             row, children = build_record(definition, record, line, ctx, prices, unknown)
+        except FileRefused:
+            raise
         except BadValue as error:
             parsed.rejects.append(Reject(line, str(error), raw))
             continue
@@ -268,6 +270,8 @@ def read_lines(definition: Definition, lines: Lines, ctx: ParseContext, prices: 
             for table, rows in children.items():  # with the record's line: the caller settles replaced records
                 parsed.rows(table).extend({**child, "source_line": line} for child in rows)
             parsed.accepted += 1
+        except FileRefused:
+            raise
         except BadValue as error:
             parsed.rejects.append(Reject(line, str(error), text))
     if warn:

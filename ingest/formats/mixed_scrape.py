@@ -1,13 +1,13 @@
 """A Prometheus scrape (or a file of scrapes) holding both GPU series (dcgm-exporter) and an inference
 server's series (vLLM, Triton, ...): both halves load, as one load of this kind. The GPU samples are
-read as ingest/formats/gpu/dcgm.py reads them and the serving windows as ingest/formats/serving_metrics.py
+read by ingest/formats/gpu/dcgm.py's definition and the serving windows as ingest/formats/serving_metrics.py
 does, from the same lines and with the same options (--at, --started-at, --host); each reader
 skips the other's series.
 """
 from __future__ import annotations
 
 from ingest.engine import staging
-from ingest.engine.contract import Lines, ParseContext, Parsed
+from ingest.engine.contract import ParseContext, Parsed
 from ingest.formats import serving_metrics
 from ingest.formats.gpu import dcgm
 
@@ -18,19 +18,6 @@ TABLES = dcgm.TABLES + serving_metrics.TABLES
 def sniff(name: str, head: str) -> bool:
     """Prometheus text with both DCGM_FI_ metrics and an inference server's request counters."""
     return dcgm.sniff(name, head) and serving_metrics.sniff(name, head)
-
-
-def parse(lines: Lines, ctx: ParseContext) -> Parsed:
-    """Both halves read line by line: the GPU samples and the serving windows in one Parsed."""
-    numbered = list(lines)
-    gpus, windows = dcgm.parse(iter(numbered), ctx), serving_metrics.parse(iter(numbered), ctx)
-    return Parsed(tables={**gpus.tables, **windows.tables}, rejects=gpus.rejects + windows.rejects,
-                  accepted=gpus.accepted + windows.accepted, warnings=gpus.warnings + windows.warnings)
-
-
-def totals(parsed: Parsed) -> dict:
-    """The GPU totals (samples, energy) and the serving totals, the windows' energy named as such."""
-    return {**dcgm.totals(parsed), **_serving_totals(parsed)}
 
 
 def _serving_totals(parsed: Parsed) -> dict:
