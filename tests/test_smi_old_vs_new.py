@@ -23,8 +23,21 @@ NVIDIA_SMI = "nvidia_gpu/powertracesim_burn_nvidia-smi_8gpu_first137lines.csv"
 ZONES = {"utc": timezone.utc, "berlin": ZoneInfo("Europe/Berlin"), "fixed": timezone(timedelta(hours=5, minutes=30))}
 
 
-def renamed(reason: str) -> str:
-    """An old reason in the new wording (the changes the report lists)."""
+ABSENT = re.compile(r"\[.*\]|N/A")
+
+
+def renamed(reason: str, raw: str) -> str:
+    """An old reason in the new wording (the changes the report lists): a timestamp is quoted as
+    written (the old path quoted it with its date's slashes turned to dashes); an absent marker
+    where a timestamp or index goes is absent (was unreadable)."""
+    quoted = re.match(r"(timestamp|index) '(.*)' (is not|is outside|must be)", reason)
+    if quoted:
+        value = quoted[2]
+        if ABSENT.fullmatch(value):
+            return "timestamp is missing" if quoted[1] == "timestamp" else "gpu_index is missing"
+        slashed = re.sub(r"^(\d{4})-(\d{2})-(\d{2})", r"\1/\2/\3", value)
+        if quoted[1] == "timestamp" and slashed != value and slashed in raw:
+            return reason.replace(repr(value), repr(slashed), 1)
     return reason
 
 
@@ -53,7 +66,7 @@ def compare(path: Path, tz, host=None) -> None:
             stage(nvidia_smi, path, ctx)
         return
     new = stage(nvidia_smi, path, ctx)
-    old_rejects = sorted((line, renamed(reason), raw) for line, reason, raw in old[4])
+    old_rejects = sorted((line, renamed(reason, raw), raw) for line, reason, raw in old[4])
     assert new[3] == old[3], "rows"
     assert new[4] == old_rejects, "rejects"
     assert new[:3] == old[:3]
@@ -199,8 +212,11 @@ HAND = {
 }
 
 
+CHANGED = {"power_spellings"}  # the first power spelling a line gives (was: the first the header names)
+
+
 @pytest.mark.parametrize("zone", list(ZONES))
-@pytest.mark.parametrize("case", list(HAND))
+@pytest.mark.parametrize("case", [case for case in HAND if case not in CHANGED])
 def test_hand_made_lines(tmp_path, case, zone):
     compare(write(tmp_path / f"gpu-3_{case}.csv", HAND[case]), ZONES[zone])
     compare(write(tmp_path / f"gpu-3_{case}.csv", HAND[case], "\r\n", bom=True), ZONES[zone], host="box")
