@@ -63,7 +63,8 @@ def unit_fields(definition: Definition, header: list[str], zone: str | None) -> 
     kinds = {TIME: "VARCHAR", COUNT: "BIGINT", NUMBER: "DOUBLE", PERCENT: "DOUBLE", TEXT: "VARCHAR"}
     columns, times = [], []
     for f in scalars_of(definition):
-        given = [name for name in names if name.startswith(f.column + "__") and not name.endswith("_offset")]
+        given = sorted((name for name in names if name.startswith(f.column + "__") and not name.endswith("_offset")),
+                       key=lambda name: int(name.rsplit("__", 1)[1]))  # in the Field's order of spellings
         if not given:
             columns.append(f"CAST(NULL AS VARCHAR) AS {f.column}_text, CAST(NULL AS VARCHAR) AS {f.column}_type")
             continue
@@ -84,11 +85,11 @@ def unit_fields(definition: Definition, header: list[str], zone: str | None) -> 
             FROM batch WHERE line > $header_line
         ), fields AS (
             SELECT line, raw, {tight} AS tight, matched AS object,
-                   CASE WHEN NOT matched AND NOT regexp_full_match(raw, $blank) AND NOT regexp_matches(raw, $quirk)
-                             AND len(string_split(raw, ',')) <> {len(header)}
+                   CASE WHEN NOT matched AND NOT regexp_matches(raw, $quirk) AND len(string_split(raw, ',')) <> {len(header)}
                         THEN {_width_reason(definition, len(header), "len(string_split(raw, ','))")} END AS misfit,
                    {", ".join(columns)}
             FROM (SELECT *, v.whole <> '' AS matched FROM split)
+            WHERE matched OR NOT regexp_full_match(raw, $blank)  -- a blank line is skipped, never read
         )"""
 
 
