@@ -14,10 +14,12 @@ to the generic reader (ingest/engine/reader.py), which applies the same definiti
 exact reason; so a file loads as it would line by line, in bounded memory.
 
 The pieces, each one job: batch_spellings.py (the spellings SQL reads as Python does),
-batch_json.py and batch_csv.py (a batch's fields, JSON lines or CSV), batch_costs.py (hours and
+batch_json.py and batch_csv.py (a batch's fields, JSON lines or CSV; batch_units.py for CSV with units
+and absent markers in its values), batch_costs.py (hours and
 amounts), batch_checks.py (the rules as SQL), batch_typed.py (the statement typing and checking a
 batch, the INSERTs). This module runs them: a file's batches, the passes of each, the lines left
-to the reader, a whole-document JSON array, the items and the totals.
+to the reader, a whole-document JSON array, the items and the totals. With a whole-file step
+(Definition.identity) the rows are held until the last batch, then settled by file_steps.py.
 """
 from __future__ import annotations
 

@@ -37,6 +37,8 @@ def hold(definition: Definition, con, source: str, width: int, path: str) -> Non
     (an unquoted line of another width than the header is no record: refused at once)."""
     columns = ", ".join(f.column for f in definition.fields)
     con.execute(f"INSERT INTO {held(definition)} BY NAME SELECT line AS source_line, {columns} FROM typed WHERE ok")
+    if not con.execute("SELECT EXISTS (SELECT 1 FROM typed WHERE reason IS NOT NULL)").fetchall()[0][0]:
+        return  # none refused (the usual batch): no join with the batch's text
     misfit = f"NOT regexp_matches(raw, {quote(CSV_QUIRK)}) AND len(string_split(raw, ',')) <> {width}"
     con.execute(f"""CREATE OR REPLACE TEMP TABLE held_refused AS SELECT typed.*, raw, {misfit} AS misfit
                     FROM typed JOIN {source} USING (line) WHERE reason IS NOT NULL""")
