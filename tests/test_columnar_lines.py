@@ -24,7 +24,6 @@ from ingest.pipeline import loader
 from ingest.settings import limits
 
 UTC, PARIS, BERLIN = timezone.utc, ZoneInfo("Europe/Paris"), ZoneInfo("Europe/Berlin")
-NVIDIA_SMI = "nvidia_gpu/powertracesim_burn_nvidia-smi_8gpu_first137lines.csv"
 DCGM = "nvidia_gpu/dcgm_exporter_scrape_L4_kops.prom"
 CODECARBON = ("codecarbon/codecarbon_examples_emissions.csv",
               "codecarbon/codecarbon_tests_emissions_invalid_headers_oldschema.csv",

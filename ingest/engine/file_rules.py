@@ -3,7 +3,9 @@
 `Headerless`: a file whose first line is already a record (nvidia-smi's `noheader`): its columns
 are told by the shape and unit of that line's values (csv_layout.py). `IndexByOrder`: a column
 given by the file's order when the records do not give it (nvidia-smi's GPU index), applied once
-in SQL after every line is staged (file_steps.py).
+in SQL after every line is staged (file_steps.py). Both are the SQL pass's (batch_sql.stage): a
+definition with them is read by it, its reader reading the lines the pass leaves (reader.read_lines),
+not by reader.parse alone.
 """
 from __future__ import annotations
 
