@@ -74,8 +74,8 @@ def unit_fields(definition: Definition, header: list[str], zone: str | None) -> 
             text = f"nullif(replace(v.{c}, '/', '-') || v.{c}_offset, '')"
         else:  # the first spelling with a value, as the reader's used_name
             text = f"coalesce({', '.join(f'nullif(v.{c}, {chr(39) * 2})' for c in given)})"
-        columns.append(f"{text} AS {f.column}_text, "
-                       f"CASE WHEN ({text}) IS NOT NULL THEN '{kinds[f.type]}' END AS {f.column}_type")
+        present = " OR ".join(f"v.{c} <> ''" for c in given[:1 if f.type == TIME else None])
+        columns.append(f"{text} AS {f.column}_text, CASE WHEN {present} THEN '{kinds[f.type]}' END AS {f.column}_type")
     # naive times read in UTC, or every time with its offset: no zone to apply (batch_typed casts at once)
     tight = "matched" if zone == "UTC" or not times else \
         "matched AND " + " AND ".join(f"(v.{c} = '' OR v.{c}_offset <> '')" for c in times)
