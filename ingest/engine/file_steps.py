@@ -94,7 +94,8 @@ def finish(definition: Definition, con, src: staging.Source, header: list[str]) 
                 "FROM held_final WHERE why IS NOT NULL AND raw IS NOT NULL", [src.name])
     # a row SQL loaded but refused only now (its sample group is short): its text is read again
     line_sql.add_rejects_reading_raw(con, src, "SELECT source_line, why FROM held_final WHERE why IS NOT NULL AND raw IS NULL")
-    con.execute(f"DROP TABLE held_final; DROP TABLE {table}")
+    con.execute(f"DROP TABLE held_final; DROP TABLE {table}; DROP TABLE IF EXISTS held_order; "
+                "DROP TABLE IF EXISTS held_groups; DROP TABLE IF EXISTS held_sizes; DROP TABLE IF EXISTS held_decided")
     return loaded, warnings
 
 
