@@ -180,8 +180,9 @@ def main() -> None:
         if old_path != path:  # the old path on the smaller file, against bare on that file
             rows.append(("bare", args.old_lines, small := best(args.repeats, lambda: bare(old_path, kind)), None))
             rows.append(("stage", args.old_lines, best(args.repeats, lambda: new(old_path, kind)), small))
-            rows.append(("old", args.old_lines, best(args.repeats, lambda: old(old_path, kind)), small))
-        else:
+            if hasattr(importlib.import_module(MODULES[kind]), "parse"):
+                rows.append(("old", args.old_lines, best(args.repeats, lambda: old(old_path, kind)), small))
+        elif hasattr(importlib.import_module(MODULES[kind]), "parse"):  # nvidia-smi has no second path any more
             rows.append(("old", args.lines, best(args.repeats, lambda: old(path, kind)), base))
         for name, lines, (wall, cpu), against in rows:
             against = against or (wall, cpu)

@@ -1,4 +1,5 @@
-"""nvidia-smi and CodeCarbon: the columnar `stage` (lines typed in SQL per batch) against
+"""CodeCarbon and the GPU collector (nvidia-smi: tests/test_nvidia_smi_definition.py; DCGM:
+tests/test_dcgm_definition.py): the columnar `stage` (lines typed in SQL per batch) against
 the per-line `parse` it replaced, on the real files and on files mixing good lines with bad ones.
 
 Both paths stage into a private DuckDB each; the rows, rejects (line, reason, text), records
@@ -10,7 +11,7 @@ on the real files (but CodeCarbon's two incomplete rows), only lines this test b
 from __future__ import annotations
 
 import random
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta, timezone
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
@@ -18,13 +19,12 @@ import pytest
 
 from ingest.engine import reader, staging
 from ingest.engine.contract import ParseContext
-from ingest.formats.gpu import gpu_collector, nvidia_smi
+from ingest.formats.gpu import gpu_collector
 from ingest.formats.runs import codecarbon
 from ingest.pipeline import loader
 from ingest.settings import limits
 
 UTC, PARIS, BERLIN = timezone.utc, ZoneInfo("Europe/Paris"), ZoneInfo("Europe/Berlin")
-NVIDIA_SMI = "nvidia_gpu/powertracesim_burn_nvidia-smi_8gpu_first137lines.csv"
 CODECARBON = ("codecarbon/codecarbon_examples_emissions.csv",
               "codecarbon/codecarbon_tests_emissions_invalid_headers_oldschema.csv",
               "codecarbon/greenmlbench_emissions_RTX4070_cc3.2.3_first200KB.csv")
@@ -63,22 +63,13 @@ def rows(con, table: str, columns: str = "*") -> list[tuple]:
 def _count_fallback(module, monkeypatch) -> set[int]:
     """Record the lines the columnar path passes to its per-line Python reader."""
     seen: set[int] = set()
-    if module is nvidia_smi:
-        read_rows = nvidia_smi._read_rows
+    read_lines = reader.read_lines  # a definition's lines the engine's SQL pass hands to its reader
 
-        def counting(data, layout, ctx):
-            data = list(data)
-            seen.update(number for number, _ in data)
-            return read_rows(data, layout, ctx)
-        monkeypatch.setattr(nvidia_smi, "_read_rows", counting)
-    else:  # a definition (gpu-collector, CodeCarbon): the lines the engine's SQL pass hands to its reader
-        read_lines = reader.read_lines
-
-        def counting(definition, lines, *args):
-            lines = list(lines)
-            seen.update(number for number, _ in lines)
-            return read_lines(definition, lines, *args)
-        monkeypatch.setattr(reader, "read_lines", counting)
+    def counting(definition, lines, *args):
+        lines = list(lines)
+        seen.update(number for number, _ in lines)
+        return read_lines(definition, lines, *args)
+    monkeypatch.setattr(reader, "read_lines", counting)
     return seen
 
 
@@ -86,74 +77,6 @@ def write(tmp_path: Path, name: str, lines: list[str]) -> Path:
     path = tmp_path / name
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
-
-
-# --- nvidia-smi -------------------------------------------------------------------------------
-
-def smi_variants(lines: list[str]) -> dict[str, list[str]]:
-    """The shapes nvidia-smi logs come in, from the real log (as tests/test_gpu_traces.py makes them)."""
-    head, data = lines[0], lines[1:]
-    return {
-        "as_logged": lines,
-        "noheader": data,
-        "nounits": [head] + [line.replace(" W", "").replace(" %", "").replace(" MiB", "") for line in data],
-        "index": ["index, " + head] + [f"{n % 8 if n < 120 else (0 if n == 120 else n - 120)}, {line}"
-                                       for n, line in enumerate(data)],
-        "uuid": ["timestamp, uuid, name, " + head.split(", ", 1)[1]]
-        + [line.replace(", ", f", GPU-{n % 8:04d}, NVIDIA A100-SXM4-80GB, ", 1) for n, line in enumerate(data)],
-        "offset": [head] + [line.replace(",", "+02:00,", 1) for line in data],
-    }
-
-
-def smi_broken(lines: list[str], rnd: random.Random) -> tuple[list[str], set[int]]:
-    """The log with every 7th row given a bad or odd value, and a short, a quoted and blank
-    lines inserted; returns the lines and the (1-based) numbers of the lines changed."""
-    broken, changed = list(lines), set()
-    for n in range(3, len(broken), 7):
-        fields = broken[n].split(",")
-        spot = rnd.randrange(len(fields))
-        fields[spot] = (" " + rnd.choice(["abc W", "140 %", "-5 W", "1e3 W", "nan W", "12 %", " 62.5  W"]) if spot
-                        else rnd.choice(["2025/13/05 20:58:44.813", "noon", "2025-05-05T20:58:44.9Z", " 2025/05/05 20:58:45"]))
-        broken[n] = ",".join(fields)
-        changed.add(n + 1)
-    for at, line in ((30, "2025/05/05 20:58:46.000, 1 W, 2 %"), (40, ""), (60, "   "),
-                     (50, '"2025/05/05 20:58:47.000", " 1 W", "2 %", "3 MiB"')):
-        broken.insert(at, line)
-        changed = {n + 1 if n > at else n for n in changed} | {at + 1}
-    return broken, changed
-
-
-@pytest.mark.parametrize("tz", [UTC, PARIS], ids=["utc", "paris"])
-def test_nvidia_smi_real_log_and_its_variants(formats_dir, tmp_path, monkeypatch, tz):
-    lines = (formats_dir / NVIDIA_SMI).read_text().splitlines()
-    for variant, text in smi_variants(lines).items():
-        in_python = stage_both(nvidia_smi, write(tmp_path, f"gpu-node-9_{variant}.csv", text), monkeypatch, tz)
-        assert in_python == set(), variant
-
-
-@pytest.mark.parametrize("variant", ["as_logged", "noheader", "index", "uuid", "nounits"])
-def test_nvidia_smi_mixed_good_and_bad_lines(formats_dir, tmp_path, monkeypatch, variant):
-    lines = smi_variants((formats_dir / NVIDIA_SMI).read_text().splitlines())[variant]
-    broken, changed = smi_broken(lines, random.Random(42))
-    if variant == "index":  # and indices missing, unreadable or out of range
-        taken = {tuple(f.strip() for f in line.split(",")[:2]) for line in broken}
-        for n in range(5, len(broken), 11):
-            if broken[n].strip():
-                index = random.Random(n).choice(["", "x", "70000", " 3 "])
-                if (index.strip(), broken[n].split(",")[1].strip()) in taken:
-                    continue  # two rows of one GPU and timestamp are refused by the load (test_nvidia_smi_identity.py)
-                broken[n] = index + broken[n][broken[n].index(","):]
-                changed.add(n + 1)
-    in_python = stage_both(nvidia_smi, write(tmp_path, f"node_{variant}.csv", broken), monkeypatch, PARIS,
-                           host="gpu-node-3" if variant == "uuid" else None)
-    assert in_python and in_python <= changed
-
-
-def test_nvidia_smi_header_problems_refuse_the_file_alike(formats_dir, tmp_path, monkeypatch):
-    lines = (formats_dir / NVIDIA_SMI).read_text().splitlines()
-    bare = [line.replace(" W", "").replace(" %", "").replace(" MiB", "") for line in lines[1:]]
-    stage_both(nvidia_smi, write(tmp_path, "bare.csv", bare), monkeypatch)
-    stage_both(nvidia_smi, write(tmp_path, "no_time.csv", ["index, power.draw [W]", "0, 12 W"]), monkeypatch)
 
 
 # --- CodeCarbon -------------------------------------------------------------------------------
@@ -244,10 +167,9 @@ def test_collector_times_and_blank_lines_as_the_per_line_path_reads_them(tmp_pat
 
 @pytest.mark.parametrize("module, lines", [
     (gpu_collector, [COLLECTOR_HEADER, "2025-06-01T12:00:00Z,n1,0,GPU-0,L4,50,1000,40,10"]),
-    (nvidia_smi, ["timestamp, index, power.draw [W], utilization.gpu [%]", "2025/05/05 20:58:44.813, 0, 62.5 W, 3 %"]),
     (codecarbon, ["timestamp,project_name,run_id,duration,emissions,energy_consumed",
                   "2025-01-15T12:00:00,p,r1,3600,0.1,0.5"]),
-], ids=["gpu-collector", "nvidia-smi", "codecarbon"])
+], ids=["gpu-collector", "codecarbon"])
 def test_a_too_long_first_line_is_refused_and_the_next_one_is_the_header(tmp_path, monkeypatch, module, lines):
     """As the per-line path reads it: the too-long line is refused with its size, the file loads."""
     monkeypatch.setattr(limits, "_current", limits.current())

@@ -14,10 +14,12 @@ to the generic reader (ingest/engine/reader.py), which applies the same definiti
 exact reason; so a file loads as it would line by line, in bounded memory.
 
 The pieces, each one job: batch_spellings.py (the spellings SQL reads as Python does),
-batch_json.py and batch_csv.py (a batch's fields, JSON lines or CSV), batch_costs.py (hours and
+batch_json.py and batch_csv.py (a batch's fields, JSON lines or CSV; batch_units.py for CSV with units
+and absent markers in its values), batch_costs.py (hours and
 amounts), batch_checks.py (the rules as SQL), batch_typed.py (the statement typing and checking a
 batch, the INSERTs). This module runs them: a file's batches, the passes of each, the lines left
-to the reader, a whole-document JSON array, the items and the totals.
+to the reader, a whole-document JSON array, the items and the totals. With a whole-file step
+(Definition.identity) the rows are held until the last batch, then settled by file_steps.py.
 """
 from __future__ import annotations
 
@@ -28,14 +30,15 @@ from decimal import Decimal
 import duckdb
 import pyarrow as pa
 
-from ingest.engine import line_sql, prom_text, reader, staging
+from ingest.engine import csv_layout, file_steps, line_sql, prom_text, reader, staging
 from ingest.settings import config
 from ingest.engine.contract import ParseContext
-from ingest.engine.definition import CatalogCost, Definition, HourlyCost, csv_header, header_problem, is_csv_header
+from ingest.engine.definition import CatalogCost, Definition, HourlyCost, is_csv_header
 from ingest.engine.staging import Source, Staged
 from ingest.engine.batch_costs import catalog_to_reader, price_from_catalog
 from ingest.engine.batch_csv import CSV_QUIRK, csv_fields
 from ingest.engine.batch_json import json_fields, lenient_fields, quirk_pattern
+from ingest.engine.batch_units import unit_fields
 from ingest.engine.batch_typed import by_line, insert_items, insert_typed, typed_statement
 
 VECTOR_ROWS = 2048  # DuckDB's vector size
@@ -73,13 +76,17 @@ def stage(definition: Definition, src: Source, con, ctx: ParseContext) -> Staged
                     continue
                 if is_csv_header(text) or definition.csv_only:
                     line_sql.refuse_too_long(con, src, before=header_line)  # not read as CSV below
-                    header = csv_header(text)
-                    reason = header_problem(definition, header)
+                    header, is_record, reason = csv_layout.first_line(definition, text)
                     if reason:  # the file is refused at its header, as line by line
                         staging.add_rejects(con, src.name, [(header_line, reason, text)])
                         return Staged(0, totals(definition, con))
-                    passes = (typed_statement(definition, ctx, csv_fields(definition, header, ctx), csv=True,
-                                         zone=line_sql.sql_zone(con, ctx.tz)),)
+                    header_line -= is_record  # a headerless file (Definition.headerless): its first line is a record
+                    zone = line_sql.sql_zone(con, ctx.tz)
+                    fields = unit_fields(definition, header, zone) if definition.units_in_text else \
+                        csv_fields(definition, header, ctx)
+                    passes = (typed_statement(definition, ctx, fields, csv=True, zone=zone),)
+                    if definition.identity:
+                        file_steps.create(definition, con)
                 else:
                     passes = (typed_statement(definition, ctx, lenient_fields(definition, ctx), lenient=True),
                               typed_statement(definition, ctx, json_fields(definition, "rest"), zone=line_sql.sql_zone(con, ctx.tz)),
@@ -91,9 +98,13 @@ def stage(definition: Definition, src: Source, con, ctx: ParseContext) -> Staged
     if passes is None and definition.empty_reason:  # not one non-blank line
         staging.add_rejects(con, src.name, [(0, definition.empty_reason, "")])
     con.execute("DROP TABLE IF EXISTS typed; DROP TABLE IF EXISTS rest")  # the last batch's: memory for what follows
+    warnings = reader.unknown_warning(definition, unknown)
+    if definition.identity and passes is not None:  # the rows held until the file is read
+        accepted, found = file_steps.finish(definition, con, src, header)
+        warnings += found
     figures = totals(definition, con)
     _settle_items(definition, con)
-    return Staged(accepted, figures, reader.unknown_warning(definition, unknown))
+    return Staged(accepted, figures, warnings)
 
 
 ONE_VALUE_BYTES = 16 << 20  # a file that is one JSON object over many lines is read whole up to this size
@@ -235,11 +246,14 @@ def _stage_batch(definition: Definition, con, src: Source, ctx: ParseContext, pr
             price_from_catalog(definition, cost, con, prices)
         for hourly in definition.rules(HourlyCost):
             catalog_to_reader(hourly, con, prices)
-        accepted += con.execute(insert_typed(definition)).fetchall()[0][0]
-        for items in definition.items:
-            con.execute(insert_items(definition, items))
-        con.execute(f"INSERT INTO rejects (path, line, reason, raw) SELECT $path, line, reason, left(raw, 500) "
-                    f"FROM typed JOIN {source} USING (line) WHERE reason IS NOT NULL", {"path": src.name})
+        if definition.identity:  # held until the file is read (file_steps.py)
+            file_steps.hold(definition, con, source, len(header), src.name)
+        else:
+            accepted += con.execute(insert_typed(definition)).fetchall()[0][0]
+            for items in definition.items:
+                con.execute(insert_items(definition, items))
+            con.execute(f"INSERT INTO rejects (path, line, reason, raw) SELECT $path, line, reason, left(raw, 500) "
+                        f"FROM typed JOIN {source} USING (line) WHERE reason IS NOT NULL", {"path": src.name})
         con.execute(f"CREATE OR REPLACE TEMP TABLE rest AS SELECT line, raw FROM typed JOIN {source} USING (line) "
                     "WHERE NOT ok AND reason IS NULL")
         source = "rest"
@@ -250,6 +264,9 @@ def _stage_batch(definition: Definition, con, src: Source, ctx: ParseContext, pr
         parsed = reader.read_lines(definition, suspects, ctx, prices, header, unknown)
         for items in definition.items:
             parsed.tables[by_line(items)] = parsed.tables.pop(items.table, [])
+        if definition.identity:  # loaded or refused for a value: held (file_steps.py)
+            parsed.tables[file_steps.held(definition)] = parsed.tables.pop(definition.table, [])
+            parsed.accepted = 0
         staging.insert_parsed(con, parsed, src.name)
         accepted += parsed.accepted
     return accepted

@@ -41,6 +41,15 @@ refused with PromText.repeated) and applies the Within rules to the whole row, r
 first line. `FromOption(when_absent=True)` gives a value only where the record has none (--at),
 and `Required(refuses_file=True)` refuses the whole file (a scrape without times or --at).
 
+A CSV may write units and absent markers in its text (nvidia-smi): with `Definition.units_in_text`
+a header name's bracketed unit is dropped (`power.draw [W]` is power.draw, any case) and so is a
+Field's unit after its value (` 62.39 W`, `45 %`); a value matching `Definition.absent` (nvidia-smi's
+`[N/A]`, `[Not Supported]`, `N/A`) is absent, whatever its Field. `Definition.header_any` refuses a
+header naming none of some columns. Rules about the file as a whole are in file_rules.py:
+`Headerless` (a first line that is already a record, its columns told by shape and by the Fields'
+units: csv_layout.py) and `IndexByOrder` (a value given by the file's order when the records do not
+give it, applied once in SQL after every line is staged: file_steps.py).
+
 Some rules note something on a loaded row rather than refusing it (a duration that disagrees
 with the timestamps, why a run has no cost): the notes go to the Definition's `flags` column.
 """
@@ -50,6 +59,7 @@ from dataclasses import dataclass
 from pathlib import PurePath
 
 from ingest.engine import values
+from ingest.engine.file_rules import Headerless, IndexByOrder
 
 # Field types. Each reads as ingest/engine/values.py reads it and fails with that module's reasons.
 TEXT = "text"            # stripped text; a number is written out as text
@@ -68,7 +78,8 @@ INTEGER_MAX = 2**31 - 1
 @dataclass(frozen=True)
 class Field:
     """One warehouse column read from a record: its accepted spellings (the column's own name
-    first unless `names` says otherwise), type, unit (documentation) and bounds. `minimum`: a
+    first unless `names` says otherwise; the first the record gives a value is read), type, unit
+    (documentation; dropped after a CSV value under Definition.units_in_text) and bounds. `minimum`: a
     count, number or amount below it is refused as negative (None: no lower bound)."""
 
     column: str
@@ -437,6 +448,11 @@ class Definition:
     flags: str = ""  # the column of a row's notes (Hours, HourlyCost, FromRate); "" when none
     whole_document: bool = False  # a file may be one JSON value: an array of records, or one record over many lines
     prometheus: PromText | None = None  # Prometheus text, one record per Key from many lines (prom_text.py)
+    units_in_text: bool = False  # CSV: units in header names (`[W]`) and after values (Field.unit) are dropped
+    absent: str = ""  # CSV: a value this regex matches whole (stripped) is absent
+    header_any: tuple[tuple[str, ...], str] = ()  # CSV: (columns, reason): the header names one of them
+    headerless: Headerless | None = None  # CSV: a first line of this shape is a record (file_rules.py)
+    identity: IndexByOrder | None = None  # a value given by the file's order, once it is read (file_steps.py)
 
     @property
     def fields(self) -> tuple[Field, ...]:

@@ -20,7 +20,7 @@ import math
 import re
 from decimal import Decimal, localcontext
 
-from ingest.engine import values
+from ingest.engine import csv_layout, values
 from ingest.settings import config
 from ingest.engine.contract import BadValue, FileRefused, Lines, ParseContext, Parsed, Reject
 from ingest.engine.definition import (TIME, CatalogCost, CountOf, Default, Definition, Field, HashedId, Items, OneOf,
@@ -28,6 +28,7 @@ from ingest.engine.definition import (TIME, CatalogCost, CountOf, Default, Defin
                                       FromFileName, FromOption, Within, Extras, FromRate, HourlyCost, Hours, Prefer, Tags)
 from ingest.engine.reader_run_steps import (CENT, catalog_price, read_extras, read_from_rate, read_hourly_cost,
                                             read_hours, reading_plan, with_extra)
+from ingest.engine.file_steps import held_row
 from ingest.engine.reader_values import key_part, read_items, read_span, read_value, used_name
 
 SECONDS_PER_HOUR = Decimal(3600)
@@ -237,6 +238,8 @@ def _csv_record(line: int, text: str, header: list[str], parsed: Parsed,
         return None
     if definition is not None and definition.csv_trim:
         fields = [field.strip() for field in fields]
+    if definition is not None and (definition.units_in_text or definition.absent):
+        return csv_layout.clean(definition, dict(zip(header, fields)))
     return dict(zip(header, fields))
 
 
@@ -273,6 +276,9 @@ def read_lines(definition: Definition, lines: Lines, ctx: ParseContext, prices: 
         except FileRefused:
             raise
         except BadValue as error:
+            if definition.identity:  # the file's order still counts the row (file_steps.py)
+                parsed.rows(definition.table).append(held_row(definition, record, line, ctx, str(error), text))
+                continue
             parsed.rejects.append(Reject(line, str(error), text))
     if warn:
         parsed.warnings.extend(unknown_warning(definition, unknown))

@@ -1,21 +1,18 @@
-"""What the three GPU trace parsers share: the gpu_samples columns, whole-column readers, hosts, totals.
+"""What the GPU trace formats share: the gpu_samples columns and plausible ranges, the host a file
+name gives, the range check and rows of the DCGM and Prometheus readers, and a file's totals.
 
-A trace file has many rows (the sample's eight files hold 650,520), so values are read a whole
-column at a time with pyarrow; only when a column does not convert at once is it read value by
-value, to name each bad line and why. As everywhere in ingest, a bad value rejects its line and
-never becomes NULL or 0; an absent value (an empty field, nvidia-smi's `[N/A]`) is NULL.
+(The collector CSV and nvidia-smi are Definitions read by ingest/engine; as everywhere in ingest,
+a bad value rejects its line and never becomes NULL or 0; an absent value is NULL.)
 """
 from __future__ import annotations
 
-import io
-from datetime import datetime, timezone, tzinfo
+from datetime import datetime, timezone
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.csv as pacsv
 
-from ingest.engine import staging, values
-from ingest.engine.contract import BadValue, ParseContext, Parsed, Reject
+from ingest.engine import staging
+from ingest.engine.contract import Parsed, Reject
 from ingest.engine.definition import FromFileName
 from ingest.engine.staging import Staged
 
@@ -54,60 +51,6 @@ class Rows:
         return len(self.lines)
 
 
-def read_csv_text(header: list[str], texts: list[str]) -> pa.Table:
-    """The lines (already checked for their field count) as a table of strings; only an empty
-    field is NULL (pyarrow would otherwise also read "NaN", "NA" or "NULL" as missing)."""
-    data = "\n".join(texts).encode()
-    return pacsv.read_csv(
-        io.BytesIO(data),
-        read_options=pacsv.ReadOptions(column_names=header, use_threads=True),
-        parse_options=pacsv.ParseOptions(newlines_in_values=False),
-        convert_options=pacsv.ConvertOptions(column_types={name: pa.string() for name in header},
-                                             null_values=[""], strings_can_be_null=True),
-    ) if texts else pa.table({name: pa.array([], pa.string()) for name in header})
-
-
-def field_count(text: str) -> int:
-    """How many CSV fields a line has (quotes respected only when the line has any)."""
-    if '"' not in text:
-        return text.count(",") + 1
-    import csv
-
-    return len(next(csv.reader([text]), []))
-
-
-def text(column: pa.ChunkedArray | pa.Array) -> pa.Array:
-    """Stripped text; empty becomes NULL."""
-    stripped = pc.utf8_trim_whitespace(_array(column))
-    return pc.if_else(pc.equal(stripped, ""), pa.scalar(None, pa.string()), stripped)
-
-
-def numbers(rows: Rows, column: pa.ChunkedArray | pa.Array, name: str, label: str | None = None) -> pa.Array:
-    """A numeric column of COLUMNS from text (NULL stays NULL); bad or out-of-range values refuse their row."""
-    label = label or name
-    target = COLUMNS[name]
-    strings = _array(column)
-    # Arrow's own cast is wider than mlcost's spelling of a number (it reads '0x1F' as 31, 'nan'
-    # and 'inf' as floats): it is used only when every value is spelled as values.py reads one.
-    spelling = values.WHOLE_TEXT if pa.types.is_integer(target) else values.NUMBER_TEXT
-    try:
-        if pc.all(pc.match_substring_regex(strings, f"^(?:{spelling})$")).as_py() is False:
-            raise pa.ArrowInvalid("not every value is spelled as a number")
-        result = strings.cast(target)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        read = values.integer if pa.types.is_integer(target) else values.number
-        converted = []
-        for row, value in enumerate(strings.to_pylist()):
-            try:
-                # a CSV field is trimmed, as the SQL path trims it (nvidia-smi writes ", 12 W")
-                converted.append(read(value.strip() if isinstance(value, str) else value, label))
-            except BadValue as error:
-                rows.refuse(row, str(error))
-                converted.append(None)
-        result = pa.array(converted, target)
-    return check_range(rows, result, name, label)
-
-
 def check_range(rows: Rows, column: pa.Array, name: str, label: str | None = None) -> pa.Array:
     """The column with NULL where a value is not finite or outside LIMITS, each such row refused."""
     label = label or name
@@ -123,58 +66,9 @@ def check_range(rows: Rows, column: pa.Array, name: str, label: str | None = Non
     return column
 
 
-def times(rows: Rows, column: pa.ChunkedArray | pa.Array, tz: tzinfo, label: str = "timestamp") -> pa.Array:
-    """UTC instants from ISO-8601 text (naive text is in `tz`; `2025/05/05` dates too) or epoch seconds."""
-    strings = pc.replace_substring_regex(text(column), r"^(\d{4})/(\d{2})/(\d{2})", r"\1-\2-\3")
-    result = None
-    try:
-        result = strings.cast(TIME)  # every value has an offset
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        zone = "UTC" if tz is timezone.utc else getattr(tz, "key", None)
-        if zone:
-            try:  # every value is naive: read them in the user's zone
-                result = pc.assume_timezone(strings.cast(pa.timestamp("us")), zone).cast(TIME)
-            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-                result = None
-    if result is None:
-        seen: dict[str, datetime | None | BadValue] = {}
-        instants = []
-        for row, value in enumerate(strings.to_pylist()):
-            if value not in seen:
-                try:
-                    seen[value] = values.timestamp(value, label, tz)
-                except BadValue as error:
-                    seen[value] = error
-            instant = seen[value]
-            if isinstance(instant, BadValue):
-                rows.refuse(row, str(instant))
-                instant = None
-            instants.append(instant)
-        result = pa.array(instants, TIME)
-    outside = pc.fill_null(pc.or_(pc.less(result, pa.scalar(values.EARLIEST, TIME)),
-                                  pc.greater_equal(result, pa.scalar(values.LATEST, TIME))), False)
-    if pc.any(outside).as_py():
-        raw = strings.to_pylist()
-        for row in pc.indices_nonzero(outside).to_pylist():
-            rows.refuse(row, f"{label} {raw[row]!r} is outside 1990-2099")
-        result = pc.if_else(outside, pa.scalar(None, TIME), result)
-    return result
-
-
 def file_host(source: str) -> str:
     """The host the name of file `source` gives (HOST_FROM_FILE_NAME)."""
     return HOST_FROM_FILE_NAME.of(source)
-
-
-def hosts(column: pa.Array | None, count: int, ctx: ParseContext) -> pa.Array:
-    """Each row's host: --host when given, else the file's host column, else (and where that is
-    empty) the host in the file name."""
-    if ctx.host:
-        return pa.array([ctx.host] * count, pa.string())
-    fallback = pa.scalar(file_host(ctx.source), pa.string())
-    if column is None:
-        return pa.array([fallback.as_py()] * count, pa.string())
-    return pc.coalesce(text(column), fallback)
 
 
 def build(rows: Rows, columns: dict[str, pa.Array], kind: str) -> Parsed:
@@ -203,11 +97,6 @@ def build(rows: Rows, columns: dict[str, pa.Array], kind: str) -> Parsed:
     refused = [Reject(rows.lines[row], reason, rows.raws[row]) for row, reason in rows.refused.items()]
     parsed.rejects = sorted(rows.rejects + refused, key=lambda reject: reject.line)
     return parsed
-
-
-def failed(reason: str, line: int = 0, raw: str = "") -> Parsed:
-    """A file refused whole (no usable header, no data)."""
-    return Parsed(rejects=[Reject(line, reason, raw)])
 
 
 def stage_totals(con, accepted: int) -> Staged:
@@ -239,15 +128,6 @@ def stage_totals(con, accepted: int) -> Staged:
         "last_ts": _iso(last),
         "energy_kwh_total": None if energy is None else round(energy, 6),
     })
-
-
-def staged(parse):
-    """A `stage` for a trace parser that reads line by line: its lines streamed, its rows staged."""
-    def stage(src: staging.Source, con, ctx: ParseContext) -> Staged:
-        parsed = parse(staging.lines(src), ctx)
-        staging.insert_parsed(con, parsed, src.name)
-        return stage_totals(con, parsed.accepted)
-    return stage
 
 
 def totals(parsed: Parsed) -> dict:
