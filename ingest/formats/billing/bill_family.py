@@ -28,6 +28,8 @@ LINE_COLUMNS = (
     "consumed_unit", "pricing_category", "pricing_category_raw", "tags", "source_line_id",
     "source_file", "source_format", "source_kind", "source_line",
 )
+# Columns of a row that say where it came from, not what it is: left out of a hashed line key.
+NOT_CONTENT = frozenset({"line_key", "source_file", "source_line", "source_format", "source_kind"})
 
 
 

@@ -18,13 +18,11 @@ import duckdb
 from ingest.engine import staging
 from ingest.engine.contract import ParseContext
 from ingest.formats.billing import billing
-from ingest.formats.billing.bill_family import LINE_COLUMNS, UTC
-from ingest.formats.billing.billing import Family
+from ingest.formats.billing.bill_family import LINE_COLUMNS, NOT_CONTENT, UTC, Family
 
 # Text json.dumps escapes differently from DuckDB (ensure_ascii, control characters).
 OTHER_THAN_PRINTABLE_ASCII = "[^ -~\\n\\r\\t]"
-# Columns that are not part of a line's content (billing._NOT_CONTENT).
-CONTENT = [c for c in LINE_COLUMNS if c not in billing._NOT_CONTENT]
+CONTENT = [c for c in LINE_COLUMNS if c not in NOT_CONTENT]  # what a hashed line key is made of
 
 
 def finish(con: duckdb.DuckDBPyConnection, ctx: ParseContext, family: Family) -> None:
@@ -103,7 +101,7 @@ def _json_string(sql: str) -> str:
 
 
 def _digest_sql() -> str:
-    """SQL of billing._line_key's digest: sha256 of json.dumps(row, sort_keys=True) (first 32 hex)."""
+    """SQL of billing.content_digest over a row's CONTENT: sha256 of json.dumps(row, sort_keys=True) (first 32 hex)."""
     parts = []
     for column in sorted(CONTENT):
         if column in ("billed_cost", "effective_cost", "list_cost"):

@@ -30,10 +30,7 @@ from datetime import datetime
 from decimal import Decimal
 
 from ingest.engine.contract import BadValue, Lines, ParseContext, Parsed, Reject
-from ingest.formats.billing.bill_family import TABLE, Family, Record
-
-# Columns of the row that identify its content (for hashed keys): everything but where it came from.
-_NOT_CONTENT = {"line_key", "source_file", "source_line", "source_format", "source_kind"}
+from ingest.formats.billing.bill_family import NOT_CONTENT, TABLE, Family, Record
 
 
 # --- reading ---------------------------------------------------------------------------------
@@ -341,7 +338,7 @@ def _line_key(row: dict, seen: Counter) -> str:
     provider = row["provider"]
     if row.get("line_key"):
         return f"{provider}|id|{row['line_key']}"
-    digest = content_digest({k: v for k, v in row.items() if k not in _NOT_CONTENT})
+    digest = content_digest({k: v for k, v in row.items() if k not in NOT_CONTENT})
     count = seen[digest]
     seen[digest] += 1
     return f"{provider}|sha256:{digest}#{count}"
