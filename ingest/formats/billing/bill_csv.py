@@ -93,13 +93,16 @@ def read_csv(src: Source, con: duckdb.DuckDBPyConnection, family: Family, ctx: P
         with ThreadPoolExecutor(1) as pool:
             counting = pool.submit(line_numbers.count_lines, src)
             try:
-                # each record's place in the file (_ord, from 1) numbered as it is read: a
-                # streaming row_number() keeps the reader's order (DuckDB runs it in one thread),
-                # so the table may be written in any order - an ordered insert held the staging
-                # memory and blocked the second thread
-                source = (f"(SELECT {', '.join(['_ord'] + cleaned)} FROM "
-                          f"(SELECT row_number() OVER () AS _ord, * FROM {reader}))")
-                con.execute(f"CREATE TEMP TABLE bill_converted AS {convert(source, '_ord, ')}")
+                # read on every thread into a table that keeps the reader's order (DuckDB's
+                # order-preserving insert): the k-th row (rowid k - 1) is the k-th record read, so
+                # no row number is carried; a streaming row_number() ran the whole read and
+                # convert on one thread
+                source = f"(SELECT {', '.join(cleaned) or '1 AS _none'} FROM {reader})"
+                con.execute("SET preserve_insertion_order = true")
+                try:
+                    con.execute(f"CREATE TEMP TABLE bill_converted AS {convert(source, '')}")
+                finally:
+                    con.execute("SET preserve_insertion_order = false")
             except duckdb.OutOfMemoryException as error:
                 raise BadValue(f"needs more memory than the staging limit (MLCOST_STAGE_MEMORY): "
                                f"{str(error).splitlines()[0]}") from None
@@ -152,13 +155,13 @@ def _number_csv_rows(src: Source, con: duckdb.DuckDBPyConnection, ctx: ParseCont
     if len(lines) != rows:
         raise bill_frame.Unreadable("the records DuckDB read do not match the file's lines")
     if physical == records and not len(rejected):  # record k is line k + 1 (the header is line 1)
-        con.execute("CREATE TEMP VIEW bill_lines AS SELECT _ord + 1 AS _line, _ord + 1 AS _end, * EXCLUDE (_ord) "
+        con.execute("CREATE TEMP VIEW bill_lines AS SELECT rowid + 2 AS _line, rowid + 2 AS _end, * "
                     "FROM bill_converted")
     else:  # the k-th record read is the k-th of `lines`
         con.register("bill_numbers", pa.Table.from_arrays(
             [_int64s(np.arange(1, len(lines) + 1)), _int64s(lines), _int64s(ends)], ["_ord", "_line", "_end"]))
         con.execute("CREATE TEMP VIEW bill_lines AS SELECT n._line, n._end, c.* EXCLUDE (_ord) "
-                    "FROM bill_converted c JOIN bill_numbers n USING (_ord)")
+                    "FROM (SELECT rowid + 1 AS _ord, * FROM bill_converted) c JOIN bill_numbers n USING (_ord)")
     found = []
     # a record DuckDB gave no text for is read from the file: only a blank record is skipped
     untold = {line: where[line][1] for line, _, text in errors if not (text or "").strip(WHITESPACE)}
