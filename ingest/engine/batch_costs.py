@@ -8,8 +8,6 @@ them.
 """
 from __future__ import annotations
 
-import pyarrow as pa
-
 from ingest.engine import values
 from ingest.settings import config
 from ingest.engine.definition import CatalogCost, Definition, FromRate, HourlyCost, Hours
@@ -95,10 +93,14 @@ def price_from_catalog(definition: Definition, cost: CatalogCost, con, prices: c
         found = {n: prices.of(catalog, n) for n in {row[index] for row in found_names} if n is not None}
         found = {n: price for n, price in found.items() if price is not None}
         table = f"catalog_{index}"
-        con.register(table, pa.table({
-            "name": pa.array(list(found), pa.string()),
-            "price": pa.array([price.quantize(values.MONEY_PLACES) for price in found.values()], pa.decimal128(38, 12)),
-            "exact": pa.array([price == price.quantize(values.MONEY_PLACES) for price in found.values()], pa.bool_())}))
+        # bound lists unnested side by side (pa.array of a list would import pandas: ~0.3 CPU s of a load);
+        # the price as its fixed-point text, cast to DECIMAL(38, 12) exactly (it has 12 places)
+        quantized = [price.quantize(values.MONEY_PLACES) for price in found.values()]
+        con.execute(f"CREATE OR REPLACE TEMP TABLE {table} AS SELECT unnest(CAST($names AS VARCHAR[])) AS name, "
+                    "CAST(unnest(CAST($prices AS VARCHAR[])) AS DECIMAL(38, 12)) AS price, "
+                    "unnest(CAST($exact AS BOOLEAN[])) AS exact",
+                    {"names": list(found), "prices": [format(price, "f") for price in quantized],
+                     "exact": [price == exact for price, exact in zip(found.values(), quantized)]})
         tables.append(table)
     joins = " ".join(f"LEFT JOIN catalog_{i} c{i} ON c{i}.name = t.{name}" for i, (_, name, _) in enumerate(cost.per))
     exact = " AND ".join(f"coalesce(c{i}.exact, true)" for i in range(len(cost.per)))
@@ -136,7 +138,7 @@ def price_from_catalog(definition: Definition, cost: CatalogCost, con, prices: c
             FROM rounded""")
     finally:
         for table in tables:
-            con.unregister(table)
+            con.execute(f"DROP TABLE {table}")
     con.execute(f"UPDATE typed SET {cost.price} = c.price, {cost.column} = c.cost, {cost.source} = 'derived' "
                 f"FROM catalog_cost c WHERE typed.line = c.line AND c.cost IS NOT NULL AND c.cost < {values.MONEY_LIMIT}")
     con.execute("UPDATE typed SET ok = false FROM catalog_cost c WHERE typed.line = c.line "
