@@ -1,17 +1,20 @@
-"""Time nvidia-smi, DCGM and CodeCarbon staging: the per-line parse, the columnar stage and bare
-DuckDB reading the same file, in one run (ratios, not seconds: the machine is shared).
+"""Time nvidia-smi, DCGM and CodeCarbon staging: the engine's SQL pass (`stage`), its line reader
+alone where a format offers one, and bare DuckDB reading the same file, in one run (ratios, not
+seconds: the machine is shared).
 
     python bench/line_formats.py DIR [--lines 1000000] [--repeats 3] [--kinds nvidia_smi,dcgm,codecarbon]
         [--old-lines N]
 
 Writes one deterministic file per format into DIR (reused when present), then for each prints
 the best of --repeats wall and CPU seconds of:
-- old: `parse` over the streamed lines, staged as loader._stage staged it before (insert_parsed + totals);
+- reader: the engine's line reader over every line (`parse`: CodeCarbon; nvidia-smi and DCGM have
+  whole-file rules that only the SQL pass applies, so they have no such path), staged as
+  loader._stage stages a parser without `stage` (insert_parsed + totals);
 - stage: the module's columnar `stage` into a fresh staging database;
 - bare: `CREATE TABLE bare AS SELECT * FROM read_csv(FILE, all_varchar=true, ...)` into a fresh
   DuckDB file (the team's baseline; a Prometheus scrape is read as one text column).
---old-lines caps the file the old path reads (its first N lines, a separate file): parse holds every
-row as a dict, gigabytes at a million CodeCarbon rows.
+--old-lines caps the file the reader path reads (its first N lines, a separate file): parse holds
+every row as a dict, gigabytes at a million CodeCarbon rows.
 """
 from __future__ import annotations
 
@@ -181,9 +184,9 @@ def main() -> None:
             rows.append(("bare", args.old_lines, small := best(args.repeats, lambda: bare(old_path, kind)), None))
             rows.append(("stage", args.old_lines, best(args.repeats, lambda: new(old_path, kind)), small))
             if hasattr(importlib.import_module(MODULES[kind]), "parse"):
-                rows.append(("old", args.old_lines, best(args.repeats, lambda: old(old_path, kind)), small))
-        elif hasattr(importlib.import_module(MODULES[kind]), "parse"):  # nvidia-smi has no second path any more
-            rows.append(("old", args.lines, best(args.repeats, lambda: old(path, kind)), base))
+                rows.append(("reader", args.old_lines, best(args.repeats, lambda: old(old_path, kind)), small))
+        elif hasattr(importlib.import_module(MODULES[kind]), "parse"):  # CodeCarbon: nvidia-smi and DCGM have none
+            rows.append(("reader", args.lines, best(args.repeats, lambda: old(path, kind)), base))
         for name, lines, (wall, cpu), against in rows:
             against = against or (wall, cpu)
             print(f"{kind:<11} {lines:>9,} {name:<6} {wall:>8.2f} {cpu:>8.2f} {against[0] / wall:>11.2f} "
