@@ -11,12 +11,13 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from ingest.engine import prom_text, staging
+from ingest.engine import prom_text
 from ingest.engine.contract import FileRefused, ParseContext
 from ingest.formats.gpu import dcgm
 from ingest.pipeline import loader
 from ingest.settings import limits
 from tests import corpus
+from tests.spied_stage import stage_spied
 
 UTC = timezone.utc
 T0 = datetime(2025, 11, 20, 10, 0, tzinfo=UTC)
@@ -72,23 +73,7 @@ LINES = [
 
 def stage(path: Path, ctx: ParseContext) -> tuple[dict, list, list[int], object]:
     """Stage `path`: its samples by first line, its rejects, the lines the reader read, and the Staged."""
-    by_reader: list[int] = []
-    read_lines = prom_text.read_lines
-
-    def spy(definition, lines, *args):
-        lines = list(lines)
-        by_reader.extend(number for number, _ in lines)
-        return read_lines(definition, lines, *args)
-
-    con = staging.open_stage()
-    try:
-        with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(prom_text, "read_lines", spy)
-            staged = dcgm.stage(staging.Source.of(path, str(path)), con, ctx)
-        rows = {r[-1]: r[:-1] for r in con.execute(f"SELECT {', '.join(COLUMNS)}, source_line FROM gpu_samples").fetchall()}
-        rejects = con.execute("SELECT line, reason FROM rejects ORDER BY line").fetchall()
-    finally:
-        con.close()
+    rows, rejects, by_reader, staged = stage_spied(dcgm, prom_text, ", ".join(COLUMNS), path, ctx)
     return rows, rejects, by_reader, staged
 
 

@@ -18,6 +18,7 @@ from ingest.engine.contract import ParseContext
 from ingest.formats.gpu import nvidia_smi
 from ingest.pipeline import loader
 from ingest.settings import limits
+from tests.spied_stage import stage_spied
 
 UTC = timezone.utc
 NVIDIA_SMI = "nvidia_gpu/powertracesim_burn_nvidia-smi_8gpu_first137lines.csv"
@@ -67,25 +68,7 @@ LINES = [
 
 def stage(path: Path, ctx: ParseContext) -> tuple[dict, list, list[int], object]:
     """Stage `path`: its samples by line, its rejects, the lines the reader read, and the Staged."""
-    by_reader: list[int] = []
-    read_lines = reader.read_lines
-
-    def spy(definition, lines, *args):
-        lines = list(lines)
-        by_reader.extend(number for number, _ in lines)
-        return read_lines(definition, lines, *args)
-
-    con = staging.open_stage()
-    try:
-        with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(reader, "read_lines", spy)
-            staged = nvidia_smi.stage(staging.Source.of(path, str(path)), con, ctx)
-        rows = {r[-1]: r[:-1] for r in con.execute(
-            "SELECT host, gpu_index, sampled_at, gpu_uuid, gpu_name, power_w, gpu_util_pct, mem_used_mib, "
-            "source_line FROM gpu_samples").fetchall()}
-        rejects = con.execute("SELECT line, reason FROM rejects ORDER BY line").fetchall()
-    finally:
-        con.close()
+    rows, rejects, by_reader, staged = stage_spied(nvidia_smi, reader, "host, gpu_index, sampled_at, gpu_uuid, gpu_name, power_w, gpu_util_pct, mem_used_mib", path, ctx)
     return rows, rejects, sorted(by_reader), staged
 
 
