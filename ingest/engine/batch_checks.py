@@ -9,8 +9,9 @@ from __future__ import annotations
 import re
 
 from ingest.engine import values
-from ingest.engine.definition import (COUNT, MONEY, NUMBER, PERCENT, TIME, Default, Definition, Field, HashedId, OneOf,
-                                      Required, Span, SumAtMost, Within, Extras, FromRate, HourlyCost, Hours)
+from ingest.engine.definition import (COUNT, MONEY, NUMBER, PERCENT, TIME, Default, Definition, Field, HashedId,
+                                      OneOf, Required, Span, SumAtMost, Within)
+from ingest.engine.run_rules import Extras, FromRate, HourlyCost, Hours
 from ingest.engine.batch_costs import from_rate_sql, hours_of, hours_sql
 from ingest.engine.batch_spellings import EARLIEST, LATEST, LONG_NUMBER, SCALARS, quote
 

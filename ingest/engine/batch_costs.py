@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from ingest.engine import values
 from ingest.settings import config
-from ingest.engine.definition import CatalogCost, Definition, FromRate, HourlyCost, Hours
+from ingest.engine.definition import CatalogCost, Definition
+from ingest.engine.run_rules import FromRate, HourlyCost, Hours
 
 US_PER_HOUR = 3_600_000_000
 

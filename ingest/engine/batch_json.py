@@ -9,8 +9,9 @@ typing to batch_typed.py. A line neither reads as Python would is left to the ge
 from __future__ import annotations
 
 from ingest.engine.contract import ParseContext
-from ingest.engine.definition import (COUNT, COUNT_LIST, MONEY, NUMBER, PERCENT, TEXT, TIME, Definition, Field, Items,
-                                      Required, Extras)
+from ingest.engine.definition import (COUNT, COUNT_LIST, MONEY, NUMBER, PERCENT, TEXT, TIME, Definition, Field,
+                                      Items, Required)
+from ingest.engine.run_rules import Extras
 from ingest.engine.batch_spellings import MONEY_TEXT, lists_of, maps_of, scalars_of, time_ok
 
 BLANK = r"[\s\x0b\x1c-\x1f\x85\xa0\x{1680}\x{2000}-\x{200a}\x{2028}\x{2029}\x{202f}\x{205f}\x{3000}]"

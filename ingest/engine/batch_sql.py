@@ -33,7 +33,8 @@ import pyarrow as pa
 from ingest.engine import csv_layout, file_steps, line_sql, prom_text, reader, staging
 from ingest.settings import config
 from ingest.engine.contract import ParseContext
-from ingest.engine.definition import CatalogCost, Definition, HourlyCost, is_csv_header
+from ingest.engine.definition import CatalogCost, Definition, is_csv_header
+from ingest.engine.run_rules import HourlyCost
 from ingest.engine.staging import Source, Staged
 from ingest.engine.batch_costs import catalog_to_reader, price_from_catalog
 from ingest.engine.batch_csv import CSV_QUIRK, csv_fields

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from ingest.engine.contract import ParseContext
 from ingest.engine.definition import (COUNT, COUNT_LIST, MONEY, NUMBER, PERCENT, TEXT, TEXT_LIST, TIME, CatalogCost,
-                                      CountOf, Default, Definition, Field, HashedId, Items, OneOf, Span, FromFileName,
-                                      FromOption, FromRate, HourlyCost, Hours, Prefer, Tags)
+                                      CountOf, Default, Definition, Field, HashedId, Items, OneOf, Span,
+                                      FromFileName, FromOption)
+from ingest.engine.run_rules import FromRate, HourlyCost, Hours, Prefer, Tags
 from ingest.engine.batch_checks import rule_checks
 from ingest.engine.batch_costs import from_rate_sql, hours_cte, hours_sql
 from ingest.engine.batch_json import map_value

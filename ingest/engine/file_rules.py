@@ -1,11 +1,12 @@
-"""Definition rules about a CSV file as a whole rather than one record (definition.py names them).
+"""Definition rules about a file as a whole rather than one record (definition.py names them).
 
 `Headerless`: a file whose first line is already a record (nvidia-smi's `noheader`): its columns
 are told by the shape and unit of that line's values (csv_layout.py). `IndexByOrder`: a column
 given by the file's order when the records do not give it (nvidia-smi's GPU index), applied once
 in SQL after every line is staged (file_steps.py). Both are the SQL pass's (batch_sql.stage): a
 definition with them is read by it, its reader reading the lines the pass leaves (reader.read_lines),
-not by reader.parse alone.
+not by reader.parse alone. `PromText`: a file of Prometheus text, whose records are made of
+several lines each (prom_text.py reads the lines, prom_records.py makes the records).
 """
 from __future__ import annotations
 
@@ -52,3 +53,16 @@ class IndexByOrder:
     alternates: tuple[tuple[str, str], ...]
     told: str
     clash: str
+
+
+@dataclass(frozen=True)
+class PromText:
+    """Prometheus text (the lines of `metrics`; comments, blank lines and other metrics are
+    skipped): a sample's labels are read under their names, its value under its metric's name,
+    its timestamp in epoch seconds under `time` (no label can be named so). Lines of one Key make
+    one record; a metric given again for a key refuses its line with `repeated`, a template over
+    {metric} (the metric's name) and the key's columns (a time in ISO-8601 UTC)."""
+
+    metrics: tuple[str, ...]
+    time: str
+    repeated: str

@@ -25,7 +25,8 @@ from ingest.settings import config
 from ingest.engine.contract import BadValue, FileRefused, Lines, ParseContext, Parsed, Reject
 from ingest.engine.definition import (TIME, CatalogCost, CountOf, Default, Definition, Field, HashedId, Items, OneOf,
                                       Required, Span, SumAtMost, csv_header, header_problem, is_csv_header,
-                                      FromFileName, FromOption, Within, Extras, FromRate, HourlyCost, Hours, Prefer, Tags)
+                                      FromFileName, FromOption, Within)
+from ingest.engine.run_rules import Extras, FromRate, HourlyCost, Hours, Prefer, Tags
 from ingest.engine.reader_run_steps import (CENT, catalog_price, read_extras, read_from_rate, read_hourly_cost,
                                             read_hours, reading_plan, with_extra)
 from ingest.engine.file_steps import held_row

@@ -17,7 +17,8 @@ from decimal import Decimal
 from ingest.engine import values
 from ingest.settings import config
 from ingest.engine.contract import BadValue
-from ingest.engine.definition import CatalogCost, Definition, Extras, FromRate, HourlyCost, Hours
+from ingest.engine.definition import CatalogCost, Definition
+from ingest.engine.run_rules import Extras, FromRate, HourlyCost, Hours
 
 CENT = Decimal("0.01")
 MICRO_USD = Decimal("0.000001")

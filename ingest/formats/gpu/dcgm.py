@@ -16,8 +16,9 @@ from __future__ import annotations
 
 from ingest.engine import batch_sql, values
 from ingest.engine.contract import FileRefused, ParseContext
-from ingest.engine.definition import (COUNT, NUMBER, TEXT, TIME, Definition, Detect, Field, FromOption, Key, PromText,
+from ingest.engine.definition import (COUNT, NUMBER, TEXT, TIME, Definition, Detect, Field, FromOption, Key,
                                       Required, Within, sniff as _sniff)
+from ingest.engine.file_rules import PromText
 from ingest.engine.staging import Source, Staged
 from ingest.formats.gpu import traces
 

@@ -18,7 +18,8 @@ from functools import partial
 
 from ingest.engine import batch_sql, reader
 from ingest.engine.definition import (COUNT, MONEY, NUMBER, TEXT, TEXT_MAP, TIME, Default, Definition, Detect, Field,
-                                      HashedId, HourlyCost, Hours, Key, Prefer, Required, Tags)
+                                      HashedId, Key, Required)
+from ingest.engine.run_rules import HourlyCost, Hours, Prefer, Tags
 from ingest.formats.runs.run_summary import MAX_GPUS, MAX_RUN_HOURS, RUN_TOTALS
 
 KIND = "codecarbon"

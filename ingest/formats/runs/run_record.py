@@ -11,7 +11,8 @@ from functools import lru_cache
 
 from ingest.engine import reader
 from ingest.engine.contract import ParseContext, Parsed
-from ingest.engine.definition import Definition, HourlyCost
+from ingest.engine.definition import Definition
+from ingest.engine.run_rules import HourlyCost
 from ingest.formats.runs import run_summary
 from ingest.settings import config
 

@@ -19,7 +19,7 @@ from functools import partial
 from ingest.engine import batch_sql, reader
 from ingest.engine.definition import (COUNT, COUNT_LIST, MONEY, NUMBER, TEXT, TEXT_LIST, TEXT_MAP, TIME, CountOf, Default, Definition, Detect, Field,
                                       HashedId, Items, Key, OneOf, Required, Since, Total)
-from ingest.engine.definition import Extras, FromRate, HourlyCost, Hours
+from ingest.engine.run_rules import Extras, FromRate, HourlyCost, Hours
 from ingest.engine.values import BIGINT_MAX
 
 KIND = "runs"
