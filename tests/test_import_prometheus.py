@@ -282,3 +282,19 @@ def test_an_unreachable_server_and_bad_options_say_why(warehouse, capsys):
     assert "--step '0s' must be a duration" in capsys.readouterr().err
     assert cli.main(["import", "prometheus", "--since", "1h"]) == 2
     assert "MLCOST_PROMETHEUS_URL" in capsys.readouterr().err
+
+
+def test_an_energy_counter_that_is_not_a_finite_whole_number_refuses_its_sample():
+    """No server needed: the series as the HTTP API gives them (values as text). +Inf, NaN and 1000.5 mJ
+    are not whole numbers of mJ (an infinite counter was once stored as -9223372036854775808)."""
+    def series(value: str, gpu: str) -> dict:
+        return {"metric": {"__name__": "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "gpu": gpu, "Hostname": "h"},
+                "values": [[1_763_632_800, value]]}
+
+    parsed = prometheus.gpu_samples([series("+Inf", "0"), series("NaN", "1"), series("1000.5", "2"),
+                                     series("1200", "3")])
+    rows = parsed.tables["gpu_samples"].to_pylist()
+    assert [(r["gpu_index"], r["energy_mj"]) for r in rows] == [(3, 1200)]
+    assert sorted(r.reason for r in parsed.rejects) == [
+        "energy counter 1000.5 is not a whole number of mJ", "energy counter inf is not a whole number of mJ",
+        "energy counter nan is not a whole number of mJ"]

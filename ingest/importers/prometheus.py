@@ -240,7 +240,7 @@ def gpu_samples(series: list[dict]) -> Parsed:
     rows = traces.Rows(lines, _SeriesText(starts, names, lines))
     rows.rejects = rejects
     energy = wide["energy_mj_max"]
-    whole = pc.equal(energy, pc.round(energy))
+    whole = pc.and_(pc.is_finite(energy), pc.equal(energy, pc.round(energy)))  # +Inf equals its own rounding
     broken = pc.fill_null(pc.invert(whole), False)
     for row in pc.indices_nonzero(broken).to_pylist():
         rows.refuse(row, f"energy counter {energy[row].as_py()!r} is not a whole number of mJ")
