@@ -1,6 +1,6 @@
 """Whether two checkouts load the same files to the same warehouse: every table equal.
 
-    python bench/ingest_equal.py --old /work/main --new . [--hostile N] FILE...
+    python bench/ingest_equal.py --old /work/main --new . [--hostile N] [--base DB] FILE...
 
 Each file is ingested (`python -m mlcost ingest --json FILE`, its kind sniffed) into a fresh
 warehouse by each checkout (PYTHONPATH=checkout), then every table of the two warehouses is
@@ -8,6 +8,9 @@ compared row for row both ways (EXCEPT ALL), rejects included; columns that say 
 ran (loaded_at and the like) are left out. --hostile N adds N generated files of mangled runs
 and serving lines (random.Random(42)): escapes, long and spelled numbers, blanks, repeated and
 unknown keys, lists, maps, CRLF, a BOM, broken JSON, so the generic reader's path is compared too.
+--base DB starts both warehouses from a copy of DB (e.g. one holding runs and traces, so that a
+bill's allocation has runs and GPUs to allocate to) instead of an empty one; --base-new DB gives
+the new side its own (e.g. DB opened once by the new checkout, when its schema.sql changed).
 Prints one line per file and table that differ, and a last line: files compared, differences.
 """
 from __future__ import annotations
@@ -17,6 +20,7 @@ import gzip
 import json
 import os
 import random
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -187,12 +191,18 @@ def main() -> None:
     options.add_argument("--new", type=Path, default=Path(__file__).resolve().parents[1])
     options.add_argument("--hostile", type=int, default=0)
     options.add_argument("--config", help="MLCOST_CONFIG for both sides")
+    options.add_argument("--base", type=Path, help="a warehouse both sides start from (copied)")
+    options.add_argument("--base-new", type=Path, help="the new side's warehouse to start from (default: --base)")
     args = options.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         files = list(args.files) + hostile_files(Path(tmp), args.hostile)
         differing = 0
         for index, path in enumerate(files):
             old_db, new_db = Path(tmp) / f"old{index}.duckdb", Path(tmp) / f"new{index}.duckdb"
+            if args.base:
+                shutil.copy(args.base, old_db)
+            if args.base or args.base_new:
+                shutil.copy(args.base_new or args.base, new_db)
             old_summary = load(args.old.resolve(), old_db, path.resolve(), args.config)
             new_summary = load(args.new.resolve(), new_db, path.resolve(), args.config)
             problems = [] if old_summary == new_summary else [f"summaries differ:\n  old {old_summary[:800]}\n  new {new_summary[:800]}"]
