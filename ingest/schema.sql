@@ -687,10 +687,9 @@ END;
 -- is cut into more than one piece); bill_allocation (below) is it without them.
 CREATE OR REPLACE MACRO bill_allocation_pieces(alloc_start, alloc_end, run_tag, slack_s, service_tag, families, words,
                                                stored := false) AS TABLE
-WITH lines AS NOT MATERIALIZED (   -- read again by each use, for the columns it needs: holding every line
-    -- with its tags cost more (fleet bill 1M lines: ~0.2 CPU s and ~110 MB more spill) than reading them again
+WITH lines AS MATERIALIZED (
     SELECT l.*, epoch(l.charge_period_end - l.charge_period_start) AS line_s,
-           -- computed only where read (other_pieces, piece_lines: once per line): its regular expressions are costly
+           -- once per line: its regular expressions cost more than the rest of the allocation
            gpu_line_rule(l.instance_family, l.service_name, l.charge_description, families, words) AS gpu_rule
     FROM billing_costs l
     WHERE l.charge_period_start >= alloc_start AND l.charge_period_start < alloc_end
