@@ -51,7 +51,7 @@ KINDS = {
 LOAD_ORDER = ("runs", "serving", "bill", "traces")  # runs first: trace loads attribute energy to them
 LABELS = {"bill": "FOCUS bill", "serving": "serving windows (JSONL)", "runs": "runs (JSONL)",
           "traces": "trace rows (16 files)", "trace_big": "one 4-host trace file"}
-THROUGHPUT_TARGET = 0.7
+THROUGHPUT_TARGET = 0.5  # issue 23: >= 0.5x bare DuckDB, and never slower than pandas/json
 RSS_TARGET_MB = 1024
 WARM_TARGET_S, COLD_TARGET_S, RETRO_COLD_TARGET_S = 0.5, 2.0, 5.0
 POINTS_TARGET = 5000
@@ -130,6 +130,15 @@ def measure(command: list[str], env: dict, cwd: Path) -> Measured:
         usage = json.loads(usage_file.read_text())
         return Measured(usage["wall_s"], usage["cpu_s"], usage["maxrss_kib"] / 1024, usage["returncode"],
                         stdout, stderr)
+
+
+def compile_project() -> None:
+    """Compile the project's modules to bytecode once, as `pip install` does for a user: this
+    machine sets PYTHONDONTWRITEBYTECODE=1, so without it every child would compile ~100 modules
+    again (0.1-0.25 s of each ingest's CPU that a user's installed copy never spends)."""
+    import compileall
+    for package in ("app", "ingest", "metrics", "mlcost", "outputs", "present"):
+        compileall.compile_dir(REPO_ROOT / package, quiet=1)
 
 
 def dataset(cache: Path, scale: float) -> tuple[Path, dict]:
@@ -236,9 +245,9 @@ def verdict(ok: bool | None) -> str:
 
 def ingest_table(results: list[dict]) -> list[str]:
     lines = ["| file | rows | mlcost ingest | bare DuckDB | pandas/json | throughput vs DuckDB "
-             f"(target ≥ {THROUGHPUT_TARGET}×) | mlcost peak RSS (target ≤ 1 GB: bill, 4-host file) "
+             f"(target ≥ {THROUGHPUT_TARGET}×) | not slower than pandas/json | mlcost peak RSS (target ≤ 1 GB: bill, 4-host file) "
              "| DuckDB RSS | pandas/json RSS | loaded / rejected |",
-             "|---|---:|---:|---:|---:|---|---|---:|---:|---|"]
+             "|---|---:|---:|---:|---:|---|---|---|---:|---:|---|"]
     for r in results:
         ingest, bare, plain = r["ingest"], r["bare"], r["plain"]
         ratio = bare.wall_s / ingest.wall_s
@@ -253,8 +262,8 @@ def ingest_table(results: list[dict]) -> list[str]:
             f"| {LABELS[r['kind']]} | {r['rows']:,} | {ingest.wall_s:.1f} s ({r['rows'] / ingest.wall_s:,.0f} rows/s; "
             f"{ingest.cpu_s:.1f} s CPU{merge}) | {bare.wall_s:.2f} s ({bare.cpu_s:.1f} s CPU) "
             f"| {plain.wall_s:.2f} s ({r['plain_label']}) | {ratio:.3f}× {verdict(ratio >= THROUGHPUT_TARGET)} "
-            f"(by CPU seconds {cpu_ratio:.3f}×) "
-            f"| {rss_cell} | {bare.peak_rss_mb:,.0f} MB | {plain.peak_rss_mb:,.0f} MB | {loaded} |")
+            f"(by CPU seconds {cpu_ratio:.3f}×) | {plain.wall_s / ingest.wall_s:.2f}× of its speed "
+            f"{verdict(ingest.wall_s <= plain.wall_s)} | {rss_cell} | {bare.peak_rss_mb:,.0f} MB | {plain.peak_rss_mb:,.0f} MB | {loaded} |")
     return lines
 
 
@@ -369,6 +378,7 @@ def main() -> None:
         # its files would be loaded already: every ingest a no-op, every figure wrong
         options.error(f"--keep {args.keep} already holds a warehouse of an earlier run; give an empty folder")
     began = time.perf_counter()
+    compile_project()
     folder, manifest = dataset(args.cache.expanduser(), args.scale)
     entries = manifest["files"]
     with tempfile.TemporaryDirectory(prefix="mlcost-fleet-") as scratch:
