@@ -9,8 +9,8 @@ typing to batch_typed.py. A line neither reads as Python would is left to the ge
 from __future__ import annotations
 
 from ingest.engine.contract import ParseContext
-from ingest.engine.definition import (COUNT, COUNT_LIST, MONEY, NUMBER, PERCENT, TEXT, TIME, Definition, Field,
-                                      Items, Required)
+from ingest.engine.definition import (COUNT, COUNT_LIST, MONEY, NUMBER, PERCENT, READ_SQL_TYPE, TEXT, TIME,
+                                      Definition, Field, Items, Required)
 from ingest.engine.run_rules import Extras
 from ingest.engine.batch_spellings import MONEY_TEXT, lists_of, maps_of, scalars_of, time_ok
 
@@ -201,10 +201,8 @@ def lenient_fields(definition: Definition, ctx: ParseContext) -> str:
     json_transform, trusted only on lines without a quirk (quirk_pattern) whose every key is a known
     field with a value (`object`; a repeated key, where Python keeps the last value and SQL the
     first, fails it: a string without escapes holds no quote, so each `":` ends a key)."""
-    sql_type = {TEXT: "VARCHAR", TIME: "VARCHAR", COUNT: "BIGINT", NUMBER: "DOUBLE", PERCENT: "DOUBLE",
-                MONEY: "VARCHAR"}  # money as DuckDB prints the double, checked as the strict read does
     scalars = scalars_of(definition)
-    structure = "{" + ", ".join(f'"{name}": "{sql_type[f.type]}"' for f in scalars for name in f.spellings) + "}"
+    structure = "{" + ", ".join(f'"{name}": "{READ_SQL_TYPE[f.type]}"' for f in scalars for name in f.spellings) + "}"
     filled = " + ".join(f"CAST(v.{name} IS NOT NULL AS INTEGER)" for f in scalars for name in f.spellings)
     columns = []
     for f in scalars:

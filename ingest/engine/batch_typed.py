@@ -10,7 +10,7 @@ holds an Items' rows with their record's line until repeated keys are settled.
 from __future__ import annotations
 
 from ingest.engine.contract import ParseContext
-from ingest.engine.definition import (COUNT, COUNT_LIST, MONEY, NUMBER, PERCENT, TEXT, TEXT_LIST, TIME, CatalogCost,
+from ingest.engine.definition import (COUNT, COUNT_LIST, MONEY, NUMBER, PERCENT, SQL_TYPE, TEXT, TEXT_LIST, TIME, CatalogCost,
                                       CountOf, Default, Definition, Field, HashedId, Items, OneOf, Span,
                                       FromFileName, FromOption)
 from ingest.engine.run_rules import FromRate, HourlyCost, Hours, Prefer, Tags
@@ -32,11 +32,10 @@ def by_line(items: Items) -> str:
 
 def insert_items(definition: Definition, items: Items) -> str:
     """INSERT the items of the plain rows of `typed` into the Items' by-line table."""
-    cast = {COUNT: "BIGINT", NUMBER: "DOUBLE", PERCENT: "DOUBLE"}
     columns = []
     for f in items.fields:
-        if f.type in cast:
-            found = [f"TRY_CAST(json_extract_string(item, '$.{n}') AS {cast[f.type]})" for n in f.spellings]
+        if f.type in (COUNT, NUMBER, PERCENT):
+            found = [f"TRY_CAST(json_extract_string(item, '$.{n}') AS {SQL_TYPE[f.type]})" for n in f.spellings]
             columns.append(f"coalesce({', '.join(found)}) AS {f.column}")
     return f"""
         INSERT INTO {by_line(items)} BY NAME

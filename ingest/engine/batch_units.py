@@ -16,7 +16,7 @@ import re
 from ingest.engine import line_sql
 from ingest.engine.batch_csv import _width_reason
 from ingest.engine.batch_spellings import quote, scalars_of
-from ingest.engine.definition import COUNT, NUMBER, PERCENT, TEXT, TIME, Definition
+from ingest.engine.definition import COUNT, NUMBER, PERCENT, READ_SQL_TYPE, TEXT, TIME, Definition
 
 _CSV_CHAR = r'[^,"\x00-\x1f\x7f]'  # a `.` of the absent marker's regex, within one unquoted field
 
@@ -60,7 +60,6 @@ def unit_fields(definition: Definition, header: list[str], zone: str | None) -> 
     $header_line, $quirk and $blank."""
     pieces, names = _pieces(definition, header)
     pattern = "^(" + ",".join(pieces) + ")$"
-    kinds = {TIME: "VARCHAR", COUNT: "BIGINT", NUMBER: "DOUBLE", PERCENT: "DOUBLE", TEXT: "VARCHAR"}
     columns, times = [], []
     for f in scalars_of(definition):
         given = sorted((name for name in names if name.startswith(f.column + "__") and not name.endswith("_offset")),
@@ -75,7 +74,7 @@ def unit_fields(definition: Definition, header: list[str], zone: str | None) -> 
         else:  # the first spelling with a value, as the reader's used_name
             text = f"coalesce({', '.join(f'nullif(v.{c}, {chr(39) * 2})' for c in given)})"
         present = " OR ".join(f"v.{c} <> ''" for c in given[:1 if f.type == TIME else None])
-        columns.append(f"{text} AS {f.column}_text, CASE WHEN {present} THEN '{kinds[f.type]}' END AS {f.column}_type")
+        columns.append(f"{text} AS {f.column}_text, CASE WHEN {present} THEN '{READ_SQL_TYPE[f.type]}' END AS {f.column}_type")
     # naive times read in UTC, or every time with its offset: no zone to apply (batch_typed casts at once)
     tight = "matched" if zone == "UTC" or not times else \
         "matched AND " + " AND ".join(f"(v.{c} = '' OR v.{c}_offset <> '')" for c in times)

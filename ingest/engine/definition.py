@@ -74,6 +74,11 @@ TEXT_LIST = "text_list"  # a JSON list of text, or text separated by commas or s
 TEXT_MAP = "text_map"    # a JSON object of name: single value, as a MAP of text sorted by name (null as '')
 COUNT_LIST = "count_list"  # a JSON list of whole numbers (each at most Field.maximum in size), one number, or text lists
 TYPES = (TEXT, COUNT, NUMBER, PERCENT, TIME, MONEY, TEXT_LIST, TEXT_MAP, COUNT_LIST)
+# Each type's SQL type: the column a Field of it fills; and what a SQL reader first takes its value as
+# (a time and an amount as their text: each is checked by its spelling before it is cast).
+SQL_TYPE = {TEXT: "VARCHAR", COUNT: "BIGINT", NUMBER: "DOUBLE", PERCENT: "DOUBLE", TIME: "TIMESTAMPTZ",
+            MONEY: "DECIMAL(38, 12)", TEXT_LIST: "VARCHAR[]", TEXT_MAP: "MAP(VARCHAR, VARCHAR)", COUNT_LIST: "BIGINT[]"}
+READ_SQL_TYPE = {**SQL_TYPE, TIME: "VARCHAR", MONEY: "VARCHAR"}
 INTEGER_MAX = 2**31 - 1
 
 

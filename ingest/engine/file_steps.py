@@ -15,10 +15,9 @@ from ingest.engine import line_sql, staging
 from ingest.engine.batch_csv import CSV_QUIRK
 from ingest.engine.batch_spellings import quote
 from ingest.engine.contract import BadValue, ParseContext
-from ingest.engine.definition import COUNT, NUMBER, PERCENT, TIME, Definition
+from ingest.engine.definition import SQL_TYPE, Definition
 from ingest.engine.reader_values import read_value, used_name
 
-SQL_TYPES = {TIME: "TIMESTAMPTZ", COUNT: "BIGINT", NUMBER: "DOUBLE", PERCENT: "DOUBLE"}  # else VARCHAR
 
 
 def held(definition: Definition) -> str:
@@ -27,7 +26,7 @@ def held(definition: Definition) -> str:
 
 def create(definition: Definition, con) -> None:
     """The held table: each Field's column, the record's line, reason and text (kept for refused rows)."""
-    columns = ", ".join(f"{f.column} {SQL_TYPES.get(f.type, 'VARCHAR')}" for f in definition.fields)
+    columns = ", ".join(f"{f.column} {SQL_TYPE[f.type]}" for f in definition.fields)
     con.execute(f"CREATE OR REPLACE TEMP TABLE {held(definition)} (source_line BIGINT, {columns}, "
                 "reason VARCHAR, raw VARCHAR)")
 
