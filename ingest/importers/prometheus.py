@@ -18,15 +18,18 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ingest.engine import prom_columns, staging
 from ingest.engine.contract import ParseContext, Parsed, Reject
+from ingest.engine.definition import Field, FromOption, Required
 from ingest.formats import serving_metrics
-from ingest.formats.gpu import traces
+from ingest.formats.gpu import dcgm, traces
 from ingest.formats.gpu.dcgm import LABELS as DCGM_LABELS
 from ingest.formats.gpu.dcgm import METRICS as DCGM_METRICS
 from ingest.settings import config
@@ -37,6 +40,27 @@ TIMEOUT_S = 120.0
 DCGM_QUERY = '{__name__=~"' + "|".join(DCGM_METRICS) + '"}'
 SERVING_QUERY = '{__name__=~"' + "|".join(serving_metrics.METRICS) + '"}'
 ERROR_TEXT_MAX = 300  # a server's error body is shown as text, cut short
+INSTANCE_HOST = "the instance's host"  # the `instance` label without its port (no label can be named so)
+
+
+def _gpu_steps() -> tuple:
+    """dcgm.DCGM's rules but for the host: the `Hostname` label, else the `instance` label's host,
+    else the sample is refused (no --host, no file name)."""
+    steps = []
+    for step in dcgm.DCGM.steps:
+        if isinstance(step, Field) and step.column == "host":
+            steps += [replace(step, names=(*step.spellings, INSTANCE_HOST)),
+                      Required("host", "no Hostname or instance label")]
+        elif step is not traces.HOST_FROM_FILE_NAME and not (isinstance(step, FromOption) and step.column == "host"):
+            steps.append(step)
+    return tuple(steps)
+
+
+# The DCGM series as a Prometheus server answers them: the DCGM definition loading as `prometheus`,
+# its host from the labels; two series giving one GPU's metric at one time refuse the second's point.
+GPU = replace(dcgm.DCGM, kind=KIND, steps=_gpu_steps(),
+              prometheus=replace(dcgm.DCGM.prometheus, repeated="a second {metric} for GPU {gpu_index} of {host} "
+                                                                "at {sampled_at}: another series of the same GPU"))
 
 
 class PrometheusError(RuntimeError):
@@ -191,7 +215,37 @@ def attach_pod_energy(windows: list[dict], samples: pa.Table | None) -> None:
 
 
 def gpu_samples(series: list[dict]) -> Parsed:
-    """gpu_samples rows from DCGM series: one per GPU and step, each metric in its column.
+    """gpu_samples rows from DCGM series: one per GPU and step, read by the DCGM definition (GPU).
+
+    Each series is handed over as columns (its labels once, its times and values as Arrow arrays)
+    to ingest/engine/prom_columns, which reads each point as the sample line it stands for would
+    be read, with no text; a point's line number is its position in the pulled data (the series
+    sorted by their labels). A refused point shows as that sample line."""
+    given = []
+    for one in sorted(series, key=lambda s: sorted(s["metric"].items())):
+        labels, points = one["metric"], one["values"]
+        if not points:
+            continue
+        times, texts = zip(*points)
+        instance_host = (labels.get("instance") or "").rsplit(":", 1)[0]
+        given.append(prom_columns.Series({**labels, INSTANCE_HOST: instance_host}, pa.array(times, pa.float64()),
+                                         pa.array(texts, pa.string())))
+    src = staging.Source(Path(KIND), f"{KIND} DCGM series")
+    con = staging.open_stage()
+    try:
+        accepted = prom_columns.stage(GPU, given, con, src, ParseContext(src.name, timezone.utc))
+        parsed = Parsed(accepted=accepted)
+        parsed.tables[traces.TABLE] = con.sql(f"SELECT * EXCLUDE (load_id) FROM {traces.TABLE} "
+                                              "ORDER BY source_line").to_arrow_table()
+        parsed.rejects = [Reject(line, reason, raw or "") for line, reason, raw in con.execute(
+            "SELECT line, reason, raw FROM rejects ORDER BY line").fetchall()]
+        return parsed
+    finally:
+        con.close()
+
+
+def _gpu_samples_old(series: list[dict]) -> Parsed:
+    """TEMPORARY (the comparison test's old side, deleted with it): gpu_samples rows from DCGM series: one per GPU and step, each metric in its column.
 
     Built a series at a time as columns (pyarrow), then pivoted to one row per (host, gpu, time);
     a row's number is the position of its first value in the pulled data."""
