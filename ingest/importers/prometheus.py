@@ -226,10 +226,10 @@ def gpu_samples(series: list[dict]) -> Parsed:
         labels, points = one["metric"], one["values"]
         if not points:
             continue
-        times, texts = zip(*points)
+        times = pa.array([point[0] for point in points], pa.float64())  # not zip(*points): 5x the time
+        texts = pa.array([point[1] for point in points], pa.string())
         instance_host = (labels.get("instance") or "").rsplit(":", 1)[0]
-        given.append(prom_columns.Series({**labels, INSTANCE_HOST: instance_host}, pa.array(times, pa.float64()),
-                                         pa.array(texts, pa.string())))
+        given.append(prom_columns.Series({**labels, INSTANCE_HOST: instance_host}, times, texts))
     src = staging.Source(Path(KIND), f"{KIND} DCGM series")
     con = staging.open_stage()
     try:
