@@ -53,10 +53,12 @@ def stage(definition: Definition, series: Sequence[Series], con, src: Source, ct
     numbered all the same. Raises ValueError when a series' times and values differ in length."""
     shape = definition.prometheus
     at_point = {f.column for f in definition.fields if set(f.spellings) & {*shape.metrics, shape.time}}
+    if any(set(definition.field(c).spellings) - {*shape.metrics, shape.time} for c in at_point):
+        raise ValueError(f"{definition.kind}: a Field reads both a label and a sample's value or time")
     stored = [f.column for f in definition.fields if f.stored]
     con.execute(f"CREATE OR REPLACE TEMP TABLE {prom_records.LINES} AS SELECT 0::BIGINT AS line, "
                 f"''::VARCHAR AS metric, {', '.join(stored)} FROM {definition.table} LIMIT 0")
-    ours = [one for one in series if one.labels.get("__name__") in shape.metrics]
+    ours = [index for index, one in enumerate(series) if one.labels.get("__name__") in shape.metrics]
     for one in series:
         if len(one.times_s) != len(one.values):
             raise ValueError(f"{one.labels.get('__name__')}: {len(one.times_s)} times, {len(one.values)} values")
@@ -64,7 +66,7 @@ def stage(definition: Definition, series: Sequence[Series], con, src: Source, ct
     if not ours:
         return prom_records.settle(definition, con, src)
     con.register("prom_points_given", points)
-    con.register("prom_series", _labels(definition, ours, series, at_point, con, ctx))
+    con.register("prom_series", _labels(definition, [(index, series[index]) for index in ours], at_point, con, ctx))
     typed = _typed_query(definition, [c for c in stored if c not in at_point], ctx)
     try:
         rest = [line for (line,) in con.execute(f"SELECT line FROM ({typed}) WHERE NOT ok ORDER BY line").fetchall()]
@@ -106,18 +108,18 @@ def _points(series: Sequence[Series]) -> pa.Table:
     })
 
 
-def _labels(definition: Definition, ours: Sequence[Series], series: Sequence[Series], at_point: set[str],
-            con, ctx: ParseContext) -> pa.Table:
-    """One row per series of ours: its place, metric, the values its labels give the definition's
-    columns of labels (read by their rules) and `labels_ok` (False: refused, its points the reader's)."""
+def _labels(definition: Definition, ours: list[tuple[int, Series]], at_point: set[str], con,
+            ctx: ParseContext) -> pa.Table:
+    """One row per series of ours ((its place among the series given, the series)): its place, metric,
+    the values its labels give the definition's columns of labels (read by their rules) and
+    `labels_ok` (False: refused, its points the reader's)."""
     columns = [f.column for f in definition.fields if f.stored and f.column not in at_point]
     rules = replace(definition,
                     steps=tuple(step for step in definition.steps
                                 if isinstance(step, _COLUMN_RULES) and step.column not in at_point),
                     key=replace(definition.key, parts=tuple(p for p in definition.key.parts if p not in at_point)))
-    place = {id(one): index for index, one in enumerate(series)}
     found: dict[str, list] = {"series": [], "metric": [], "labels_ok": [], **{c: [] for c in columns}}
-    for one in ours:
+    for place, one in ours:
         record = {name: value for name, value in one.labels.items() if name != "__name__"}
         try:
             row = reader.build_record(rules, record, 0, ctx, None)[0]
@@ -125,7 +127,7 @@ def _labels(definition: Definition, ours: Sequence[Series], series: Sequence[Ser
             raise
         except BadValue:
             row = None
-        found["series"].append(place[id(one)])
+        found["series"].append(place)
         found["metric"].append(one.labels["__name__"])
         found["labels_ok"].append(row is not None)
         for column in columns:
