@@ -1,12 +1,13 @@
 """The records of a Prometheus text file (PromText): its sample lines' values made into one row per Key.
 
 prom_text.py leaves each sample line's values in TEMP TABLE prom_lines (`line`, `metric`, the
-table's columns, only the line's metric among the measures). Once every batch is staged, one
-pass in SQL: a metric given again for the same key refuses its line (PromText.repeated; looked for
-only when some key has more lines than metrics); the
-first line of each metric fills the row (each other column from the first line that gives it);
-the definition's Within rules check the whole row, a row outside them refused at its first line
-with the Within's reason ({name} being the column).
+table's columns, only the line's metric among the measures; prom_columns.py gives a server's
+series' points in the same shape, as a view). Once every batch is staged, one pass in SQL: a
+metric given again for the same key refuses its line (PromText.repeated; looked for only when
+some key has another line of a metric it has), the first line of each metric fills the row
+(each other column from the first line that gives it); the definition's Within rules check the
+whole row, a row outside them refused at its first line with the Within's reason ({name} being
+the column).
 """
 from __future__ import annotations
 

@@ -9,9 +9,10 @@ A plain line (labels without escapes or commas in their values, no label twice, 
 it, a value and timestamp in the spellings DuckDB and Python read alike, every Field's value in
 its plain spelling, every Required given) is read in SQL. Every other line of our metrics goes
 to `read_lines`: prometheus_client's parser, then reader.build_record with the definition's
-line rules, which names the exact reason (or raises FileRefused). Both write the line's values
-to TEMP TABLE prom_lines (`line`, `metric`, the table's columns); prom_records.settle then makes
-the records.
+line rules (`read_records`), which names the exact reason (or raises FileRefused). Both write
+the line's values to TEMP TABLE prom_lines (`line`, `metric`, the table's columns);
+prom_records.settle then makes the records. prom_columns.py reads a Prometheus server's series
+(no text) with the same SQL for a value and a time (`field_sql`) and the same `read_records`.
 """
 from __future__ import annotations
 
