@@ -145,7 +145,7 @@ def _typed_query(definition: Definition, label_columns: list[str], ctx: ParseCon
     values, checks, texts = {}, ["regexp_full_match(value, " + quote(prom_text.VALUE) + ")"], []
     for step in definition.steps:
         if getattr(step, "column", None) in label_columns:
-            continue  # read once per series (_labels)
+            continue  # read once per series (_labels); a Within waits for the record (prom_records)
         if isinstance(step, Field):
             spelled = [f"CASE WHEN metric = {quote(name)} THEN value END" if name in shape.metrics else "ms"
                        for name in step.spellings if name in shape.metrics or name == shape.time]
