@@ -295,6 +295,7 @@ def test_an_energy_counter_that_is_not_a_finite_whole_number_refuses_its_sample(
                                      series("1200", "3")])
     rows = parsed.tables["gpu_samples"].to_pylist()
     assert [(r["gpu_index"], r["energy_mj"]) for r in rows] == [(3, 1200)]
-    assert sorted(r.reason for r in parsed.rejects) == [
-        "energy counter 1000.5 is not a whole number of mJ", "energy counter inf is not a whole number of mJ",
-        "energy counter nan is not a whole number of mJ"]
+    energy = "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"
+    assert [(r.line, r.reason) for r in parsed.rejects] == [
+        (1, f"{energy} must be a finite number, got inf"), (2, f"{energy} must be a finite number, got nan"),
+        (3, f"{energy} must be a whole number, got 1000.5")]

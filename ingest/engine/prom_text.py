@@ -9,13 +9,15 @@ A plain line (labels without escapes or commas in their values, no label twice, 
 it, a value and timestamp in the spellings DuckDB and Python read alike, every Field's value in
 its plain spelling, every Required given) is read in SQL. Every other line of our metrics goes
 to `read_lines`: prometheus_client's parser, then reader.build_record with the definition's
-line rules, which names the exact reason (or raises FileRefused). Both write the line's values
-to TEMP TABLE prom_lines (`line`, `metric`, the table's columns); prom_records.settle then makes
-the records.
+line rules (`read_records`), which names the exact reason (or raises FileRefused). Both write
+the line's values to TEMP TABLE prom_lines (`line`, `metric`, the table's columns);
+prom_records.settle then makes the records. prom_columns.py reads a Prometheus server's series
+(no text) with the same SQL for a value and a time (`field_sql`) and the same `read_records`.
 """
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from dataclasses import replace
 
 import pyarrow as pa
@@ -35,7 +37,7 @@ log = logging.getLogger(__name__)
 _BARE_LABEL = r'(?:[a-zA-Z]|_[a-zA-Z0-9])[a-zA-Z0-9_]*="[^",\\\x00-\x1f]*"'
 # A label value with a blank at an edge (Python's strip() would change it): the reader's.
 _EDGE = f'="[{line_sql.PY_SPACE}]|[{line_sql.PY_SPACE}]"'
-_VALUE = r"-?[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]{1,3})?"  # read alike by DuckDB and float()
+VALUE = r"-?[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]{1,3})?"  # a value read alike by DuckDB and float()
 _WHOLE = r"[0-9]{1,15}"
 _LINE_STEPS = (Field, Required, FromOption, FromFileName)  # a line's rules; Within waits for the record
 
@@ -81,27 +83,40 @@ def read_lines(definition: Definition, lines: Lines, ctx: ParseContext) -> tuple
     from prometheus_client.parser import text_string_to_metric_families
 
     shape = definition.prometheus
-    rules = replace(definition, steps=tuple(s for s in definition.steps if isinstance(s, _LINE_STEPS)))
-    stored = [f.column for f in definition.fields if f.stored]
-    rows, rejects = [], []
+    records, rejects = [], []
     for number, line in lines:
         text = line.strip()
         try:
-            try:
-                (family,) = list(text_string_to_metric_families(text))
-                (sample,) = family.samples
-            except ValueError as error:
-                raise BadValue(f"not Prometheus text ({error})") from None
-            record = {**sample.labels, sample.name: sample.value}
-            if sample.timestamp is not None:
-                record[shape.time] = float(sample.timestamp)
+            (family,) = list(text_string_to_metric_families(text))
+            (sample,) = family.samples
+        except ValueError as error:
+            rejects.append((number, f"not Prometheus text ({error})", line))
+            continue
+        record = {**sample.labels, sample.name: sample.value}
+        if sample.timestamp is not None:
+            record[shape.time] = float(sample.timestamp)
+        records.append((number, sample.name, record, line))
+    rows, refused = read_records(definition, records, ctx)
+    return rows, sorted(rejects + refused)
+
+
+def read_records(definition: Definition, records: Iterable[tuple[int, str, dict, str]],
+                 ctx: ParseContext) -> tuple[list[dict], list[tuple]]:
+    """The prom_lines rows of sample records (line, metric, the record: its labels by name, its value
+    under the metric's name, its time under PromText.time; the text a reject shows), read by the
+    definition's line rules, and the (line, reason, text) of those refused; raises FileRefused."""
+    rules = replace(definition, steps=tuple(s for s in definition.steps if isinstance(s, _LINE_STEPS)))
+    stored = [f.column for f in definition.fields if f.stored]
+    rows, rejects = [], []
+    for number, metric, record, text in records:
+        try:
             row = reader.build_record(rules, record, number, ctx, None)[0]
         except FileRefused:
             raise
         except BadValue as error:
-            rejects.append((number, str(error), line))
+            rejects.append((number, str(error), text))
             continue
-        rows.append({"line": number, "metric": sample.name, **{column: row[column] for column in stored}})
+        rows.append({"line": number, "metric": metric, **{column: row[column] for column in stored}})
     return rows, rejects
 
 
@@ -123,7 +138,7 @@ def _ours(definition: Definition) -> str:
 def _plain(definition: Definition) -> str:
     """A plain line, capturing the metric, the labels, the value and the timestamp (ms)."""
     names = "|".join(definition.prometheus.metrics)
-    return f"^({names})\\{{((?:{_BARE_LABEL}(?:,{_BARE_LABEL})*)?)\\}} ({_VALUE})(?: ([0-9]{{1,15}}))?$"
+    return f"^({names})\\{{((?:{_BARE_LABEL}(?:,{_BARE_LABEL})*)?)\\}} ({VALUE})(?: ([0-9]{{1,15}}))?$"
 
 
 def _text(definition: Definition, f: Field) -> str:
@@ -140,6 +155,30 @@ def _text(definition: Definition, f: Field) -> str:
     return found[0] if len(found) == 1 else f"coalesce({', '.join(found)})"
 
 
+def field_sql(definition: Definition, step: Field) -> tuple[str, list[str]]:
+    """SQL for a Field's value from its text `{column}_text` as a plain line writes it (a metric's
+    value already matched VALUE, a label's without a blank at an edge, the time in ms), and the
+    checks (SQL) a value read in SQL passes: any other goes to the reader."""
+    text, c = f"{step.column}_text", step.column
+    bounds = [] if step.minimum is None else [f"{c} >= {float(step.minimum)!r}"]
+    if step.type == TEXT:  # a plain line's labels have no blank at an edge (_EDGE)
+        return text, []
+    if step.type == COUNT:
+        return f"TRY_CAST({text} AS BIGINT)", [
+            f"coalesce(regexp_full_match({text}, '{_WHOLE}') AND {c} <= {step.maximum}"
+            f"{''.join(' AND ' + b for b in bounds)}, {text} IS NULL)"]
+    if step.type == NUMBER:  # a metric's value matched VALUE with the line; a label's must
+        spelled = "" if set(step.spellings) <= set(definition.prometheus.metrics) else \
+            f"regexp_full_match({text}, '{VALUE}') AND "
+        return f"TRY_CAST({text} AS DOUBLE)" + ("" if step.divide_by == 1 else f" / {float(step.divide_by)!r}"), [
+            f"coalesce({spelled}abs(TRY_CAST({text} AS DOUBLE)) <= "
+            f"{step.limit!r}{''.join(' AND ' + b for b in bounds)}, {text} IS NULL)"]
+    if step.type == TIME:  # the sample timestamp, in milliseconds (made a TIMESTAMPTZ directly: no zone's cast)
+        return (f"make_timestamptz(TRY_CAST({text} AS BIGINT) * 1000)",
+                [f"coalesce({line_sql.in_years(c)}, {text} IS NULL)"])
+    raise ValueError(f"{definition.kind}: a Prometheus line has no {step.type} values")
+
+
 def _typed_statement(definition: Definition, ctx: ParseContext) -> str:
     """TEMP TABLE prom_batch from `batch`: each line of ours with its metric, its Fields' values
     and whether SQL reads it (`ok`; else the reader's, but for a too-long line)."""
@@ -147,25 +186,8 @@ def _typed_statement(definition: Definition, ctx: ParseContext) -> str:
     checks = ["p.name <> ''", f"NOT regexp_matches(p.labels, {quote(_EDGE)})"]
     for step in definition.steps:
         if isinstance(step, Field):
-            text, c = f"{step.column}_text", step.column
-            bounds = [] if step.minimum is None else [f"{c} >= {float(step.minimum)!r}"]
-            if step.type == TEXT:  # a plain line's labels have no blank at an edge (_EDGE)
-                values[c] = text
-            elif step.type == COUNT:
-                values[c] = f"TRY_CAST({text} AS BIGINT)"
-                checks.append(f"coalesce(regexp_full_match({text}, '{_WHOLE}') AND {c} <= {step.maximum}"
-                              f"{''.join(' AND ' + b for b in bounds)}, {text} IS NULL)")
-            elif step.type == NUMBER:  # a metric's value matched _VALUE with the line; a label's must
-                spelled = "" if set(step.spellings) <= set(definition.prometheus.metrics) else \
-                    f"regexp_full_match({text}, '{_VALUE}') AND "
-                values[c] = f"TRY_CAST({text} AS DOUBLE)" + ("" if step.divide_by == 1 else f" / {float(step.divide_by)!r}")
-                checks.append(f"coalesce({spelled}abs(TRY_CAST({text} AS DOUBLE)) <= "
-                              f"{step.limit!r}{''.join(' AND ' + b for b in bounds)}, {text} IS NULL)")
-            elif step.type == TIME:  # the sample timestamp, in milliseconds
-                values[c] = f"epoch_ms(TRY_CAST({text} AS BIGINT))"
-                checks.append(f"coalesce({line_sql.in_years(c)}, {text} IS NULL)")
-            else:
-                raise ValueError(f"{definition.kind}: a Prometheus line has no {step.type} values")
+            values[step.column], check = field_sql(definition, step)
+            checks.extend(check)
         elif isinstance(step, FromOption):
             if getattr(ctx, step.option, None):
                 value = "$at" if step.option == "at" else quote(str(getattr(ctx, step.option)))

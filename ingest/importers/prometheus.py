@@ -5,29 +5,32 @@ Prometheus server's HTTP API.
 a multiple of the step so that imports of overlapping ranges make the same samples and windows
 (which then replace each other, latest wins) instead of counting an hour twice. A long range is
 asked for in chunks of at most MAX_POINTS steps (Prometheus refuses more than 11,000 points per
-series in one query). The GPU samples are the DCGM series at each step (as ingest/formats/gpu/dcgm.py reads a
-scrape); the serving windows are serving_metrics.windows over the steps, one window per step.
+series in one query). The GPU samples are the DCGM series at each step, read by the DCGM definition
+(ingest/formats/gpu/dcgm.py, as GPU below: the host from `Hostname`, else the `instance` label without
+its port) as columns, with no text (ingest/engine/prom_columns.py); the serving windows are
+serving_metrics.windows over the steps, one window per step.
 """
 from __future__ import annotations
 
 import base64
-import bisect
 import json
 import math
 import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ingest.engine import prom_columns, staging
 from ingest.engine.contract import ParseContext, Parsed, Reject
+from ingest.engine.definition import Field, FromOption, Required
 from ingest.formats import serving_metrics
-from ingest.formats.gpu import traces
-from ingest.formats.gpu.dcgm import LABELS as DCGM_LABELS
+from ingest.formats.gpu import dcgm, traces
 from ingest.formats.gpu.dcgm import METRICS as DCGM_METRICS
 from ingest.settings import config
 
@@ -37,6 +40,27 @@ TIMEOUT_S = 120.0
 DCGM_QUERY = '{__name__=~"' + "|".join(DCGM_METRICS) + '"}'
 SERVING_QUERY = '{__name__=~"' + "|".join(serving_metrics.METRICS) + '"}'
 ERROR_TEXT_MAX = 300  # a server's error body is shown as text, cut short
+INSTANCE_HOST = "the instance's host"  # the `instance` label without its port (no label can be named so)
+
+
+def _gpu_steps() -> tuple:
+    """dcgm.DCGM's rules but for the host: the `Hostname` label, else the `instance` label's host,
+    else the sample is refused (no --host, no file name)."""
+    steps = []
+    for step in dcgm.DCGM.steps:
+        if isinstance(step, Field) and step.column == "host":
+            steps += [replace(step, names=(*step.spellings, INSTANCE_HOST)),
+                      Required("host", "no Hostname or instance label")]
+        elif step is not traces.HOST_FROM_FILE_NAME and not (isinstance(step, FromOption) and step.column == "host"):
+            steps.append(step)
+    return tuple(steps)
+
+
+# The DCGM series as a Prometheus server answers them: the DCGM definition loading as `prometheus`,
+# its host from the labels; two series giving one GPU's metric at one time refuse the second's point.
+GPU = replace(dcgm.DCGM, kind=KIND, steps=_gpu_steps(),
+              prometheus=replace(dcgm.DCGM.prometheus, repeated="a second {metric} for GPU {gpu_index} of {host} "
+                                                                "at {sampled_at}: another series of the same GPU"))
 
 
 class PrometheusError(RuntimeError):
@@ -143,7 +167,7 @@ def pull(client: Client, since: datetime, until: datetime, step_s: float,
     ctx = ParseContext(f"prometheus {client.display}", timezone.utc)
     try:
         return _pulled(dcgm, served, ctx, start_s, end_s, step_s, deployment, prices)
-    except (KeyError, TypeError, ValueError, IndexError) as error:  # not shaped like Prometheus' answers
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as error:  # not Prometheus' shape
         raise PrometheusError(f"{client.display}: unexpected query_range content "
                               f"({type(error).__name__}: {error})") from None
 
@@ -191,80 +215,33 @@ def attach_pod_energy(windows: list[dict], samples: pa.Table | None) -> None:
 
 
 def gpu_samples(series: list[dict]) -> Parsed:
-    """gpu_samples rows from DCGM series: one per GPU and step, each metric in its column.
+    """gpu_samples rows from DCGM series: one per GPU and step, read by the DCGM definition (GPU).
 
-    Built a series at a time as columns (pyarrow), then pivoted to one row per (host, gpu, time);
-    a row's number is the position of its first value in the pulled data."""
-    parts, rejects, starts, names = [], [], [], []
-    offset = 0
+    Each series is handed over as columns (its labels once, its times and values as Arrow arrays)
+    to ingest/engine/prom_columns, which reads each point as the sample line it stands for would
+    be read, with no text; a point's line number is its position in the pulled data (the series
+    sorted by their labels). A refused point shows as that sample line."""
+    given = []
     for one in sorted(series, key=lambda s: sorted(s["metric"].items())):
         labels, points = one["metric"], one["values"]
         if not points:
             continue
-        starts.append(offset + 1)
-        names.append(_describe(labels))
-        count = len(points)
-        try:
-            gpu = int(labels.get("gpu", ""))
-        except ValueError:
-            rejects.append(Reject(offset + 1, f"{labels['__name__']} has no gpu index label ({count} values)",
-                                  names[-1]))
-            offset += count
-            continue
-        times, texts = zip(*points)
-        metric = DCGM_METRICS[labels["__name__"]]
-        part = {
-            "host": pa.array([labels.get("Hostname") or (labels.get("instance") or "").rsplit(":", 1)[0] or None]
-                             * count, pa.string()),
-            "gpu_index": pa.array([gpu] * count, pa.int64()),
-            "at_us": pc.round(pc.multiply(pa.array(times, pa.float64()), 1e6)).cast(pa.int64()),
-            "line": pa.array(range(offset + 1, offset + count + 1), pa.int64()),
-            **{target: pa.array([labels.get(label) or None] * count, pa.string())
-               for label, target in DCGM_LABELS.items()},
-        }
-        values_read = pa.array(texts, pa.string()).cast(pa.float64())  # "NaN", "+Inf" read as such
-        for name in DCGM_METRICS.values():
-            part[name] = values_read if name == metric else pa.nulls(count, pa.float64())
-        parts.append(pa.table(part))
-        offset += count
-    if not parts:
-        return traces.build(traces.Rows([], []), {"host": pa.array([], pa.string()),
-                                                  "gpu_index": pa.array([], pa.int64()),
-                                                  "sampled_at": pa.array([], traces.TIME)}, KIND) if not rejects \
-            else Parsed(rejects=rejects)
-    long = pa.concat_tables(parts)
-    wide = long.group_by(["host", "gpu_index", "at_us"]).aggregate(
-        [("line", "min"), *((name, "max") for name in (*DCGM_LABELS.values(), *DCGM_METRICS.values()))])
-    wide = wide.sort_by([("line_min", "ascending")])
-    lines = wide["line_min"].to_pylist()
-    rows = traces.Rows(lines, _SeriesText(starts, names, lines))
-    rows.rejects = rejects
-    energy = wide["energy_mj_max"]
-    whole = pc.and_(pc.is_finite(energy), pc.equal(energy, pc.round(energy)))  # +Inf equals its own rounding
-    broken = pc.fill_null(pc.invert(whole), False)
-    for row in pc.indices_nonzero(broken).to_pylist():
-        rows.refuse(row, f"energy counter {energy[row].as_py()!r} is not a whole number of mJ")
-    found = {
-        "host": wide["host"], "gpu_index": traces.check_range(rows, wide["gpu_index"].combine_chunks(), "gpu_index"),
-        "sampled_at": pc.cast(wide["at_us"], pa.timestamp("us")).cast(traces.TIME),
-        **{name: wide[f"{name}_max"] for name in DCGM_LABELS.values()},
-    }
-    for name in DCGM_METRICS.values():
-        column = wide[f"{name}_max"].combine_chunks()
-        if name == "energy_mj":
-            column = pc.if_else(broken, pa.scalar(None, pa.float64()), column).cast(pa.int64(), safe=False)
-        found[name] = traces.check_range(rows, column, name)
-    return traces.build(rows, found, KIND)
-
-
-class _SeriesText:
-    """The text a reject shows for a row: the series its line (position) falls in, found when asked."""
-
-    def __init__(self, starts: list[int], names: list[str], lines: list[int]) -> None:
-        self.starts, self.names, self.lines = starts, names, lines
-
-    def __getitem__(self, row: int) -> str:
-        return self.names[max(bisect.bisect_right(self.starts, self.lines[row]) - 1, 0)] if self.names else ""
+        times = pa.array([point[0] for point in points], pa.float64())  # not zip(*points): 5x the time
+        texts = pa.array([point[1] for point in points], pa.string())
+        instance_host = (labels.get("instance") or "").rsplit(":", 1)[0]
+        given.append(prom_columns.Series({**labels, INSTANCE_HOST: instance_host}, times, texts))
+    src = staging.Source(Path(KIND), f"{KIND} DCGM series")
+    con = staging.open_stage()
+    try:
+        accepted = prom_columns.stage(GPU, given, con, src, ParseContext(src.name, timezone.utc))
+        parsed = Parsed(accepted=accepted)
+        parsed.tables[traces.TABLE] = con.sql(f"SELECT * EXCLUDE (load_id) FROM {traces.TABLE} "
+                                              "ORDER BY source_line").to_arrow_table()
+        parsed.rejects = [Reject(line, reason, raw or "") for line, reason, raw in con.execute(
+            "SELECT line, reason, raw FROM rejects ORDER BY line").fetchall()]
+        return parsed
+    finally:
+        con.close()
 
 
 def serving_windows(series: list[dict], ctx: ParseContext, deployment: dict | None = None,

@@ -10,7 +10,8 @@ a file that is one scrape without timestamps (without either, the file fails). T
 
 The format is the definition below; ingest/engine reads it (prom_text: the SQL pass and, for the
 lines SQL cannot read, prometheus_client's parser; prom_records: one sample from its lines), and
-traces.stage_totals sums a file up (docs/formats/gpu-traces.md).
+traces.stage_totals sums a file up (docs/formats/gpu-traces.md). The Prometheus importer reads a
+server's DCGM series by the same definition (prom_columns; its host from the labels).
 """
 from __future__ import annotations
 
