@@ -5,6 +5,7 @@ import codecs
 import fnmatch
 import glob
 import hashlib
+import importlib
 import os
 import re
 import threading
@@ -21,25 +22,27 @@ from ingest.engine import line_numbers, staging, warehouse
 from ingest.engine.contract import BadValue, ParseContext, Reject
 from ingest.engine.report import REJECTS_SHOWN, FileSummary  # noqa: F401  (loader.FileSummary, as before)
 from ingest.engine.staging import NotText, Source, Staged
-from ingest.formats import mixed_scrape, serving, serving_metrics
-from ingest.formats.billing import billing_aws, billing_aws_dbr, billing_azure, billing_focus, billing_gcp
-from ingest.formats.gpu import dcgm, gpu_collector, nvidia_smi
-from ingest.formats.runs import codecarbon, run_summary
-from ingest.importers import slurm, wandb_runs
 from ingest.settings import config, limits
 
+# The format modules in the order detection tries them. Each module is its format's one definition
+# (KIND, sniff, stage or parse); it is imported when detection reaches it or a --kind asks for it,
+# so a serving file's load imports no bill, trace or Prometheus parser (tests/test_startup.py).
 # serving sniffs before run_summary: run detection keys on generic fields such as "start_time";
 # bills too (a GCP label named run_id would look like a run). FOCUS sniffs before Azure: an
 # Azure FOCUS export is FOCUS.
-PARSERS: tuple[ModuleType, ...] = (codecarbon, wandb_runs, serving, billing_focus, billing_aws, billing_gcp,
-                                   billing_azure, billing_aws_dbr, run_summary, gpu_collector, nvidia_smi, mixed_scrape, dcgm, serving_metrics, slurm)
-KINDS = {parser.KIND: parser for parser in PARSERS}
+FORMATS: tuple[str, ...] = (
+    "ingest.formats.runs.codecarbon", "ingest.importers.wandb_runs", "ingest.formats.serving",
+    "ingest.formats.billing.billing_focus", "ingest.formats.billing.billing_aws", "ingest.formats.billing.billing_gcp",
+    "ingest.formats.billing.billing_azure", "ingest.formats.billing.billing_aws_dbr", "ingest.formats.runs.run_summary",
+    "ingest.formats.gpu.gpu_collector", "ingest.formats.gpu.nvidia_smi", "ingest.formats.mixed_scrape",
+    "ingest.formats.gpu.dcgm", "ingest.formats.serving_metrics", "ingest.importers.slurm")
 FILE_SUFFIXES = {".jsonl", ".json", ".ndjson", ".csv", ".gz", ".zst", ".prom", ".parquet"}
 PARQUET_MAGIC = b"PAR1"  # a parser with BINARY = True gets such files as bytes
 SNIFF_BYTES = 64 * 1024  # detection reads this much of the decompressed file
 PARQUET_FOOTER_BYTES = 16 << 20  # a Parquet file's schema is in its footer: read up to this much of the end
 SNIFF_CHARS = SNIFF_BYTES  # and hands detect() that head as text
 HASH_CHUNK_BYTES = 1 << 20
+STAGE_CHECKPOINT = "1TB"  # the staging database's checkpoint_threshold until the merge
 # A folder's list of files that are not data (answer keys, manifests): a folder given to ingest
 # skips them and says so; a file named on its own is always read.
 NOT_DATA = ".mlcostignore"
@@ -164,24 +167,27 @@ def _ingest_file(path: Path, kind: str | None, context: ParseContext, on_progres
             summary.error = f"{name}: the file is empty"
             return summary
     if binary:  # Parquet: only parsers that read it
-        parser = KINDS.get(kind) if kind else detect_bytes(name, _parquet_probe(src, head))
+        parser = of_kind(kind) if kind else detect_bytes(name, _parquet_probe(src, head))
         if parser is not None and not getattr(parser, "BINARY", False):
             summary.error = f"{name}: a Parquet file cannot be read as {parser.KIND}"
             return summary
     else:
-        parser = KINDS.get(kind) if kind else detect(name, text)
+        parser = of_kind(kind) if kind else detect(name, text)
     if parser is None and text is not None and is_prometheus(text):
         summary.error = (f"{name}: a Prometheus scrape without DCGM GPU metrics (DCGM_FI_*) or an inference "
                          "server's request counters (vLLM, Triton, TorchServe): nothing in it for mlcost")
         return summary
     if parser is None:
         summary.error = (f"{name}: could not tell what kind of file this is; "
-                         f"pass --kind ({', '.join(KINDS)})")
+                         f"pass --kind ({', '.join(_kinds())})")
         return summary
     summary.kind = parser.KIND
     options = warehouse.load_options(getattr(tz, "key", None) or str(tz), context.host, context.at,
                                      context.started_at, context.scrape_interval_s)
     stage = staging.open_stage()
+    # The stage is private and thrown away: never checkpointed while it is filled (an in-memory
+    # database checkpoints too, in one thread: 0.3-0.4 s of a 500k-window serving file's inserts).
+    stage.execute(f"SET checkpoint_threshold = '{STAGE_CHECKPOINT}'")
     try:
         earlier = warehouse.earlier_loads(stage, sha256)
         if any(load[1:] == (parser.KIND, options) for load in earlier):
@@ -204,6 +210,7 @@ def _ingest_file(path: Path, kind: str | None, context: ParseContext, on_progres
                       else f"cannot be read as {parser.KIND} ({str(problem).splitlines()[0]})")
             summary.error = f"{name}: {reason}"
             return summary
+        stage.execute("RESET checkpoint_threshold")  # the warehouse's commit checkpoints as it always did
         # The same file read before with another kind or other options: this reading replaces it,
         # in the merge's own transaction (a merge that fails leaves the earlier load whole).
         result = warehouse.merge(stage, name, sha256, parser.KIND, staged.accepted, options=options,
@@ -315,14 +322,38 @@ def is_prometheus(head: str) -> bool:
     return first.startswith(("# HELP ", "# TYPE "))
 
 
+def _formats() -> Iterator[ModuleType]:
+    """The format modules in detection order, each imported when it is reached."""
+    return (importlib.import_module(name) for name in FORMATS)
+
+
+def of_kind(kind: str) -> ModuleType | None:
+    """The format module whose KIND is `kind` (None for an unknown kind); imports the modules before it."""
+    return next((parser for parser in _formats() if parser.KIND == kind), None)
+
+
+def _kinds() -> list[str]:
+    """Every format's KIND, in detection order (every format imported: for a message)."""
+    return [parser.KIND for parser in _formats()]
+
+
+def __getattr__(name: str):
+    """PARSERS (every format module, in detection order) and KINDS (KIND -> module): every format imported."""
+    if name == "PARSERS":
+        return tuple(_formats())
+    if name == "KINDS":
+        return {parser.KIND: parser for parser in _formats()}
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def detect(name: str, head: str) -> ModuleType | None:
-    """The first parser whose sniff accepts this file."""
-    return next((parser for parser in PARSERS if parser.sniff(name, head)), None)
+    """The first parser whose sniff accepts this file (the ones after it are not imported)."""
+    return next((parser for parser in _formats() if parser.sniff(name, head)), None)
 
 
 def detect_bytes(name: str, data: bytes) -> ModuleType | None:
     """The first parser that reads binary files (Parquet) and whose sniff_bytes accepts this one."""
-    return next((parser for parser in PARSERS
+    return next((parser for parser in _formats()
                  if getattr(parser, "BINARY", False) and parser.sniff_bytes(name, data)), None)
 
 
