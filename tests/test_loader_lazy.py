@@ -1,6 +1,8 @@
 """The loader imports a format's module when detection reaches it or --kind names it: a serving
 file's load imports no bill, trace or Prometheus parser, a runs file's none of trace, Prometheus or
-Slurm (bills sniff before runs: a GCP label named run_id would look like a run). Real processes."""
+Slurm (bills sniff before runs: a GCP label named run_id would look like a run). Real processes.
+Also: the sha256 worked out on a thread still fails a file first, and newlines are counted only
+for files that do not open as JSON."""
 from __future__ import annotations
 
 import json
@@ -10,6 +12,7 @@ import sys
 from pathlib import Path
 
 import duckdb
+import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 BILL_MODULES = ("ingest.formats.billing.billing_focus", "ingest.formats.billing.billing_aws",
@@ -96,3 +99,41 @@ def test_kinds_and_parsers_are_every_format_in_detection_order():
     assert loader.KINDS == {parser.KIND: parser for parser in parsers}
     assert loader.of_kind("runs").__name__ == "ingest.formats.runs.run_summary"
     assert loader.of_kind("no-such-kind") is None
+
+
+@pytest.mark.parametrize("text", [json.dumps(_window(0)) + "\n", "", "\xff not text"])
+def test_a_file_that_cannot_be_hashed_says_cannot_read_and_loads_nothing(tmp_path, warehouse, monkeypatch, text):
+    """The sha256 is worked out on a thread beside detection: its failure still ends the file
+    first, whatever detection would have said (a serving file, an empty file, not UTF-8)."""
+    from ingest.pipeline import loader
+
+    path = tmp_path / "serving.jsonl"
+    path.write_bytes(text.encode("latin-1") if text.startswith("\xff") else text.encode())
+
+    def unreadable(_path):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(loader, "_sha256", unreadable)
+    summary = loader.ingest_file(path)
+    assert summary.error == f"{path}: cannot read (Permission denied)"
+    assert (summary.kind, summary.rows_loaded) == (None, 0)
+    assert not warehouse.exists()  # the warehouse was not even opened
+
+
+def test_newlines_are_counted_for_csv_not_for_json(tmp_path):
+    """A CSV bill's line numbers take the count from the hash pass; a JSON file's is not counted."""
+    from ingest.engine import line_numbers
+    from ingest.engine.staging import Source
+    from ingest.pipeline import loader
+
+    csv_path = tmp_path / "bill.csv"
+    csv_path.write_text("a,b\n1,2\n3,4")  # 2 newlines, 3 lines (the last without one)
+    loader._sha256(csv_path)
+    assert line_numbers.count_lines(Source.of(csv_path, "bill.csv")) == 3
+    assert len(line_numbers._COUNTED) == 1
+    json_path = tmp_path / "runs.jsonl"
+    json_path.write_text('\ufeff {"run_id": "a"}\n{"run_id": "b"}\n')
+    line_numbers._COUNTED.clear()
+    digest = loader._sha256(json_path)
+    assert line_numbers._COUNTED == {}
+    assert digest == __import__("hashlib").sha256(json_path.read_bytes()).hexdigest()
