@@ -14,7 +14,6 @@ import json
 from datetime import timezone
 from pathlib import Path
 
-import yaml
 
 from ingest.engine import values
 from ingest.engine.contract import BadValue, Lines, ParseContext, Parsed, Reject
@@ -157,6 +156,8 @@ def _config(path: Path) -> dict:
     """config.yaml's keys and values: W&B writes each as {desc: ..., value: ...}; `_wandb` is its own."""
     if not path.is_file():
         return {}
+    import yaml  # here: detection imports this module for every file (runs and serving files too)
+
     try:
         loaded = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     except (UnicodeDecodeError, yaml.YAMLError) as error:
