@@ -49,11 +49,18 @@ def test_an_explicit_limit_is_kept(tmp_path, monkeypatch):
     assert _limit_mib(con) == pytest.approx(300 * 1000 * 1000 / MIB, abs=0.1)
 
 
-def test_a_bill_read_on_every_thread_numbers_each_row_by_its_line(tmp_path):
+@pytest.mark.parametrize("buffered", [False, True])
+def test_a_bill_read_on_every_thread_numbers_each_row_by_its_line(tmp_path, monkeypatch, buffered):
     """A FOCUS file of ~40 MB (DuckDB reads it in several chunks, on several threads, into a
     table that keeps the reader's order): every staged row's source_line is the physical line
     its id was written on, and the bad lines spread through the file are rejected at their lines.
-    The expected lines are counted here while the file is written."""
+    The expected lines are counted here while the file is written. `buffered`: read as a large
+    file is (bill_csv.LARGE_BUFFER_BYTES), here in 8 MiB buffers, several per file."""
+    from ingest.formats.billing import bill_csv
+
+    if buffered:
+        monkeypatch.setattr(bill_csv, "LARGE_FILE_BYTES", MIB)
+        monkeypatch.setattr(bill_csv, "LARGE_BUFFER_BYTES", 8 * MIB)
     from ingest.engine.contract import ParseContext
     from ingest.engine.staging import open_stage
     from ingest.formats.billing import billing_focus
@@ -87,3 +94,37 @@ def test_a_bill_read_on_every_thread_numbers_each_row_by_its_line(tmp_path):
         con.close()
     assert found == expected_line
     assert rejects == bad_lines
+
+
+@pytest.mark.parametrize("buffered", [False, True])
+@pytest.mark.parametrize("width, too_long", [(1_900_000, False), (2_100_000, True)])
+def test_a_large_file_keeps_duckdbs_line_size_limit(tmp_path, monkeypatch, buffered, width, too_long):
+    """A buffer size given to read_csv would also raise its line size limit (a 2.1 MB line read
+    whole): a large file's reader gives the limit with it, so a line over 2,000,000 bytes is
+    rejected as too long at its line and one under it is loaded, whichever way the file is read."""
+    from ingest.engine.contract import ParseContext
+    from ingest.engine.staging import open_stage
+    from ingest.formats.billing import bill_csv, billing_focus
+
+    if buffered:
+        monkeypatch.setattr(bill_csv, "LARGE_FILE_BYTES", 1)
+        monkeypatch.setattr(bill_csv, "LARGE_BUFFER_BYTES", 8 * MIB)
+    path = tmp_path / "focus_wide.csv"
+    with open(path, "w", newline="") as out:
+        out.write("BilledCost,EffectiveCost,BillingCurrency,ChargePeriodStart,ChargePeriodEnd,ChargeCategory,"
+                  "ProviderName,ChargeDescription,x_LineItemId\n")
+        for number in range(3):
+            description = "d" * (width if number == 1 else 5)
+            out.write(f"1.5,1,USD,2026-10-01 00:00:00,2026-10-01 01:00:00,Usage,AWS,{description},li-{number}\n")
+    con = open_stage()
+    try:
+        src = Source.of(path)
+        assert (bill_csv._buffer(src) != "") == buffered
+        billing_focus.stage(src, con, ParseContext(src.name, timezone.utc))
+        found = dict(con.execute("SELECT line_key, source_line FROM billing_lines").fetchall())
+        rejects = con.execute("SELECT line, reason FROM rejects ORDER BY line").fetchall()
+    finally:
+        con.close()
+    kept = [0, 2] if too_long else [0, 1, 2]
+    assert found == {f"AWS|id|li-{number}": number + 2 for number in kept}
+    assert rejects == ([(3, "unreadable CSV: the line is too long")] if too_long else [])

@@ -41,7 +41,7 @@ PARQUET_MAGIC = b"PAR1"  # a parser with BINARY = True gets such files as bytes
 SNIFF_BYTES = 64 * 1024  # detection reads this much of the decompressed file
 PARQUET_FOOTER_BYTES = 16 << 20  # a Parquet file's schema is in its footer: read up to this much of the end
 SNIFF_CHARS = SNIFF_BYTES  # and hands detect() that head as text
-HASH_CHUNK_BYTES = 1 << 20
+HASH_CHUNK_BYTES = 8 << 20  # _sha256's chunks, each hashed on a thread while the next is read
 STAGE_CHECKPOINT = "1TB"  # the staging database's checkpoint_threshold until the merge
 # A folder's list of files that are not data (answer keys, manifests): a folder given to ingest
 # skips them and says so; a file named on its own is always read.
@@ -297,17 +297,27 @@ def _name_too_long_lines(stage) -> None:
 
 
 def _sha256(path: Path) -> str:
-    """The file's sha256 (hex), read in chunks."""
+    """The file's sha256 (hex), read in chunks: each chunk is hashed on a thread of its own (hashlib
+    lets go of the GIL) while this one counts its newlines and reads the next, in order (a 504 MB
+    bill: hashing ~0.3 s, reading and counting ~0.17 s, one after the other before)."""
     digest = hashlib.sha256()
     newlines, last, count = 0, b"\n", None  # counted on the way (bytes.count is cheap): a bill's line numbers need them
+    hashing: threading.Thread | None = None
     with open(path, "rb") as handle:
-        while chunk := handle.read(HASH_CHUNK_BYTES):
-            digest.update(chunk)
-            if count is None:  # JSON (an object or array first) is no CSV bill: its newlines are not asked for
-                count = not chunk.removeprefix(BOM).lstrip().startswith((b"{", b"["))
-            if count:
-                newlines += chunk.count(b"\n")
-            last = chunk[-1:]
+        try:
+            while chunk := handle.read(HASH_CHUNK_BYTES):
+                if hashing is not None:
+                    hashing.join()  # the chunks go into the digest in the file's order
+                hashing = threading.Thread(target=digest.update, args=(chunk,), daemon=True)
+                hashing.start()
+                if count is None:  # JSON (an object or array first) is no CSV bill: its newlines are not asked for
+                    count = not chunk.removeprefix(BOM).lstrip().startswith((b"{", b"["))
+                if count:
+                    newlines += chunk.count(b"\n")
+                last = chunk[-1:]
+        finally:
+            if hashing is not None:
+                hashing.join()
         if count is not False:
             line_numbers.remember_count(os.fstat(handle.fileno()), newlines, last == b"\n")
     return digest.hexdigest()
