@@ -25,7 +25,7 @@ from datetime import datetime, timezone
 
 import duckdb
 
-from ingest.derived import derived
+from ingest.derived import derived, narrow_intervals
 from ingest.derived.rollup_sql import GAPS_OF, MINUTES_OF, SAMPLE_INTERVALS, params  # noqa: F401  (gpu_rollups.X, as before)
 
 
@@ -46,8 +46,22 @@ def margin_s(gpu) -> float:
 
 def intervals(con: duckdb.DuckDBPyConnection, source: str, into: str, gpu) -> None:
     """Temp table `into`: every sample of `source` (a table or subquery) with its interval,
-    energy (J), end and idle flag; computed once and read by the energy, minutes and gaps."""
-    _run(con, f"CREATE OR REPLACE TEMP TABLE {into} AS " + SAMPLE_INTERVALS.format(source=source), gpu)
+    energy (J), end and idle flag; computed once and read by the energy, minutes and gaps.
+    As narrow rows (ingest/derived/narrow_intervals.py), with temp table `into`_labels beside it."""
+    labels = narrow_intervals.labels_of(into)
+    con.execute(narrow_intervals.LABELS.format(labels=labels, source=source))
+    _run(con, narrow_intervals.INTERVALS.format(into=into, labels=labels, source=source), gpu)
+
+
+def drop_intervals(con: duckdb.DuckDBPyConnection, table: str) -> None:
+    """Drop a table of intervals and its labels (if they are there)."""
+    con.execute(f"DROP TABLE IF EXISTS {table}")
+    con.execute(f"DROP TABLE IF EXISTS {narrow_intervals.labels_of(table)}")
+
+
+def _of(query: str, intervals: str) -> str:
+    """narrow_intervals.MINUTES_OF or GAPS_OF over the table of intervals `intervals`."""
+    return query.format(intervals=intervals, labels=narrow_intervals.labels_of(intervals))
 
 
 def energy_kwh(con: duckdb.DuckDBPyConnection, table: str) -> float | None:
@@ -101,13 +115,14 @@ def derive(con: duckdb.DuckDBPyConnection, gpu, with_context: bool) -> None:
         intervals(con, f"(SELECT {columns} FROM gpu_samples UNION ALL SELECT {columns} FROM gpu_context)",
                   "gpu_intervals", gpu)
         source = "gpu_intervals"
-    for table, query, column in (("new_minutes", MINUTES_OF, "minute"), ("new_gaps", GAPS_OF, "gap_end")):
-        _run(con, f"CREATE OR REPLACE TEMP TABLE {table} AS SELECT r.* FROM ({query.format(intervals=source)}) r "
+    for table, query, column in (("new_minutes", narrow_intervals.MINUTES_OF, "minute"),
+                                 ("new_gaps", narrow_intervals.GAPS_OF, "gap_end")):
+        _run(con, f"CREATE OR REPLACE TEMP TABLE {table} AS SELECT r.* FROM ({_of(query, source)}) r "
                   f"JOIN touched_gpus t USING (host, gpu_index) WHERE r.{column} >= t.since", gpu)
     # The merge writes next: the intervals (as many rows as the samples) no longer hold memory then.
-    con.execute(f"DROP TABLE {source}")
+    drop_intervals(con, source)
     if with_context:
-        con.execute("DROP TABLE IF EXISTS file_intervals")
+        drop_intervals(con, "file_intervals")
 
 
 def replace(con: duckdb.DuckDBPyConnection, db: str, gpu, stored: tuple | None) -> None:
@@ -125,9 +140,9 @@ def rebuild(con: duckdb.DuckDBPyConnection, db: str, gpu, stored: tuple | None) 
     intervals(con, f"{db}.gpu_samples", "all_intervals", gpu)
     con.execute(f"DELETE FROM {db}.gpu_minutes")
     con.execute(f"DELETE FROM {db}.gpu_gaps")
-    _run(con, f"INSERT INTO {db}.gpu_minutes BY NAME {MINUTES_OF.format(intervals='all_intervals')}", gpu)
-    _run(con, f"INSERT INTO {db}.gpu_gaps BY NAME {GAPS_OF.format(intervals='all_intervals')}", gpu)
-    con.execute("DROP TABLE all_intervals")
+    _run(con, f"INSERT INTO {db}.gpu_minutes BY NAME {_of(narrow_intervals.MINUTES_OF, 'all_intervals')}", gpu)
+    _run(con, f"INSERT INTO {db}.gpu_gaps BY NAME {_of(narrow_intervals.GAPS_OF, 'all_intervals')}", gpu)
+    drop_intervals(con, "all_intervals")
     record(con, db, gpu, stored)
     return con.execute(f"SELECT count(*) FROM (SELECT DISTINCT host, gpu_index FROM {db}.gpu_samples)").fetchall()[0][0]
 
@@ -160,8 +175,9 @@ def unloaded(con: duckdb.DuckDBPyConnection, db: str, gpu, stored: tuple | None)
         FROM {db}.gpu_samples s JOIN starts t USING (host, gpu_index)
         WHERE t.context_from IS NULL OR s.sampled_at >= t.context_from""", {"margin_s": margin_s(gpu)})
     intervals(con, "unload_context", "gpu_intervals", gpu)
-    for table, query, column in (("new_minutes", MINUTES_OF, "minute"), ("new_gaps", GAPS_OF, "gap_end")):
-        _run(con, f"CREATE OR REPLACE TEMP TABLE {table} AS SELECT r.* FROM ({query.format(intervals='gpu_intervals')}) r "
+    for table, query, column in (("new_minutes", narrow_intervals.MINUTES_OF, "minute"),
+                                 ("new_gaps", narrow_intervals.GAPS_OF, "gap_end")):
+        _run(con, f"CREATE OR REPLACE TEMP TABLE {table} AS SELECT r.* FROM ({_of(query, 'gpu_intervals')}) r "
                   f"JOIN touched_gpus t USING (host, gpu_index) WHERE r.{column} >= t.since", gpu)
     replace(con, db, gpu, stored)
     return True
