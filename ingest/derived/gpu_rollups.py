@@ -4,7 +4,9 @@ SQL only, run on a connection ingest/engine/warehouse.py hands in (this module n
 warehouse). A load computes the intervals of its samples once, in its staging database: the
 file's energy total comes from them and, when the warehouse holds no samples near the new
 ones, so do the rollups the merge writes; otherwise they are recomputed over the new samples
-and the stored ones around them (`context`).
+and the stored ones around them (`context`). The rules are rollup_sql.py's (which the lake path
+runs as written); this path runs them over narrow rows (ingest/derived/narrow_intervals.py:
+numbers instead of text through the sort), the same rows.
 
 Each sample of a GPU stands for the interval up to that GPU's next sample. When the next
 sample is more than max_gap_s away (or there is none), the interval is as long as the one
