@@ -26,6 +26,7 @@ from ingest.formats.billing import billing_aws, billing_aws_dbr, billing_azure, 
 from ingest.formats.gpu import dcgm, gpu_collector, nvidia_smi
 from ingest.formats.runs import codecarbon, run_summary
 from ingest.importers import slurm, wandb_runs
+from ingest.pipeline import hash_ahead
 from ingest.settings import config, limits
 
 # serving sniffs before run_summary: run detection keys on generic fields such as "start_time";
@@ -143,6 +144,7 @@ def _ingest_file(path: Path, kind: str | None, context: ParseContext, on_progres
     try:
         src = Source.of(path, name, on_progress)
         sha256 = _sha256(path)
+        _hash_next(path)  # in a batch: the next file's hash runs while this one loads
     except OSError as error:
         summary.error = f"{name}: cannot read ({error.strerror or error})"
         return summary
@@ -268,7 +270,13 @@ def _name_too_long_lines(stage) -> None:
 
 
 def _sha256(path: Path) -> str:
-    """The file's sha256 (hex), read in chunks."""
+    """The file's sha256 (hex), read in chunks (or as the batch hashed it ahead, hash_ahead.py)."""
+    ahead = getattr(_batch, "ahead", None)
+    found = ahead.take(path) if ahead is not None else None
+    if found is not None:
+        digest_hex, stat, newlines, ends_with_newline = found
+        line_numbers.remember_count(stat, newlines, ends_with_newline)
+        return digest_hex
     digest = hashlib.sha256()
     newlines, last = 0, b"\n"  # counted on the way (bytes.count is cheap): a bill's line numbers need them
     with open(path, "rb") as handle:
@@ -327,6 +335,20 @@ def detect_bytes(name: str, data: bytes) -> ModuleType | None:
 
 
 _batch = threading.local()  # .active: files loaded on this thread leave derived tables to batch()'s end
+# (.files: the batch's files in order; .ahead: the next one being hashed, hash_ahead.Ahead)
+
+
+def _hash_next(path: Path) -> None:
+    """In a batch, start hashing the file after `path` (the one before it is done with)."""
+    files = getattr(_batch, "files", None)
+    _batch.ahead = None
+    if not files:
+        return
+    try:
+        following = files[files.index(path) + 1]
+    except (ValueError, IndexError):  # not the batch's, or its last
+        return
+    _batch.ahead = hash_ahead.Ahead(following)
 
 
 @contextmanager
@@ -343,10 +365,12 @@ def batch(files: Sequence[Path]) -> Iterator[None]:
         yield
         return
     _batch.active = len(files) > 1
+    _batch.files = list(files) if len(files) > 1 else None
     try:
         yield
     finally:
         _batch.active = False
+        _batch.files = _batch.ahead = None
     warehouse.settle_derived()  # also what an earlier load cut short left (its files now already loaded)
 
 
