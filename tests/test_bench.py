@@ -60,7 +60,9 @@ def test_the_table_has_every_row_and_is_written(fleet_run):
     for label in ("FOCUS bill", "serving windows (JSONL)", "runs (JSONL)", "trace rows (16 files)",
                   "one 4-host trace file"):
         cells = table_row(text, label)
-        assert len(cells) == 10 and re.search(r"[\d.]+× (met|\*\*not met\*\*)", cells[5]), cells
+        assert len(cells) == 11 and re.search(r"[\d.]+× (met|\*\*not met\*\*)", cells[5]), cells
+        # the ratio to pandas/json and its verdict (not slower than it)
+        assert re.search(r"^[\d.]+× of its speed (met|\*\*not met\*\*)$", cells[6]), cells
         # wall and CPU seconds of both sides, and the ratio by CPU beside the wall one
         assert re.search(r"[\d.]+ s CPU", cells[2]) and re.search(r"[\d.]+ s CPU", cells[3]), cells
         assert re.search(r"by CPU seconds [\d.]+×", cells[5]), cells
@@ -89,7 +91,7 @@ def test_every_generated_row_is_loaded_without_a_reject(fleet_run):
     }
     for label, rows in expected.items():
         cells = table_row(text, label)
-        assert cells[1] == f"{rows:,}" and cells[9] == f"{rows:,} / 0", (label, cells)
+        assert cells[1] == f"{rows:,}" and cells[10] == f"{rows:,} / 0", (label, cells)
 
 
 def test_the_dataset_is_the_same_bytes_every_time(tmp_path):

@@ -4,9 +4,8 @@ SQL only, run on a connection ingest/engine/warehouse.py hands in (this module n
 warehouse). A load computes the intervals of its samples once, in its staging database: the
 file's energy total comes from them and, when the warehouse holds no samples near the new
 ones, so do the rollups the merge writes; otherwise they are recomputed over the new samples
-and the stored ones around them (`context`). The rules are rollup_sql.py's (which the lake path
-runs as written); this path runs them over narrow rows (ingest/derived/narrow_intervals.py:
-numbers instead of text through the sort), the same rows.
+and the stored ones around them (`context`). The SQL is rollup_sql.py's, which the lake path
+runs too.
 
 Each sample of a GPU stands for the interval up to that GPU's next sample. When the next
 sample is more than max_gap_s away (or there is none), the interval is as long as the one
@@ -27,8 +26,8 @@ from datetime import datetime, timezone
 
 import duckdb
 
-from ingest.derived import derived, narrow_intervals
-from ingest.derived.rollup_sql import GAPS_OF, MINUTES_OF, SAMPLE_INTERVALS, params  # noqa: F401  (gpu_rollups.X, as before)
+from ingest.derived import derived
+from ingest.derived.rollup_sql import GAPS_OF, LABELS, MINUTES_OF, SAMPLE_INTERVALS, params
 
 
 def _run(con: duckdb.DuckDBPyConnection, sql: str, gpu) -> None:
@@ -49,21 +48,27 @@ def margin_s(gpu) -> float:
 def intervals(con: duckdb.DuckDBPyConnection, source: str, into: str, gpu) -> None:
     """Temp table `into`: every sample of `source` (a table or subquery) with its interval,
     energy (J), end and idle flag; computed once and read by the energy, minutes and gaps.
-    As narrow rows (ingest/derived/narrow_intervals.py), with temp table `into`_labels beside it."""
-    labels = narrow_intervals.labels_of(into)
-    con.execute(narrow_intervals.LABELS.format(labels=labels, source=source))
-    _run(con, narrow_intervals.INTERVALS.format(into=into, labels=labels, source=source), gpu)
+    With temp table `into`_labels beside it (rollup_sql.LABELS: the GPUs and their uuids and names
+    as numbers)."""
+    labels = labels_of(into)
+    con.execute(f"CREATE OR REPLACE TEMP TABLE {labels} AS " + LABELS.format(source=source))
+    _run(con, f"CREATE OR REPLACE TEMP TABLE {into} AS " + SAMPLE_INTERVALS.format(labels=labels, source=source), gpu)
+
+
+def labels_of(intervals: str) -> str:
+    """The name of the labels table that goes with a table of intervals."""
+    return f"{intervals}_labels"
 
 
 def drop_intervals(con: duckdb.DuckDBPyConnection, table: str) -> None:
     """Drop a table of intervals and its labels (if they are there)."""
     con.execute(f"DROP TABLE IF EXISTS {table}")
-    con.execute(f"DROP TABLE IF EXISTS {narrow_intervals.labels_of(table)}")
+    con.execute(f"DROP TABLE IF EXISTS {labels_of(table)}")
 
 
 def _of(query: str, intervals: str) -> str:
-    """narrow_intervals.MINUTES_OF or GAPS_OF over the table of intervals `intervals`."""
-    return query.format(intervals=intervals, labels=narrow_intervals.labels_of(intervals))
+    """MINUTES_OF or GAPS_OF over the table of intervals `intervals`."""
+    return query.format(intervals=intervals, labels=labels_of(intervals))
 
 
 def energy_kwh(con: duckdb.DuckDBPyConnection, table: str) -> float | None:
@@ -135,8 +140,8 @@ def derive(con: duckdb.DuckDBPyConnection, gpu, with_context: bool) -> None:
         intervals(con, f"(SELECT {columns} FROM gpu_samples UNION ALL SELECT {columns} FROM gpu_context)",
                   "gpu_intervals", gpu)
         source = "gpu_intervals"
-    for table, query, column in (("new_minutes", narrow_intervals.MINUTES_OF, "minute"),
-                                 ("new_gaps", narrow_intervals.GAPS_OF, "gap_end")):
+    for table, query, column in (("new_minutes", MINUTES_OF, "minute"),
+                                 ("new_gaps", GAPS_OF, "gap_end")):
         _run(con, f"CREATE OR REPLACE TEMP TABLE {table} AS SELECT r.* FROM ({_of(query, source)}) r "
                   f"JOIN touched_gpus t USING (host, gpu_index) WHERE r.{column} >= t.since", gpu)
     # The merge writes next: the intervals (as many rows as the samples) no longer hold memory then.
@@ -160,8 +165,8 @@ def rebuild(con: duckdb.DuckDBPyConnection, db: str, gpu, stored: tuple | None) 
     intervals(con, f"{db}.gpu_samples", "all_intervals", gpu)
     con.execute(f"DELETE FROM {db}.gpu_minutes")
     con.execute(f"DELETE FROM {db}.gpu_gaps")
-    _run(con, f"INSERT INTO {db}.gpu_minutes BY NAME {_of(narrow_intervals.MINUTES_OF, 'all_intervals')}", gpu)
-    _run(con, f"INSERT INTO {db}.gpu_gaps BY NAME {_of(narrow_intervals.GAPS_OF, 'all_intervals')}", gpu)
+    _run(con, f"INSERT INTO {db}.gpu_minutes BY NAME {_of(MINUTES_OF, 'all_intervals')}", gpu)
+    _run(con, f"INSERT INTO {db}.gpu_gaps BY NAME {_of(GAPS_OF, 'all_intervals')}", gpu)
     drop_intervals(con, "all_intervals")
     record(con, db, gpu, stored)
     return con.execute(f"SELECT count(*) FROM (SELECT DISTINCT host, gpu_index FROM {db}.gpu_samples)").fetchall()[0][0]
@@ -195,8 +200,8 @@ def unloaded(con: duckdb.DuckDBPyConnection, db: str, gpu, stored: tuple | None)
         FROM {db}.gpu_samples s JOIN starts t USING (host, gpu_index)
         WHERE t.context_from IS NULL OR s.sampled_at >= t.context_from""", {"margin_s": margin_s(gpu)})
     intervals(con, "unload_context", "gpu_intervals", gpu)
-    for table, query, column in (("new_minutes", narrow_intervals.MINUTES_OF, "minute"),
-                                 ("new_gaps", narrow_intervals.GAPS_OF, "gap_end")):
+    for table, query, column in (("new_minutes", MINUTES_OF, "minute"),
+                                 ("new_gaps", GAPS_OF, "gap_end")):
         _run(con, f"CREATE OR REPLACE TEMP TABLE {table} AS SELECT r.* FROM ({_of(query, 'gpu_intervals')}) r "
                   f"JOIN touched_gpus t USING (host, gpu_index) WHERE r.{column} >= t.since", gpu)
     replace(con, db, gpu, stored)
