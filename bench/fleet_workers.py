@@ -88,9 +88,11 @@ def naive_idle_sql() -> str:
     by the same rule as the stored rollups (ingest/derived/gpu_rollups.py SAMPLE_INTERVALS)."""
     from ingest.derived import gpu_rollups
 
-    return ("WITH samples AS (" + gpu_rollups.SAMPLE_INTERVALS.format(source="gpu_samples") + ") "
-            "SELECT host, gpu_index, sum(interval_s) FILTER (WHERE idle) / 3600 AS idle_h, "
-            "sum(interval_s) / 3600 AS observed_h FROM samples GROUP BY host, gpu_index")
+    return ("WITH labels AS (" + gpu_rollups.LABELS.format(source="gpu_samples") + "), "
+            "samples AS (" + gpu_rollups.SAMPLE_INTERVALS.format(source="gpu_samples", labels="labels") + ") "
+            "SELECT g.host, g.gpu_index, sum(interval_s) FILTER (WHERE idle) / 3600 AS idle_h, "
+            "sum(interval_s) / 3600 AS observed_h FROM samples "
+            "JOIN (SELECT DISTINCT gpu_key, host, gpu_index FROM labels) g USING (gpu_key) GROUP BY g.host, g.gpu_index")
 
 
 def queries(db: str, repeats: int) -> dict:

@@ -4,7 +4,8 @@ SQL only, run on a connection ingest/engine/warehouse.py hands in (this module n
 warehouse). A load computes the intervals of its samples once, in its staging database: the
 file's energy total comes from them and, when the warehouse holds no samples near the new
 ones, so do the rollups the merge writes; otherwise they are recomputed over the new samples
-and the stored ones around them (`context`).
+and the stored ones around them (`context`). The SQL is rollup_sql.py's, which the lake path
+runs too.
 
 Each sample of a GPU stands for the interval up to that GPU's next sample. When the next
 sample is more than max_gap_s away (or there is none), the interval is as long as the one
@@ -26,7 +27,7 @@ from datetime import datetime, timezone
 import duckdb
 
 from ingest.derived import derived
-from ingest.derived.rollup_sql import GAPS_OF, MINUTES_OF, SAMPLE_INTERVALS, params  # noqa: F401  (gpu_rollups.X, as before)
+from ingest.derived.rollup_sql import GAPS_OF, LABELS, MINUTES_OF, SAMPLE_INTERVALS, params
 
 
 def _run(con: duckdb.DuckDBPyConnection, sql: str, gpu) -> None:
@@ -46,8 +47,28 @@ def margin_s(gpu) -> float:
 
 def intervals(con: duckdb.DuckDBPyConnection, source: str, into: str, gpu) -> None:
     """Temp table `into`: every sample of `source` (a table or subquery) with its interval,
-    energy (J), end and idle flag; computed once and read by the energy, minutes and gaps."""
-    _run(con, f"CREATE OR REPLACE TEMP TABLE {into} AS " + SAMPLE_INTERVALS.format(source=source), gpu)
+    energy (J), end and idle flag; computed once and read by the energy, minutes and gaps.
+    With temp table `into`_labels beside it (rollup_sql.LABELS: the GPUs and their uuids and names
+    as numbers)."""
+    labels = labels_of(into)
+    con.execute(f"CREATE OR REPLACE TEMP TABLE {labels} AS " + LABELS.format(source=source))
+    _run(con, f"CREATE OR REPLACE TEMP TABLE {into} AS " + SAMPLE_INTERVALS.format(labels=labels, source=source), gpu)
+
+
+def labels_of(intervals: str) -> str:
+    """The name of the labels table that goes with a table of intervals."""
+    return f"{intervals}_labels"
+
+
+def drop_intervals(con: duckdb.DuckDBPyConnection, table: str) -> None:
+    """Drop a table of intervals and its labels (if they are there)."""
+    con.execute(f"DROP TABLE IF EXISTS {table}")
+    con.execute(f"DROP TABLE IF EXISTS {labels_of(table)}")
+
+
+def _of(query: str, intervals: str) -> str:
+    """MINUTES_OF or GAPS_OF over the table of intervals `intervals`."""
+    return query.format(intervals=intervals, labels=labels_of(intervals))
 
 
 def energy_kwh(con: duckdb.DuckDBPyConnection, table: str) -> float | None:
@@ -71,6 +92,9 @@ def context(con: duckdb.DuckDBPyConnection, db: str, gpu) -> int:
     touched GPUs from `since` on depend on, less those the staged ones replace: from the last
     sample at least the margin before `since`, so that intervals, holes and stretches reaching
     into the window are whole. Returns how many there are."""
+    if not stored_any(con, db):  # new GPUs (a fleet's first load): nothing stored around them
+        con.execute(f"CREATE OR REPLACE TEMP TABLE gpu_context AS SELECT * FROM {db}.gpu_samples LIMIT 0")
+        return 0
     con.execute(f"""
         CREATE OR REPLACE TEMP TABLE gpu_context AS
         WITH starts AS (
@@ -88,6 +112,21 @@ def context(con: duckdb.DuckDBPyConnection, db: str, gpu) -> int:
     return con.execute("SELECT count(*) FROM gpu_context").fetchall()[0][0]
 
 
+def stored_any(con: duckdb.DuckDBPyConnection, db: str) -> bool:
+    """Whether database `db` holds any sample of the GPUs of temp table touched_gpus. The hosts
+    are bound as constants, so the scan skips the row groups whose host range excludes them (a
+    trace file is most often one host's, its rows stored together): the full context query
+    joined the staged samples against every stored one, ~0.08 CPU s a file and growing with the
+    warehouse."""
+    hosts = [host for (host,) in con.execute("SELECT DISTINCT host FROM touched_gpus").fetchall()]
+    if not hosts:
+        return False
+    marks = ", ".join("?" * len(hosts))
+    return con.execute(f"SELECT EXISTS (SELECT 1 FROM {db}.gpu_samples s WHERE s.host IN ({marks}) AND EXISTS ("
+                       "SELECT 1 FROM touched_gpus t WHERE t.host = s.host AND t.gpu_index = s.gpu_index))",
+                       hosts).fetchall()[0][0]
+
+
 def derive(con: duckdb.DuckDBPyConnection, gpu, with_context: bool) -> None:
     """Temp tables new_minutes and new_gaps: the touched GPUs' rollups from `since` on, from the
     staged samples' intervals (file_intervals, computed again if gone) or, with stored samples
@@ -101,13 +140,14 @@ def derive(con: duckdb.DuckDBPyConnection, gpu, with_context: bool) -> None:
         intervals(con, f"(SELECT {columns} FROM gpu_samples UNION ALL SELECT {columns} FROM gpu_context)",
                   "gpu_intervals", gpu)
         source = "gpu_intervals"
-    for table, query, column in (("new_minutes", MINUTES_OF, "minute"), ("new_gaps", GAPS_OF, "gap_end")):
-        _run(con, f"CREATE OR REPLACE TEMP TABLE {table} AS SELECT r.* FROM ({query.format(intervals=source)}) r "
+    for table, query, column in (("new_minutes", MINUTES_OF, "minute"),
+                                 ("new_gaps", GAPS_OF, "gap_end")):
+        _run(con, f"CREATE OR REPLACE TEMP TABLE {table} AS SELECT r.* FROM ({_of(query, source)}) r "
                   f"JOIN touched_gpus t USING (host, gpu_index) WHERE r.{column} >= t.since", gpu)
     # The merge writes next: the intervals (as many rows as the samples) no longer hold memory then.
-    con.execute(f"DROP TABLE {source}")
+    drop_intervals(con, source)
     if with_context:
-        con.execute("DROP TABLE IF EXISTS file_intervals")
+        drop_intervals(con, "file_intervals")
 
 
 def replace(con: duckdb.DuckDBPyConnection, db: str, gpu, stored: tuple | None) -> None:
@@ -125,9 +165,9 @@ def rebuild(con: duckdb.DuckDBPyConnection, db: str, gpu, stored: tuple | None) 
     intervals(con, f"{db}.gpu_samples", "all_intervals", gpu)
     con.execute(f"DELETE FROM {db}.gpu_minutes")
     con.execute(f"DELETE FROM {db}.gpu_gaps")
-    _run(con, f"INSERT INTO {db}.gpu_minutes BY NAME {MINUTES_OF.format(intervals='all_intervals')}", gpu)
-    _run(con, f"INSERT INTO {db}.gpu_gaps BY NAME {GAPS_OF.format(intervals='all_intervals')}", gpu)
-    con.execute("DROP TABLE all_intervals")
+    _run(con, f"INSERT INTO {db}.gpu_minutes BY NAME {_of(MINUTES_OF, 'all_intervals')}", gpu)
+    _run(con, f"INSERT INTO {db}.gpu_gaps BY NAME {_of(GAPS_OF, 'all_intervals')}", gpu)
+    drop_intervals(con, "all_intervals")
     record(con, db, gpu, stored)
     return con.execute(f"SELECT count(*) FROM (SELECT DISTINCT host, gpu_index FROM {db}.gpu_samples)").fetchall()[0][0]
 
@@ -160,8 +200,9 @@ def unloaded(con: duckdb.DuckDBPyConnection, db: str, gpu, stored: tuple | None)
         FROM {db}.gpu_samples s JOIN starts t USING (host, gpu_index)
         WHERE t.context_from IS NULL OR s.sampled_at >= t.context_from""", {"margin_s": margin_s(gpu)})
     intervals(con, "unload_context", "gpu_intervals", gpu)
-    for table, query, column in (("new_minutes", MINUTES_OF, "minute"), ("new_gaps", GAPS_OF, "gap_end")):
-        _run(con, f"CREATE OR REPLACE TEMP TABLE {table} AS SELECT r.* FROM ({query.format(intervals='gpu_intervals')}) r "
+    for table, query, column in (("new_minutes", MINUTES_OF, "minute"),
+                                 ("new_gaps", GAPS_OF, "gap_end")):
+        _run(con, f"CREATE OR REPLACE TEMP TABLE {table} AS SELECT r.* FROM ({_of(query, 'gpu_intervals')}) r "
                   f"JOIN touched_gpus t USING (host, gpu_index) WHERE r.{column} >= t.since", gpu)
     replace(con, db, gpu, stored)
     return True

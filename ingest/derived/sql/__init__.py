@@ -356,11 +356,13 @@ def _bind(sql: str, params: dict) -> str:
 
 def base_steps(settings: Settings) -> list[Step]:
     """The derived tables that do not depend on the month, in order."""
-    intervals = _bind(gpu_rollups.SAMPLE_INTERVALS.format(source="gpu_samples"), settings.gpu)
-    minutes = _bind(gpu_rollups.MINUTES_OF.format(intervals="sample_intervals"), settings.gpu)
-    gaps = _bind(gpu_rollups.GAPS_OF.format(intervals="sample_intervals"), settings.gpu)
+    labels = gpu_rollups.LABELS.format(source="gpu_samples")
+    intervals = _bind(gpu_rollups.SAMPLE_INTERVALS.format(source="gpu_samples", labels="sample_labels"), settings.gpu)
+    minutes = _bind(gpu_rollups.MINUTES_OF.format(intervals="sample_intervals", labels="sample_labels"), settings.gpu)
+    gaps = _bind(gpu_rollups.GAPS_OF.format(intervals="sample_intervals", labels="sample_labels"), settings.gpu)
     match = {"run_tag": literal(settings.run_tag), "slack_s": literal(settings.slack_s)}
     return [
+        Step("sample_labels", labels, stored=False),
         Step("sample_intervals", inline_scalars(intervals), stored=False),
         Step("gpu_minutes", inline_scalars(minutes)),
         Step("gpu_gaps", inline_scalars(gaps)),
