@@ -6,13 +6,12 @@ for files that do not open as JSON."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import duckdb
 import pytest
+
+from tests import import_probe
 
 REPO = Path(__file__).resolve().parents[1]
 BILL_MODULES = ("ingest.formats.billing.billing_focus", "ingest.formats.billing.billing_aws",
@@ -23,25 +22,9 @@ OTHER_MODULES = ("ingest.formats.mixed_scrape", "ingest.formats.serving_metrics"
                  "ingest.importers.slurm", "hostlist")
 WATCHED = (*BILL_MODULES, *TRACE_MODULES, *OTHER_MODULES, "ingest.formats.serving", "ingest.formats.runs.run_summary")
 
-# Runs `mlcost ARGS...` in this process, then prints which of the watched modules were imported.
-PROBE = """
-import json, sys
-from mlcost.cli import main
-watched = sys.argv[1].split(",")
-try:
-    code = main(sys.argv[2:])
-except SystemExit as stop:
-    code = stop.code
-print(json.dumps({"code": code, "imported": [name for name in watched if name in sys.modules]}), file=sys.stderr)
-"""
-
-
 def _ingest(tmp_path: Path, *args: str) -> tuple[int, set[str]]:
-    env = {**os.environ, "PYTHONPATH": str(REPO), "MLCOST_DB": str(tmp_path / "w.duckdb")}
-    done = subprocess.run([sys.executable, "-c", PROBE, ",".join(WATCHED), "ingest", "--json", *args], env=env,
-                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
-    record = json.loads(done.stderr.strip().splitlines()[-1])
-    return record["code"], set(record["imported"])
+    code, modules = import_probe.imported(["ingest", "--json", *args], WATCHED, tmp_path / "w.duckdb", cwd=tmp_path)
+    return code, set(modules)
 
 
 def _rows(tmp_path: Path, table: str) -> int:

@@ -3,36 +3,14 @@ commands that only read or merge start without every parser (real processes, rea
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import duckdb
 
+from tests.import_probe import imported
+
 REPO = Path(__file__).resolve().parents[1]
 DASHBOARD_LIBRARIES = ("streamlit", "plotly", "pandas", "boto3", "app")
-
-# Runs `mlcost ARGS...` in this process, then prints which of the watched modules were imported.
-PROBE = """
-import json, sys
-from mlcost.cli import main
-watched = sys.argv[1].split(",")
-try:
-    code = main(sys.argv[2:])
-except SystemExit as stop:
-    code = stop.code
-print(json.dumps({"code": code, "imported": [name for name in watched if name in sys.modules]}), file=sys.stderr)
-"""
-
-
-def _imported(args: list[str], watched: tuple[str, ...], db: Path) -> tuple[int, list[str]]:
-    env = {**os.environ, "PYTHONPATH": str(REPO), "MLCOST_DB": str(db)}
-    done = subprocess.run([sys.executable, "-c", PROBE, ",".join(watched), *args], env=env, cwd=REPO,
-                          capture_output=True, text=True, timeout=300)
-    record = json.loads(done.stderr.strip().splitlines()[-1])
-    return record["code"], record["imported"]
-
 
 def test_kind_choices_are_the_loaders_kinds():
     from ingest.pipeline import loader
@@ -48,7 +26,7 @@ def test_ingest_starts_without_the_dashboard_libraries(tmp_path):
     plain = [json.dumps({k: v for k, v in json.loads(line).items() if k not in ("batch_size", "epochs", "tokens_per_sec")})
              for line in (REPO / "sample_data" / "runs.jsonl").read_text().splitlines()[:20]]
     runs.write_text("\n".join(plain) + "\n{not json\n")
-    code, imported = _imported(["ingest", str(runs), "--json"], DASHBOARD_LIBRARIES, tmp_path / "w.duckdb")
+    code, imported = imported(["ingest", str(runs), "--json"], DASHBOARD_LIBRARIES, tmp_path / "w.duckdb")
     assert imported == []
     assert code == 1  # the bad line is a reject, so the command says there were problems
     with duckdb.connect(str(tmp_path / "w.duckdb"), read_only=True) as con:
@@ -58,13 +36,13 @@ def test_ingest_starts_without_the_dashboard_libraries(tmp_path):
 
 def test_trace_ingest_starts_without_the_dashboard_libraries(tmp_path):
     trace = REPO / "sample_data" / "gpu_traces" / "gpu-node-1_2026-08.csv.gz"
-    code, imported = _imported(["ingest", str(trace), "--json"], DASHBOARD_LIBRARIES, tmp_path / "w.duckdb")
+    code, imported = imported(["ingest", str(trace), "--json"], DASHBOARD_LIBRARIES, tmp_path / "w.duckdb")
     assert (code, imported) == (0, [])
 
 
 def test_help_and_reading_commands_import_no_parser(tmp_path):
     watched = ("ingest.pipeline.loader", "pyarrow", "prometheus_client", "yaml", "tqdm", *DASHBOARD_LIBRARIES)
-    code, imported = _imported(["--help"], watched, tmp_path / "w.duckdb")
+    code, imported = imported(["--help"], watched, tmp_path / "w.duckdb")
     assert (code, imported) == (0, [])
-    code, imported = _imported(["rollup"], watched, tmp_path / "w.duckdb")
+    code, imported = imported(["rollup"], watched, tmp_path / "w.duckdb")
     assert (code, imported) == (0, [])
