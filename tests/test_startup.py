@@ -7,7 +7,7 @@ from pathlib import Path
 
 import duckdb
 
-from tests.import_probe import imported
+from tests import import_probe
 
 REPO = Path(__file__).resolve().parents[1]
 DASHBOARD_LIBRARIES = ("streamlit", "plotly", "pandas", "boto3", "app")
@@ -26,7 +26,7 @@ def test_ingest_starts_without_the_dashboard_libraries(tmp_path):
     plain = [json.dumps({k: v for k, v in json.loads(line).items() if k not in ("batch_size", "epochs", "tokens_per_sec")})
              for line in (REPO / "sample_data" / "runs.jsonl").read_text().splitlines()[:20]]
     runs.write_text("\n".join(plain) + "\n{not json\n")
-    code, imported = imported(["ingest", str(runs), "--json"], DASHBOARD_LIBRARIES, tmp_path / "w.duckdb")
+    code, imported = import_probe.imported(["ingest", str(runs), "--json"], DASHBOARD_LIBRARIES, tmp_path / "w.duckdb")
     assert imported == []
     assert code == 1  # the bad line is a reject, so the command says there were problems
     with duckdb.connect(str(tmp_path / "w.duckdb"), read_only=True) as con:
@@ -36,13 +36,13 @@ def test_ingest_starts_without_the_dashboard_libraries(tmp_path):
 
 def test_trace_ingest_starts_without_the_dashboard_libraries(tmp_path):
     trace = REPO / "sample_data" / "gpu_traces" / "gpu-node-1_2026-08.csv.gz"
-    code, imported = imported(["ingest", str(trace), "--json"], DASHBOARD_LIBRARIES, tmp_path / "w.duckdb")
+    code, imported = import_probe.imported(["ingest", str(trace), "--json"], DASHBOARD_LIBRARIES, tmp_path / "w.duckdb")
     assert (code, imported) == (0, [])
 
 
 def test_help_and_reading_commands_import_no_parser(tmp_path):
     watched = ("ingest.pipeline.loader", "pyarrow", "prometheus_client", "yaml", "tqdm", *DASHBOARD_LIBRARIES)
-    code, imported = imported(["--help"], watched, tmp_path / "w.duckdb")
+    code, imported = import_probe.imported(["--help"], watched, tmp_path / "w.duckdb")
     assert (code, imported) == (0, [])
-    code, imported = imported(["rollup"], watched, tmp_path / "w.duckdb")
+    code, imported = import_probe.imported(["rollup"], watched, tmp_path / "w.duckdb")
     assert (code, imported) == (0, [])
