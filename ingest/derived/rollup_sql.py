@@ -42,6 +42,8 @@ WITH narrow AS (
            lead(power_w) OVER w                     AS next_power_w,
            lead(energy_mj) OVER w                   AS next_energy_mj,
            row_number() OVER w                      AS rn,
+           -- low samples so far: along a run of low samples rn - lows stays the same (idle stretches
+           -- without a second sort of every sample: only runs with a hole inside are sorted again)
            sum(CASE WHEN gpu_util_pct <= $idle_util_max_pct
                          AND ($idle_power_max_w IS NULL OR power_w <= $idle_power_max_w) THEN 1 ELSE 0 END)
                OVER (PARTITION BY gpu_key ORDER BY at_us ROWS UNBOUNDED PRECEDING) AS lows
@@ -62,13 +64,13 @@ WITH narrow AS (
 ), stretched AS (
     SELECT *, coalesce(paired_energy_j, power_w * interval_s) AS energy_j,
            at_us + CAST(round(interval_s * 1e6) AS BIGINT) AS end_us,
-           rn - lows AS low_run
+           rn - lows AS low_run  -- the same for the low samples of one run of them (unbroken by other samples)
     FROM intervals
-), low_runs AS (
+), low_runs AS (  -- a run of low samples is one stretch unless a hole lies inside it
     SELECT gpu_key, low_run, sum(interval_s) AS run_s,
            min(rn) < max(rn) FILTER (WHERE prev_s > $max_gap_s) AS holed
     FROM stretched WHERE low GROUP BY ALL
-), split_stretches AS (
+), split_stretches AS (  -- the stretches of the few runs with a hole inside: the holes cut them
     SELECT gpu_key, rn, sum(interval_s) OVER (PARTITION BY gpu_key, low_run, piece) AS stretch_s
     FROM (SELECT s.gpu_key, s.low_run, s.rn, s.interval_s,
                  sum(CASE WHEN s.prev_s > $max_gap_s THEN 1 ELSE 0 END)
@@ -83,7 +85,7 @@ FROM stretched s LEFT JOIN low_runs l USING (gpu_key, low_run) LEFT JOIN split_s
 
 # Per GPU and UTC minute, from a table of SAMPLE_INTERVALS and its {labels}.
 MINUTES_OF = """
-WITH pieces AS (
+WITH pieces AS (  -- most intervals lie within one minute: only the others are cut into minutes
     SELECT *, at_us - at_us % 60000000 AS minute_us
     FROM {intervals} WHERE interval_s > 0 AND (end_us - 1) - (end_us - 1) % 60000000 = at_us - at_us % 60000000
     UNION ALL
