@@ -245,3 +245,33 @@ def test_without_the_merges_deletes_the_tables_would_keep_every_copy(tmp_path, w
     windows, runs, evals = load_twice_and_restated(tmp_path)
     assert len(windows) == 4 + 5 + 2 and len(runs) == 2 + 3 + 1  # every load's keys (one per key within a file)
     assert len(evals) > 2
+
+
+def test_overlapped_windows_are_those_plain_python_finds():
+    """wh_merge.OVERLAPPING_WINDOWS (an ASOF match on the latest reach) against every pair compared
+    in Python: random windows of a few series (a host NULL, lengths and steps mixed, ties in start)."""
+    import random
+
+    rng = random.Random(42)
+    con = duckdb.connect()
+    con.execute("ATTACH ':memory:' AS wh")
+    for table in ("wh.serving_windows", "serving_windows"):
+        con.execute(f"CREATE TABLE {table} (window_key VARCHAR, service VARCHAR, model_version VARCHAR, "
+                    "host VARCHAR, window_start TIMESTAMPTZ, window_end TIMESTAMPTZ)")
+    series = [("chat", "v1", "h1"), ("chat", "v1", None), ("chat", "v2", "h1"), ("rank", "v1", "h1")]
+    base = datetime(2026, 8, 1, tzinfo=UTC).timestamp()
+    windows: dict[str, list[tuple]] = {"wh.serving_windows": [], "serving_windows": []}
+    for table, count in (("wh.serving_windows", 400), ("serving_windows", 60)):
+        for i in range(count):
+            service, version, host = rng.choice(series)
+            start = rng.randrange(0, 48 * 60) * 60
+            end = start + rng.choice([60, 300, 3600, 7200, 86400])
+            windows[table].append((f"{table}-{i}", service, version, host, start, end))
+        con.executemany(f"INSERT INTO {table} VALUES (?, ?, ?, ?, to_timestamp(?), to_timestamp(?))",
+                        [(k, s, v, h, base + a, base + b) for k, s, v, h, a, b in windows[table]])
+    con.execute(wh_merge.OVERLAPPING_WINDOWS)
+    found = {key for (key,) in con.execute("SELECT window_key FROM overlapped_windows").fetchall()}
+    expected = {w[0] for w in windows["wh.serving_windows"] for n in windows["serving_windows"]
+                if w[1:4] == n[1:4] and w[4] < n[5] and n[4] < w[5]}
+    assert found == expected
+    assert 0 < len(expected) < 400
