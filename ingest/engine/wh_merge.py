@@ -32,17 +32,21 @@ REPLACE_BY: dict[str, str | tuple[str, ...]] = {
 # no later than that one (peers included), so some new window overlaps it iff reach > its start.
 OVERLAPPING_WINDOWS = """
 CREATE OR REPLACE TEMP TABLE overlapped_windows AS
-WITH new AS (
-    SELECT service, model_version, coalesce(host, '') AS host, window_start,
-           max(window_end) OVER (PARTITION BY service, model_version, coalesce(host, '') ORDER BY window_start) AS reach
-    FROM serving_windows
-), span AS (
-    SELECT service, model_version, host, min(window_start) AS first_start, max(reach) AS last_end FROM new GROUP BY ALL
+WITH span AS (
+    SELECT service, model_version, coalesce(host, '') AS host, min(window_start) AS first_start,
+           max(window_end) AS last_end
+    FROM serving_windows GROUP BY ALL
 ), stored AS (
     SELECT w.window_key, w.service, w.model_version, coalesce(w.host, '') AS host, w.window_start, w.window_end
     FROM wh.serving_windows w JOIN span
       ON w.service = span.service AND w.model_version = span.model_version AND coalesce(w.host, '') = span.host
      AND w.window_start < span.last_end AND span.first_start < w.window_end
+), new AS (  -- only the series with stored windows in their span (none in a fresh warehouse)
+    SELECT n.service, n.model_version, coalesce(n.host, '') AS host, n.window_start,
+           max(n.window_end) OVER (PARTITION BY n.service, n.model_version, coalesce(n.host, '')
+                                   ORDER BY n.window_start) AS reach
+    FROM serving_windows n SEMI JOIN (SELECT DISTINCT service, model_version, host FROM stored) s
+      ON n.service = s.service AND n.model_version = s.model_version AND coalesce(n.host, '') = s.host
 )
 SELECT DISTINCT s.window_key FROM stored s ASOF JOIN new n
   ON s.service = n.service AND s.model_version = n.model_version AND s.host = n.host AND s.window_end > n.window_start
