@@ -37,6 +37,7 @@ from typing import Callable, Iterator, TypeVar
 import duckdb
 
 from ingest.derived import derived
+from ingest.engine import wh_migrate
 
 DEFAULT_DB = "mlcost.duckdb"
 LOCK_WAIT_S = float(os.environ.get("MLCOST_LOCK_WAIT_S", "30"))
@@ -444,7 +445,13 @@ def _put_schema(con: duckdb.DuckDBPyConnection) -> None:
     stored_before = {row[0] for row in con.execute(
         "SELECT table_name FROM duckdb_tables() WHERE table_name IN ('run_gpu_energy', 'billing_line_runs')"
     ).fetchall()}
-    con.execute(text)
+    if wh_migrate.keyed(con):  # tables made with keys schema.sql no longer declares: rebuilt, rows kept
+        with transaction(con):
+            aside = wh_migrate.set_aside(con)
+            con.execute(text)
+            wh_migrate.move_back(con, aside)
+    else:
+        con.execute(text)
     with transaction(con):
         # a warehouse from before these were stored
         # a warehouse from before run_gpu_energy, or whose stored GPU days and run energy an older

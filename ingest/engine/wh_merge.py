@@ -25,18 +25,32 @@ REPLACE_BY: dict[str, str | tuple[str, ...]] = {
 # A serving window replaces the stored windows of its series (service, model version, host) whose
 # span overlaps its own, not only the one with its start: the same range imported again with
 # another step (or a file restating a period at another granularity) must not count twice.
-# Stored windows are first narrowed to each series' span in the file.
+# Stored windows are first narrowed to each series' span in the file. Then, rather than joining
+# every stored window to every new one of its series (quadratic per series: 5.4 CPU s for 500k
+# windows loaded again in 72 series), each stored window is matched (ASOF) to the new window of its
+# series with the latest start before its end: `reach` is the latest end of the new windows starting
+# no later than that one (peers included), so some new window overlaps it iff reach > its start.
 OVERLAPPING_WINDOWS = """
 CREATE OR REPLACE TEMP TABLE overlapped_windows AS
-SELECT DISTINCT w.window_key FROM wh.serving_windows w
-JOIN (SELECT service, model_version, coalesce(host, '') AS host, min(window_start) AS first_start,
-             max(window_end) AS last_end
-      FROM serving_windows GROUP BY ALL) span
-  ON w.service = span.service AND w.model_version = span.model_version AND coalesce(w.host, '') = span.host
- AND w.window_start < span.last_end AND span.first_start < w.window_end
-JOIN serving_windows n
-  ON w.service = n.service AND w.model_version = n.model_version AND coalesce(w.host, '') = coalesce(n.host, '')
- AND w.window_start < n.window_end AND n.window_start < w.window_end
+WITH span AS (
+    SELECT service, model_version, coalesce(host, '') AS host, min(window_start) AS first_start,
+           max(window_end) AS last_end
+    FROM serving_windows GROUP BY ALL
+), stored AS (
+    SELECT w.window_key, w.service, w.model_version, coalesce(w.host, '') AS host, w.window_start, w.window_end
+    FROM wh.serving_windows w JOIN span
+      ON w.service = span.service AND w.model_version = span.model_version AND coalesce(w.host, '') = span.host
+     AND w.window_start < span.last_end AND span.first_start < w.window_end
+), new AS (  -- only the series with stored windows in their span (none in a fresh warehouse)
+    SELECT n.service, n.model_version, coalesce(n.host, '') AS host, n.window_start,
+           max(n.window_end) OVER (PARTITION BY n.service, n.model_version, coalesce(n.host, '')
+                                   ORDER BY n.window_start) AS reach
+    FROM serving_windows n SEMI JOIN (SELECT DISTINCT service, model_version, host FROM stored) s
+      ON n.service = s.service AND n.model_version = s.model_version AND coalesce(n.host, '') = s.host
+)
+SELECT DISTINCT s.window_key FROM stored s ASOF JOIN new n
+  ON s.service = n.service AND s.model_version = n.model_version AND s.host = n.host AND s.window_end > n.window_start
+WHERE n.reach > s.window_start
 """
 
 
