@@ -691,8 +691,8 @@ CREATE OR REPLACE MACRO bill_allocation_pieces(alloc_start, alloc_end, run_tag, 
                                                stored := false) AS TABLE
 -- `lines` is not materialised: each reader scans the warehouse's compressed lines again for just the
 -- columns it uses (a 1M-line bill: 273 MB materialised, read back 4 times and spilled next to a load's
--- staging, 2.7 -> 1.4 CPU s; 1.6 -> 1.2 unspilled). gpu_rule is still computed once per line: only
--- other_pieces and piece_lines read it, and they take disjoint lines.
+-- staging, 2.7 -> 1.4 CPU s; 1.6 -> 1.2 unspilled). Only other_pieces and piece_lines read gpu_rule,
+-- and they take disjoint lines.
 WITH lines AS NOT MATERIALIZED (
     SELECT l.*, epoch(l.charge_period_end - l.charge_period_start) AS line_s,
            -- once per line: its regular expressions cost more than the rest of the allocation
