@@ -214,3 +214,53 @@ def test_serving_lists_without_keep_empty(tmp_path, monkeypatch):
 def test_the_quirk_pattern_catches(text):
     assert batch_sql.duckdb.connect().execute("SELECT regexp_matches(?, ?)", [f'{{"run_id": "r", {text}}}',
                                                                             quirk_pattern(run_summary.RUNS)]).fetchone()[0]
+
+
+ODD = [1.5, "1", True, False, None, 1e3, -0, 0, 10**6, 10**6 + 1, -(10**6), [1], {"a": 1}, " x", "x ", "", "x]", "é",
+       12345678901234567890, 1e15, 1e16, -1, 2.0, "GPU-a", "\u00a0"]
+
+
+def _odd_record(rng: random.Random, n: int) -> str:
+    """A fleet-like run line, often with one odd value in its lists, tags or items (or a key
+    repeated, unknown, escaped or spaced out in its text)."""
+    record = {"run_id": f"r{n}", "gpu_indices": [rng.randrange(8)], "gpu_uuids": [f"GPU-{rng.getrandbits(64):016x}"],
+              "tags": {"team": "nlp", "seed": rng.randrange(100)},
+              "eval_history": [{"elapsed_s": 10.5 * k, "step": k, "value": round(rng.random(), 4)} for k in range(3)]}
+    where = rng.randrange(9)
+    odd = rng.choice(ODD)
+    if where == 0:
+        record["gpu_indices"].append(odd)
+    elif where == 1:
+        record["gpu_uuids"].append(odd)
+    elif where == 2:
+        record["tags"][rng.choice(["team", "new", ""])] = odd
+    elif where == 3:
+        record["eval_history"][rng.randrange(3)][rng.choice(["value", "step", "elapsed_s", "time", "note"])] = odd
+    elif where == 4:
+        record[rng.choice(["gpu_indices", "gpu_uuids", "tags", "eval_history"])] = odd
+    elif where == 5:
+        record["eval_history"].append(odd)
+    text = json.dumps(record, ensure_ascii=rng.random() < 0.5)[:-1] + f", {HEAD}}}"
+    twist = rng.randrange(12)
+    if twist == 0:
+        text = text.replace('"seed": ', '"seed": 1, "seed": ', 1)  # a repeated name in the tags
+    elif twist == 1:
+        text = text.replace('"step": 0', '"step": 0, "step": 5', 1)  # ... in an item
+    elif twist == 2:
+        text = text.replace('"team"', '"te\\u0061m"', 1)
+    elif twist == 3:
+        text = text.replace('"value":', '"value" :', 1)
+    elif twist == 4:
+        text = text.replace("[", "[ ", 1).replace(", ", ",", 3)
+    return text
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_odd_nested_values_load_as_the_reader_reads_them(tmp_path, monkeypatch, seed):
+    rng = random.Random(seed)
+    path = tmp_path / "odd.jsonl"
+    path.write_text("\n".join(_odd_record(rng, n) for n in range(400)) + "\n", encoding="utf-8")
+    got, want, paths = _both_ways(run_summary.RUNS, path, monkeypatch)
+    assert got == want
+    assert len(want["rejects"]) > 20 and len(want["run_evals"]) > 600
+    assert 0.15 < sum(way == "lenient" for way in paths.values()) / 400 < 0.9  # the lenient pass read some, not all
