@@ -264,3 +264,23 @@ def test_odd_nested_values_load_as_the_reader_reads_them(tmp_path, monkeypatch, 
     assert got == want
     assert len(want["rejects"]) > 20 and len(want["run_evals"]) > 600
     assert 0.15 < sum(way == "lenient" for way in paths.values()) / 400 < 0.9  # the lenient pass read some, not all
+
+
+def test_a_spelling_the_batchs_first_lines_do_not_give_goes_to_the_strict_read(tmp_path, monkeypatch):
+    """The lenient read transforms only the keys the batch's first lines give (batch_sql._keys_seen):
+    a later line with another spelling of a field (avg_gpu_util_pct for avg_gpu_util, start_time
+    for window_start), or a field none gave, is not trusted and loads by the strict read alike."""
+    head = ('"service": "s", "model_version": "v1", "requests_total": 10, "requests_success": 9, "cost_usd": 0.5, '
+            '"window_end": "2026-10-01T00:02:00Z"')
+    first = [f'{{"host": "h{n}", "window_start": "2026-10-01T00:00:00Z", "avg_gpu_util": {n}, {head}}}' for n in range(6)]
+    later = [f'{{"host": "x1", "window_start": "2026-10-01T00:00:00Z", "avg_gpu_util_pct": 5, {head}}}',
+             f'{{"host": "x2", "start_time": "2026-10-01T00:00:00Z", "avg_gpu_util": 5, {head}}}',
+             f'{{"host": "x3", "window_start": "2026-10-01T00:00:00Z", "avg_gpu_util": 5, "gpu_uuids": ["a"], {head}}}',
+             f'{{"host": "x4", "window_start": "2026-10-01T00:00:00Z", "avg_gpu_util": 500, "energy_kwh": null, {head}}}']
+    path = tmp_path / "serving.jsonl"
+    path.write_text("\n".join(first + later) + "\n", encoding="utf-8")
+    seen = {key for line in first for key in json.loads(line)}
+    monkeypatch.setattr(batch_sql, "_keys_seen", lambda con: seen)
+    got, want, paths = _both_ways(serving.SERVING, path, monkeypatch, lenient_first=False)
+    assert got == want and len(want["serving_windows"]) == 9 and len(want["rejects"]) == 1  # 500 % is refused
+    assert paths == {**{n: "lenient" for n in range(1, 7)}, 7: "strict", 8: "strict", 9: "strict", 10: "reader"}

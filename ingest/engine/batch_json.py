@@ -200,23 +200,31 @@ def quirk_pattern(definition: Definition) -> str:
     ))
 
 
-def lenient_fields(definition: Definition, ctx: ParseContext) -> str:
+def lenient_fields(definition: Definition, ctx: ParseContext, seen: set[str] | None = None) -> str:
     """CTEs ending in `typed` for JSON lines: every field read straight to its type by one
     json_transform (lists, maps and items too: batch_nested), trusted only on lines without a
     quirk (quirk_pattern) whose every key is a known field with a value (`object`; a repeated
     key, where Python keeps the last value and SQL the first, fails it: a string without escapes
-    holds no quote, so each `":` ends a key) and whose lists, maps and items are plain."""
+    holds no quote, so each `":` ends a key) and whose lists, maps and items are plain.
+    With `seen` (the keys a batch's first lines give), only those spellings are transformed: a
+    line giving another is not trusted (its key is not counted), and goes to the strict read."""
+    if seen is not None and not seen & ({name for f in definition.fields for name in f.spellings}
+                                        | {items.field for items in definition.items}):
+        seen = None  # no key of the definition: the whole structure (a line's keys are still counted)
     scalars = scalars_of(definition)
-    entries = [f'"{name}": "{READ_SQL_TYPE[f.type]}"' for f in scalars for name in f.spellings]
-    structure = "{" + ", ".join(entries + batch_nested.structure(definition)) + "}"
-    filled = " + ".join([f"CAST(v.{name} IS NOT NULL AS INTEGER)" for f in scalars for name in f.spellings]
-                        + batch_nested.counted(definition))
-    nested_plain = "".join(f" AND {check}" for check in batch_nested.plain(definition))
+    spelled = {f.column: [name for name in f.spellings if seen is None or name in seen] for f in scalars}
+    entries = [f'"{name}": "{READ_SQL_TYPE[f.type]}"' for f in scalars for name in spelled[f.column]]
+    structure = "{" + ", ".join(entries + batch_nested.structure(definition, seen)) + "}"
+    filled = " + ".join([f"CAST(v.{name} IS NOT NULL AS INTEGER)" for f in scalars for name in spelled[f.column]]
+                        + batch_nested.counted(definition, seen=seen)) or "0"
+    nested_plain = "".join(f" AND {check}" for check in batch_nested.plain(definition, seen=seen))
     columns = []
     for f in scalars:
-        found = [f"nullif(v.{name}, '')" if f.type in (TEXT, TIME) else f"v.{name}" for name in f.spellings]
-        columns.append(f"{found[0] if len(found) == 1 else f'coalesce({chr(44).join(found)})'} AS {f.column}_text")
-    columns += batch_nested.typed(definition)
+        found = [f"nullif(v.{name}, '')" if f.type in (TEXT, TIME) else f"v.{name}" for name in spelled[f.column]]
+        value = found[0] if len(found) == 1 else f"coalesce({', '.join(found)})" if found else \
+            f"CAST(NULL AS {READ_SQL_TYPE[f.type]})"  # no spelling seen: the line giving one is not trusted
+        columns.append(f"{value} AS {f.column}_text")
+    columns += batch_nested.typed(definition, seen=seen)
     typed = [f"CASE WHEN {time_ok(ctx, f'{f.column}_text')} THEN TRY_CAST({f.column}_text AS TIMESTAMPTZ) END AS {f.column}"
              for f in scalars_of(definition, TIME)]
     typed += [f"{f.column}_text AS {f.column}" for f in scalars_of(definition, COUNT, NUMBER, PERCENT, TEXT)]

@@ -86,24 +86,31 @@ def item_keys(definition: Definition, *types: str) -> list[str]:
     return [name for items in definition.items for f in items.fields if f.type in types for name in f.spellings]
 
 
-def structure(definition: Definition) -> list[str]:
+def _read(name: str, seen: set[str] | None) -> bool:
+    """Whether the lenient pass transforms the key `name` (a batch's lines gave it, or all are read):
+    a line giving a key not transformed is not trusted (the key is not counted)."""
+    return seen is None or name in seen
+
+
+def structure(definition: Definition, seen: set[str] | None = None) -> list[str]:
     """The json_transform structure's entries for the lists, maps and items."""
-    entries = [f'"{f.column}": ["{"BIGINT" if f.type == COUNT_LIST else "VARCHAR"}"]' for f in lists_of(definition)]
-    entries += [f'"{f.column}": "MAP(VARCHAR, JSON)"' for f in maps_of(definition)]
+    entries = [f'"{f.column}": ["{"BIGINT" if f.type == COUNT_LIST else "VARCHAR"}"]' for f in lists_of(definition)
+               if _read(f.column, seen)]
+    entries += [f'"{f.column}": "MAP(VARCHAR, JSON)"' for f in maps_of(definition) if _read(f.column, seen)]
     for items in definition.items:
-        if _items_read(items):
+        if _items_read(items) and _read(items.field, seen):
             fields = ", ".join(f'"{name}": "{SQL_TYPE[f.type]}"' for f in item_columns(items) for name in f.spellings)
             entries.append(f'"{items.field}": [{{{fields}}}]')
     return entries
 
 
-def counted(definition: Definition, v: str = "v") -> list[str]:
+def counted(definition: Definition, v: str = "v", seen: set[str] | None = None) -> list[str]:
     """SQL: how many keys (`":`) each list, map and items of the transformed line `v` accounts
     for: its own and, for a map, its names, for items each value given."""
-    found = [f"CAST({v}.{f.column} IS NOT NULL AS INTEGER)" for f in lists_of(definition)]
-    found += [f"coalesce(1 + cardinality({v}.{f.column}), 0)" for f in maps_of(definition)]
+    found = [f"CAST({v}.{f.column} IS NOT NULL AS INTEGER)" for f in lists_of(definition) if _read(f.column, seen)]
+    found += [f"coalesce(1 + cardinality({v}.{f.column}), 0)" for f in maps_of(definition) if _read(f.column, seen)]
     for items in definition.items:
-        if _items_read(items):
+        if _items_read(items) and _read(items.field, seen):
             given = " + ".join(f"CAST(i.{name} IS NOT NULL AS INTEGER)" for f in item_columns(items) for name in f.spellings)
             found.append(f"CASE WHEN {v}.{items.field} IS NOT NULL "
                          f"THEN 1 + coalesce(list_sum(list_transform({v}.{items.field}, lambda i: {given})), 0) ELSE 0 END")
@@ -139,19 +146,21 @@ def _map_text(x: str) -> str:
             f"ELSE {x} END, '')")
 
 
-def plain(definition: Definition, v: str = "v") -> list[str]:
+def plain(definition: Definition, v: str = "v", seen: set[str] | None = None) -> list[str]:
     """SQL (each to AND) that holds where the transformed lists, maps and items of `v` are read
     as the reader reads them."""
     found = []
     for f in lists_of(definition):
-        if f.type == COUNT_LIST:  # no null item here (quirks): each within the bound, either sign
+        if f.type == COUNT_LIST and _read(f.column, seen):  # no null item here (quirks): each within the bound, either sign
             found.append(f"coalesce(list_max({v}.{f.column}) <= {f.maximum} AND list_min({v}.{f.column}) >= -{f.maximum}, true)")
     for f in maps_of(definition):
+        if not _read(f.column, seen):
+            continue
         m = f"{v}.{f.column}"
         found.append(f"coalesce(NOT list_contains(map_keys({m}), '') AND list_bool_and(list_transform(map_values({m}), "
                      f"lambda j: coalesce({_map_value_plain('CAST(j AS VARCHAR)')}, true))), true)")
     for items in definition.items:
-        if not _items_read(items):
+        if not (_items_read(items) and _read(items.field, seen)):
             continue
         checks = []
         for f in item_columns(items):
@@ -164,19 +173,24 @@ def plain(definition: Definition, v: str = "v") -> list[str]:
     return found
 
 
-def typed(definition: Definition, v: str = "v") -> list[str]:
+def typed(definition: Definition, v: str = "v", seen: set[str] | None = None) -> list[str]:
     """SQL columns: each list (texts without empty ones), map (text sorted by name) and items
     (`<field>_items`: a list of STRUCTs of the item columns) of `v`, as the typed statement reads them."""
     found = []
     for f in lists_of(definition):
         value = f"{v}.{f.column}" if f.type == COUNT_LIST else f"list_filter({v}.{f.column}, lambda u: u <> '')"
+        if not _read(f.column, seen):
+            value = f"CAST(NULL AS {SQL_TYPE[f.type]})"
         found.append(f"{value} AS {f.column}")
     for f in maps_of(definition):
+        if not _read(f.column, seen):
+            found.append(f"CAST(NULL AS {SQL_TYPE[f.type]}) AS {f.column}")
+            continue
         text = _map_text("CAST(e.value AS VARCHAR)")
         found.append(f"map_from_entries(list_sort(list_transform(map_entries({v}.{f.column}), "
                      f"lambda e: {{'key': e.key, 'value': {text}}}))) AS {f.column}")
     for items in definition.items:
-        if _items_read(items):
+        if _items_read(items) and _read(items.field, seen):
             struct = ", ".join(f"'{f.column}': {_value(f, 'i')}" for f in item_columns(items))
             found.append(f"list_transform({v}.{items.field}, lambda i: {{{struct}}}) AS {items.field}_items")
         else:
