@@ -36,7 +36,8 @@ RUN_CASES = [
     (FLEET, "lenient"),
     ('"gpu_indices": [], "gpu_uuids": [], "tags": {}, "eval_history": []', "lenient"),
     ('"gpu_indices": [ -0 , 1000000, -1000000 ], "gpu_uuids": ["", "GPU-a", "x]y"]', "lenient"),  # bounds are inclusive
-    ('"tags": {"on": true, "off": false, "none": null, "n": -0, "big": 123456789012345, "b": "x}y", "a": "é w"}', "lenient"),
+    ('"tags": {"n": -0, "big": 123456789012345, "b": "x}y", "a": "é w", "c": "", "d": "1.5"}', "lenient"),
+    ('"tags": {"on": true, "off": false, "none": null, "n": -0}', "strict"),  # True, False, '' as Python's str() writes them
     ('"eval_history": [{"value": -0}, {"value": -0.0, "step": -5}, {"value": 1000000000000000, "elapsed_s": 0}]', "lenient"),
     ('"eval_history" : [ {"step": 1 ,"value":2} ]', "strict"),  # a blank before a key's colon
     ('"eval_history": [{"step": 1, "value": 2}], "gpu_count": 2', "lenient"),
@@ -75,6 +76,8 @@ RUN_CASES = [
     ('"tags": "x"', "reader"),
     ('"tags": null', "strict"),
     ('"tags": {"a": " x "}', "strict"),
+    ('"tags": {"a": "x", "b": 2, "c": 3.25}', "reader"),
+    ('"tags": {"a": 2 , "b": "x"}', "lenient"),
     ('"tags": {"a": 12345678901234567890}', "reader"),
     ('"tags": {"a": "\\u00e9"}', "strict"),
     ('"tags": {"a": 1}, "tags": {"b": 2}', "reader"),

@@ -2,25 +2,26 @@
 
 The lenient pass types a whole line with one json_transform; these are the pieces of it for the
 fields that hold more than one value: a list of counts (`BIGINT[]`) or of texts (`VARCHAR[]`), a
-map of names to single values (`MAP(VARCHAR, JSON)`), a list of item objects (Items: a list of
-STRUCTs of the items' counts and numbers). json_transform is lenient (1.5, "1" and true are read
+map of names to texts and whole numbers (`MAP(VARCHAR, VARCHAR)`), a list of item objects (Items:
+a list of STRUCTs of the items' counts and numbers). json_transform is lenient (1.5, "1" and true are read
 as the BIGINTs 2, 1 and 1; true as the VARCHAR 'true'), so a line is trusted only where its text
 provably reads as the generic reader (reader.py) reads it, and otherwise goes to the strict read
 (batch_json.json_fields) exactly as before:
 
 - `quirks`: regexes (to batch_json.quirk_pattern) for a list item that is not a plain JSON integer
   (no point, exponent, quote, letter or nested value) or a plain string (no escape, no blank at
-  its start); a list, map or items given as anything but a list / an object (null included); an
-  item that is not an object, or holds a list; a list's other spelling.
+  its start); a map value that is not a string or a JSON integer (true, false, null and doubles,
+  which Python's str() writes as True, False, '' and as spelled, are the strict read's); a list,
+  map or items given as anything but a list / an object (null included); an item that is not an
+  object, or holds a list; a list's other spelling.
 - `counted`: how many keys (`":`) the line's lists, maps and items account for, so that the
   lenient pass's key count still proves no key repeated and none unknown (a map with a repeated
   name is NULL in DuckDB; an item's unknown or repeated key, or one given null, is not counted).
 - `plain`: SQL that holds where the values read are the reader's: counts within the Field's
-  bounds; a map's names not empty and its values text, true, false, null or a whole number (not
-  a double, whose text Python's str() writes otherwise); each item with its Required fields,
-  its numbers within their bounds.
+  bounds; a map's names not empty; each item with its Required fields, its numbers within their
+  bounds.
 - `typed`: the columns the typed statement reads (batch_typed): lists without empty texts, the
-  map as text sorted by name (Python's str(): True, False, '' for null), the items as STRUCTs.
+  map sorted by name, the items as STRUCTs.
 
 The strict read's rules (batch_json._list_item_plain, _count_items_plain, _item_plain,
 MAP_VALUE_PLAIN, map_value) are the spec: a line trusted here gives the same row, tags, items
@@ -34,9 +35,6 @@ from ingest.engine.batch_spellings import lists_of, maps_of
 
 STRING = r'"[^"]*"'  # a JSON string on a line without escapes (quirk_pattern): no quote inside
 ITEM_TYPES = (COUNT, NUMBER, PERCENT)  # an item's values the lenient pass reads (others: the strict read's)
-# A whole number as DuckDB writes a JSON number back (a double always has a point or an exponent):
-# as batch_json.ITEM_COUNT, which MAP_VALUE_PLAIN uses.
-WHOLE = r"-?(0|[1-9][0-9]{0,17})"
 
 
 def item_columns(items: Items) -> list[Field]:
@@ -68,7 +66,11 @@ def quirks(definition: Definition, blank: str) -> list[str]:
         found.append(rf"{key}(?:[^\[\s]|{body})")
         found += [rf'"{name}"\s*:' for name in f.spellings if name != f.column]  # the reader's
     for f in maps_of(definition):
-        found.append(rf'"{f.column}"\s*:\s*[^{{\s]')  # null or not an object
+        # null or not an object; after plain entries (name: text or whole number), a value of another kind:
+        # true, false, null, a double, a nested value (the strict read writes them as Python's str() does)
+        entry = rf'{STRING}\s*:\s*(?:{STRING}|-?[0-9]+)'
+        odd = rf'(?:[^"\s}}]|{STRING}\s*[^:\s]|{STRING}\s*:\s*(?:[^-"0-9\s]|-[^0-9]|-?[0-9]+[^0-9\s,}}]))'
+        found.append(rf'"{f.column}"\s*:\s*(?:[^{{\s]|\{{\s*(?:{entry}\s*,\s*)*{odd})')
         found += [rf'"{name}"\s*:' for name in f.spellings if name != f.column]
     for items in definition.items:
         key = rf'"{items.field}"\s*:\s*'
@@ -96,7 +98,7 @@ def structure(definition: Definition, seen: set[str] | None = None) -> list[str]
     """The json_transform structure's entries for the lists, maps and items."""
     entries = [f'"{f.column}": ["{"BIGINT" if f.type == COUNT_LIST else "VARCHAR"}"]' for f in lists_of(definition)
                if _read(f.column, seen)]
-    entries += [f'"{f.column}": "MAP(VARCHAR, JSON)"' for f in maps_of(definition) if _read(f.column, seen)]
+    entries += [f'"{f.column}": "MAP(VARCHAR, VARCHAR)"' for f in maps_of(definition) if _read(f.column, seen)]
     for items in definition.items:
         if _items_read(items) and _read(items.field, seen):
             fields = ", ".join(f'"{name}": "{SQL_TYPE[f.type]}"' for f in item_columns(items) for name in f.spellings)
@@ -134,18 +136,6 @@ def _within(f: Field, x: str) -> str:
     return f"abs({x}) <= {f.limit!r}{low}"
 
 
-def _map_value_plain(x: str) -> str:
-    """SQL: a map's value as JSON text `x` is text, true, false, null or a whole number (MAP_VALUE_PLAIN)."""
-    return (f"CASE left({x}, 1) WHEN '\"' THEN true WHEN 't' THEN true WHEN 'f' THEN true WHEN '{{' THEN false "
-            f"WHEN '[' THEN false ELSE regexp_full_match({x}, '{WHOLE}') END")
-
-
-def _map_text(x: str) -> str:
-    """SQL: a map's value as JSON text `x` as the reader writes it (Python's str(), null as ''); no escapes here."""
-    return (f"coalesce(CASE left({x}, 1) WHEN '\"' THEN {x}[2:-2] WHEN 't' THEN 'True' WHEN 'f' THEN 'False' "
-            f"ELSE {x} END, '')")
-
-
 def plain(definition: Definition, v: str = "v", seen: set[str] | None = None) -> list[str]:
     """SQL (each to AND) that holds where the transformed lists, maps and items of `v` are read
     as the reader reads them."""
@@ -156,9 +146,7 @@ def plain(definition: Definition, v: str = "v", seen: set[str] | None = None) ->
     for f in maps_of(definition):
         if not _read(f.column, seen):
             continue
-        m = f"{v}.{f.column}"
-        found.append(f"coalesce(NOT list_contains(map_keys({m}), '') AND list_bool_and(list_transform(map_values({m}), "
-                     f"lambda j: coalesce({_map_value_plain('CAST(j AS VARCHAR)')}, true))), true)")
+        found.append(f"coalesce(NOT list_contains(map_keys({v}.{f.column}), ''), true)")  # an empty name: the reader's
     for items in definition.items:
         if not (_items_read(items) and _read(items.field, seen)):
             continue
@@ -186,9 +174,8 @@ def typed(definition: Definition, v: str = "v", seen: set[str] | None = None) ->
         if not _read(f.column, seen):
             found.append(f"CAST(NULL AS {SQL_TYPE[f.type]}) AS {f.column}")
             continue
-        text = _map_text("CAST(e.value AS VARCHAR)")
-        found.append(f"map_from_entries(list_sort(list_transform(map_entries({v}.{f.column}), "
-                     f"lambda e: {{'key': e.key, 'value': {text}}}))) AS {f.column}")
+        m = f"{v}.{f.column}"  # texts and whole numbers only (quirks): as Python's str() writes them; sorted by name
+        found.append(f"CASE WHEN cardinality({m}) <= 1 THEN {m} ELSE map_from_entries(list_sort(map_entries({m}))) END AS {f.column}")
     for items in definition.items:
         if _items_read(items) and _read(items.field, seen):
             struct = ", ".join(f"'{f.column}': {_value(f, 'i')}" for f in item_columns(items))
