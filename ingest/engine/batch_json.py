@@ -1,8 +1,9 @@
 """JSON lines as SQL: the CTEs that read each field's value of a batch of JSON lines.
 
 Two reads (batch_sql.py chooses per batch): the lenient one (`lenient_fields`) types every field
-with one json_transform and trusts it only on lines without a quirk (`quirk_pattern`: escapes,
-long numbers, lists, maps, a blank at a text's edge ...); the strict one (`json_fields`) takes
+with one json_transform, plain lists, maps and items too (batch_nested.py), and trusts it only on
+lines without a quirk (`quirk_pattern`: escapes, long numbers, a count spelled 1.5, a list item or
+map value of another kind, a blank at a text's edge ...); the strict one (`json_fields`) takes
 each value's JSON text and type, checks lists, maps and items (Items) item by item, and leaves
 typing to batch_typed.py. A line neither reads as Python would is left to the generic reader.
 """

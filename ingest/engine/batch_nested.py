@@ -29,7 +29,7 @@ and reject. tests/test_lenient_nested.py checks each quirk against the reader.
 """
 from __future__ import annotations
 
-from ingest.engine.definition import (COUNT, COUNT_LIST, NUMBER, PERCENT, SQL_TYPE, TEXT_LIST, Definition, Field,
+from ingest.engine.definition import (COUNT, COUNT_LIST, NUMBER, PERCENT, SQL_TYPE, Definition, Field,
                                       Items, Required, Since)
 from ingest.engine.batch_spellings import lists_of, maps_of
 

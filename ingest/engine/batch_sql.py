@@ -292,8 +292,8 @@ def _keys_seen(con) -> set[str]:
 
 
 def _mostly_quirks(definition: Definition, con) -> bool:
-    """Whether most of the batch's first lines have a quirk (quirk_pattern: a map, a list, eval points),
-    so the lenient read would hand them all to the strict one (runs with tags: 90 % of a fleet's)."""
+    """Whether most of the batch's first lines have a quirk (quirk_pattern: escapes, numbers given as
+    text, odd lists, maps or eval points ...), so the lenient read would hand them all to the strict one."""
     share = con.execute(f"SELECT avg(CAST(regexp_matches(raw, '{quirk_pattern(definition)}') AS INTEGER)) "
                         f"FROM (SELECT raw FROM batch WHERE ltrim(raw) <> '' LIMIT {QUIRK_SAMPLE})").fetchall()[0][0]
     return share is not None and share > 0.5

@@ -10,7 +10,7 @@ holds an Items' rows with their record's line until repeated keys are settled.
 from __future__ import annotations
 
 from ingest.engine.contract import ParseContext
-from ingest.engine.definition import (COUNT, COUNT_LIST, MONEY, NUMBER, PERCENT, SQL_TYPE, TEXT, TEXT_LIST, TIME, CatalogCost,
+from ingest.engine.definition import (COUNT, COUNT_LIST, MONEY, NUMBER, PERCENT, TEXT, TEXT_LIST, TIME, CatalogCost,
                                       CountOf, Default, Definition, Field, HashedId, Items, OneOf, Span,
                                       FromFileName, FromOption)
 from ingest.engine.run_rules import FromRate, HourlyCost, Hours, Prefer, Tags
