@@ -17,6 +17,7 @@ import random
 from datetime import timezone
 from pathlib import Path
 
+import duckdb
 import pytest
 
 from ingest.engine import batch_sql, reader, staging
@@ -215,8 +216,8 @@ def test_serving_lists_without_keep_empty(tmp_path, monkeypatch):
 @pytest.mark.parametrize("text", ['"gpu_indices": [1.5]', '"tags": [1]', '"eval_history": [1]',
                                   '"gpu_uuids": [" a"]', '"eval_history": [{"value": "1"}]', '"x": 1e5'])
 def test_the_quirk_pattern_catches(text):
-    assert batch_sql.duckdb.connect().execute("SELECT regexp_matches(?, ?)", [f'{{"run_id": "r", {text}}}',
-                                                                            quirk_pattern(run_summary.RUNS)]).fetchone()[0]
+    line = f'{{"run_id": "r", {text}}}'
+    assert duckdb.connect().execute("SELECT regexp_matches(?, ?)", [line, quirk_pattern(run_summary.RUNS)]).fetchone()[0]
 
 
 ODD = [1.5, "1", True, False, None, 1e3, -0, 0, 10**6, 10**6 + 1, -(10**6), [1], {"a": 1}, " x", "x ", "", "x]", "é",
