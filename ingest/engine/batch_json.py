@@ -1,8 +1,9 @@
 """JSON lines as SQL: the CTEs that read each field's value of a batch of JSON lines.
 
 Two reads (batch_sql.py chooses per batch): the lenient one (`lenient_fields`) types every field
-with one json_transform and trusts it only on lines without a quirk (`quirk_pattern`: escapes,
-long numbers, lists, maps, a blank at a text's edge ...); the strict one (`json_fields`) takes
+with one json_transform, plain lists, maps and items too (batch_nested.py), and trusts it only on
+lines without a quirk (`quirk_pattern`: escapes, long numbers, a count spelled 1.5, a list item or
+map value of another kind, a blank at a text's edge ...); the strict one (`json_fields`) takes
 each value's JSON text and type, checks lists, maps and items (Items) item by item, and leaves
 typing to batch_typed.py. A line neither reads as Python would is left to the generic reader.
 """
@@ -13,6 +14,7 @@ from ingest.engine.definition import (COUNT, COUNT_LIST, MONEY, NUMBER, PERCENT,
                                       Definition, Field, Items, Required)
 from ingest.engine.run_rules import Extras
 from ingest.engine.batch_spellings import MONEY_TEXT, lists_of, maps_of, scalars_of, time_ok
+from ingest.engine import batch_nested
 
 BLANK = r"[\s\x0b\x1c-\x1f\x85\xa0\x{1680}\x{2000}-\x{200a}\x{2028}\x{2029}\x{202f}\x{205f}\x{3000}]"
 TRAILING_COMMA = r",\s*[}\]]"  # DuckDB's JSON reader takes `[1,]` and `{"a": 1,}`; Python's json refuses them
@@ -177,52 +179,65 @@ def quirk_pattern(definition: Definition) -> str:
     read. A string without escapes holds no quote, so `"key":` is always a key (a nested one only
     costs a strict read); numbers the lenient read would round or cast (text, true, 1.5 or 1e3 as
     a count, long digits) and text that is not a JSON string or has a blank at an edge are all
-    caught here."""
+    caught here, an item's values (Items) as a record's; lists, maps and items other than plain
+    ones by batch_nested.quirks."""
     def keys(*types: str) -> str:
-        return "|".join(name for f in scalars_of(definition, *types) for name in f.spellings)
+        names = [name for f in scalars_of(definition, *types) for name in f.spellings]
+        return "|".join(names + batch_nested.item_keys(definition, *types))
 
     return "|".join((
         r"\\",                                    # an escape: a key or text spelled with escapes
-        r"[0-9.]{17,}", r"[0-9.][eE][-+]?[0-9]",   # more digits than a double keeps; an exponent
+        # a number (after a colon, a comma or a bracket: not a GPU's hex id) with more digits than
+        # a double keeps, or with an exponent
+        r"[:,\[]\s*-?[0-9.]{17,}", r"[:,\[]\s*-?[0-9.]+[eE]",
         TRAILING_COMMA,
         r"^\s*[^{\s]",                              # not an object
         r'"\s+:',                                   # a blank before a key's colon (keys are counted as `":`)
         rf'"(?:{keys(COUNT)})"\s*:\s*(?:[^-0-9n\s]|-[^0-9]|n[^u]|-?[0-9]+[.eE])',
         rf'"(?:{keys(NUMBER, PERCENT, MONEY)})"\s*:\s*(?:[^-0-9n\s]|-[^0-9]|n[^u])',
         rf'"(?:{keys(TEXT, TIME)})"\s*:\s*(?:[^"n\s]|n[^u])',
-        *(rf'"{f.column}"\s*:' for f in lists_of(definition) + maps_of(definition)),  # lists, maps: the strict read
-        *(rf'"{items.field}"\s*:' for items in definition.items),
+        *batch_nested.quirks(definition, BLANK),     # lists, maps and items other than plain ones
         rf':\s*"{BLANK}', rf'{BLANK}"\s*[,}}\]]',    # a string starting or ending with a blank
     ))
 
 
-def lenient_fields(definition: Definition, ctx: ParseContext) -> str:
+def lenient_fields(definition: Definition, ctx: ParseContext, seen: set[str] | None = None) -> str:
     """CTEs ending in `typed` for JSON lines: every field read straight to its type by one
-    json_transform, trusted only on lines without a quirk (quirk_pattern) whose every key is a known
-    field with a value (`object`; a repeated key, where Python keeps the last value and SQL the
-    first, fails it: a string without escapes holds no quote, so each `":` ends a key)."""
+    json_transform (lists, maps and items too: batch_nested), trusted only on lines without a
+    quirk (quirk_pattern) whose every key is a known field with a value (`object`; a repeated
+    key, where Python keeps the last value and SQL the first, fails it: a string without escapes
+    holds no quote, so each `":` ends a key) and whose lists, maps and items are plain.
+    With `seen` (the keys a batch's first lines give), only those spellings are transformed: a
+    line giving another is not trusted (its key is not counted), and goes to the strict read."""
+    if seen is not None and not seen & ({name for f in definition.fields for name in f.spellings}
+                                        | {items.field for items in definition.items}):
+        seen = None  # no key of the definition: the whole structure (a line's keys are still counted)
     scalars = scalars_of(definition)
-    structure = "{" + ", ".join(f'"{name}": "{READ_SQL_TYPE[f.type]}"' for f in scalars for name in f.spellings) + "}"
-    filled = " + ".join(f"CAST(v.{name} IS NOT NULL AS INTEGER)" for f in scalars for name in f.spellings)
+    spelled = {f.column: [name for name in f.spellings if seen is None or name in seen] for f in scalars}
+    entries = [f'"{name}": "{READ_SQL_TYPE[f.type]}"' for f in scalars for name in spelled[f.column]]
+    structure = "{" + ", ".join(entries + batch_nested.structure(definition, seen)) + "}"
+    filled = " + ".join([f"CAST(v.{name} IS NOT NULL AS INTEGER)" for f in scalars for name in spelled[f.column]]
+                        + batch_nested.counted(definition, seen=seen)) or "0"
+    nested_plain = "".join(f" AND {check}" for check in batch_nested.plain(definition, seen=seen))
     columns = []
     for f in scalars:
-        found = [f"nullif(v.{name}, '')" if f.type in (TEXT, TIME) else f"v.{name}" for name in f.spellings]
-        columns.append(f"{found[0] if len(found) == 1 else f'coalesce({chr(44).join(found)})'} AS {f.column}_text")
+        found = [f"nullif(v.{name}, '')" if f.type in (TEXT, TIME) else f"v.{name}" for name in spelled[f.column]]
+        value = found[0] if len(found) == 1 else f"coalesce({', '.join(found)})" if found else \
+            f"CAST(NULL AS {READ_SQL_TYPE[f.type]})"  # no spelling seen: the line giving one is not trusted
+        columns.append(f"{value} AS {f.column}_text")
+    columns += batch_nested.typed(definition, seen=seen)
     typed = [f"CASE WHEN {time_ok(ctx, f'{f.column}_text')} THEN TRY_CAST({f.column}_text AS TIMESTAMPTZ) END AS {f.column}"
              for f in scalars_of(definition, TIME)]
     typed += [f"{f.column}_text AS {f.column}" for f in scalars_of(definition, COUNT, NUMBER, PERCENT, TEXT)]
     typed += [f"CASE WHEN regexp_full_match({f.column}_text, '{MONEY_TEXT}') THEN CAST({f.column}_text AS DECIMAL(38, 12)) "
               f"END AS {f.column}" for f in scalars_of(definition, MONEY)]
-    typed += [f"CAST(NULL AS VARCHAR[]) AS {f.column}" for f in lists_of(definition)]
-    typed += [f"CAST(NULL AS MAP(VARCHAR, VARCHAR)) AS {f.column}" for f in maps_of(definition)]
-    typed += [f"CAST(NULL AS JSON[]) AS {items.field}_items" for items in definition.items]
     return f"""
         read AS (
             SELECT line, raw, quirk, CASE WHEN NOT quirk THEN TRY(json_transform(raw, '{structure}')) END AS v
             FROM (SELECT line, raw, regexp_matches(raw, '{quirk_pattern(definition)}') AS quirk FROM batch WHERE ltrim(raw) <> '')
         ), fields AS (  -- a line with a quirk is the strict read's: not transformed above  -- as many keys (each `":`) as known fields with a value: no key repeated, none unknown
             SELECT line, raw, coalesce(NOT quirk AND v IS NOT NULL
-                                       AND (strlen(raw) - strlen(replace(raw, '":', ''))) // 2 = {filled}, false) AS object,
+                                       AND (strlen(raw) - strlen(replace(raw, '":', ''))) // 2 = {filled}{nested_plain}, false) AS object,
                    {", ".join(columns)}
             FROM read
         ), typed AS (

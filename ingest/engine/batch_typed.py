@@ -10,13 +10,14 @@ holds an Items' rows with their record's line until repeated keys are settled.
 from __future__ import annotations
 
 from ingest.engine.contract import ParseContext
-from ingest.engine.definition import (COUNT, COUNT_LIST, MONEY, NUMBER, PERCENT, SQL_TYPE, TEXT, TEXT_LIST, TIME, CatalogCost,
+from ingest.engine.definition import (COUNT, COUNT_LIST, MONEY, NUMBER, PERCENT, TEXT, TEXT_LIST, TIME, CatalogCost,
                                       CountOf, Default, Definition, Field, HashedId, Items, OneOf, Span,
                                       FromFileName, FromOption)
 from ingest.engine.run_rules import FromRate, HourlyCost, Hours, Prefer, Tags
 from ingest.engine.batch_checks import rule_checks
 from ingest.engine.batch_costs import from_rate_sql, hours_cte, hours_sql
 from ingest.engine.batch_json import map_value
+from ingest.engine.batch_nested import item_columns, items_from_json
 from ingest.engine.batch_spellings import (CSV_MONEY, EDGE_BLANK, MONEY_TEXT, iso_utc, lists_of, maps_of, quote,
                                            scalars_of, time_ok, zoned)
 
@@ -31,12 +32,9 @@ def by_line(items: Items) -> str:
 
 
 def insert_items(definition: Definition, items: Items) -> str:
-    """INSERT the items of the plain rows of `typed` into the Items' by-line table."""
-    columns = []
-    for f in items.fields:
-        if f.type in (COUNT, NUMBER, PERCENT):
-            found = [f"TRY_CAST(json_extract_string(item, '$.{n}') AS {SQL_TYPE[f.type]})" for n in f.spellings]
-            columns.append(f"coalesce({', '.join(found)}) AS {f.column}")
+    """INSERT the items of the plain rows of `typed` (`<field>_items`: a list of STRUCTs of the
+    item columns, batch_nested) into the Items' by-line table."""
+    columns = [f"item.{f.column} AS {f.column}" for f in item_columns(items)]
     return f"""
         INSERT INTO {by_line(items)} BY NAME
         SELECT {items.parent}, seq, {", ".join(columns)}, line AS source_line
@@ -99,7 +97,8 @@ def typed_statement(definition: Definition, ctx: ParseContext, fields_sql: str, 
                   f"THEN CAST({f.column}_text AS DECIMAL(38, 12)) END AS {f.column}" for f in scalars_of(definition, MONEY)]
         typed += [f"{f.column}_text AS {f.column}" for f in scalars_of(definition, TEXT)]
         typed += [f"list_filter({f.column}_list, lambda u: u <> '') AS {f.column}" for f in lists if f.type == TEXT_LIST]
-        typed += [f"list_transform(list_filter({f.column}_list, lambda u: u IS NOT NULL), lambda u: CAST(u AS BIGINT)) AS {f.column}"
+        # TRY_CAST: a list with an item that is no whole number (true, "x") is the reader's (not plain), not an error
+        typed += [f"list_transform(list_filter({f.column}_list, lambda u: u IS NOT NULL), lambda u: TRY_CAST(u AS BIGINT)) AS {f.column}"
                   for f in lists if f.type == COUNT_LIST]
         typed += [f"CASE WHEN {f.column}_entries IS NOT NULL THEN map_from_entries(list_sort(list_transform({f.column}_entries, "
                   f"lambda e: {{'key': e.key, 'value': {map_value('e.value')}}}))) END AS {f.column}"
@@ -163,7 +162,9 @@ def typed_statement(definition: Definition, ctx: ParseContext, fields_sql: str, 
         if rate.source:
             out[rate.source] = f"CASE WHEN {rate.column} IS NOT NULL THEN 'given' WHEN ({value}) IS NOT NULL THEN 'derived' END"
         out[rate.column] = f"coalesce({out[rate.column]}, {value})"
-    derived = [f"{items.field}_items" for items in definition.items]
+    # the items as a list of STRUCTs (the lenient pass reads them so; the strict read and CSV as JSON)
+    derived = [f"{items.field}_items" if lenient else f"{items_from_json(items, f'{items.field}_items')} AS {items.field}_items"
+               for items in definition.items]
     for cost in definition.rules(CatalogCost):
         derived += [f"CASE WHEN {cost.column} IS NOT NULL THEN 'given' END AS {cost.source}",
                     f"CAST(NULL AS DECIMAL(38, 12)) AS {cost.price}"]
