@@ -41,7 +41,7 @@ def _write(path, rows) -> None:
 
 @pytest.mark.parametrize("repeated", [False, True])
 def test_spans_and_touched_gpus_match_the_lines(tmp_path, repeated):
-    rows = _lines() if repeated else [r for r in _lines()[:-1]]
+    rows = _lines() if repeated else _lines()[:-1]
     path = tmp_path / "node-a_spans.csv"
     _write(path, rows)
     gpu = config.load().gpu
@@ -72,7 +72,7 @@ def test_spans_and_touched_gpus_match_the_lines(tmp_path, repeated):
 def test_touched_computes_the_intervals_when_absent(tmp_path):
     """Samples staged without a file's totals (the Prometheus importer, an old-style parser):
     touched works out the intervals the merge reads next."""
-    rows = [r for r in _lines()[:-1]]
+    rows = _lines()[:-1]
     path = tmp_path / "node-a_x.csv"
     _write(path, rows)
     gpu = config.load().gpu
@@ -96,7 +96,7 @@ def test_samples_staged_without_pod_and_namespace_load_them_null(tmp_path, wareh
 
     from ingest.pipeline import loader
 
-    rows = [r for r in _lines()[:-1]]
+    rows = _lines()[:-1]
     path = tmp_path / "node-a_pod.csv"
     _write(path, rows)
     con = staging.open_stage()
