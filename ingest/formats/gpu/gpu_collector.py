@@ -72,7 +72,6 @@ def sniff(name: str, head: str) -> bool:
 
 def stage(src: Source, con, ctx: ParseContext) -> Staged:
     """Stage the file's samples and rejects in `con` (the engine's SQL pass), summed up as every trace file is."""
-    traces.without_unfilled(con, {f.column for f in COLLECTOR.fields})
     return traces.stage_totals(con, batch_sql.stage(COLLECTOR, src, con, ctx).accepted)
 
 

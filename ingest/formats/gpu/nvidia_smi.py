@@ -102,7 +102,6 @@ def sniff(name: str, head: str) -> bool:
 
 def stage(src: Source, con, ctx: ParseContext) -> Staged:
     """Stage the file's samples and rejects in `con` (the engine's SQL pass), summed up as every trace file is."""
-    traces.without_unfilled(con, {f.column for f in NVIDIA_SMI.fields})
     staged = batch_sql.stage(NVIDIA_SMI, src, con, ctx)
     summed = traces.stage_totals(con, staged.accepted)
     summed.warnings.extend(staged.warnings)

@@ -31,21 +31,6 @@ def file_host(source: str) -> str:
     return HOST_FROM_FILE_NAME.of(source)
 
 
-# gpu_samples' columns a format may not fill (Kubernetes' pod and namespace: DCGM's labels).
-OPTIONAL = ("pod", "namespace")
-
-
-def without_unfilled(con, columns: set[str]) -> None:
-    """Drop from the staging gpu_samples (still empty) the OPTIONAL columns a format never fills
-    (`columns`: those it fills). An in-memory NULL text still takes 16 bytes a row: 32 of the
-    ~188 bytes a staged collector sample takes (a 4M-sample file spills past the staging memory
-    limit, and every scan of the staged samples reads the spilled part back). The merge inserts
-    by name, so the warehouse's columns stay NULL as before."""
-    for column in OPTIONAL:
-        if column not in columns:
-            con.execute(f"ALTER TABLE {TABLE} DROP COLUMN IF EXISTS {column}")
-
-
 def stage_totals(con, accepted: int) -> Staged:
     """What a trace file staged in `con` adds up to: a repeated sample keeps its last line, the
     samples' intervals are computed once (temp table file_intervals, which the merge reuses) and
