@@ -88,28 +88,3 @@ def test_touched_computes_the_intervals_when_absent(tmp_path):
     times = [at for at, *_ in rows]
     assert first == (min(times), max(times), 5)
 
-
-def test_samples_staged_without_pod_and_namespace_load_them_null(tmp_path, warehouse):
-    """A collector file's staging table goes without pod and namespace (it never fills them); the
-    warehouse's rows hold NULL there, and the staged samples load whole."""
-    import duckdb
-
-    from ingest.pipeline import loader
-
-    rows = _lines()[:-1]
-    path = tmp_path / "node-a_pod.csv"
-    _write(path, rows)
-    con = staging.open_stage()
-    try:
-        gpu_collector.stage(staging.Source.of(path), con, ParseContext(str(path), timezone.utc))
-        staged = {name for name, *_ in con.execute("DESCRIBE gpu_samples").fetchall()}
-    finally:
-        con.close()
-    assert {"pod", "namespace"}.isdisjoint(staged) and {"host", "gpu_uuid", "source_line"} <= staged
-    summary = loader.ingest_file(path)
-    assert summary.status == "loaded" and summary.rows_loaded == len(rows)
-    with duckdb.connect(str(warehouse), read_only=True) as wh:
-        found = wh.execute("SELECT count(*), count(pod), count(namespace), count(DISTINCT (host, gpu_index)), "
-                           "min(sampled_at), max(sampled_at) FROM gpu_samples").fetchall()[0]
-    times = [at for at, *_ in rows]
-    assert found == (len(rows), 0, 0, 5, min(times), max(times))
