@@ -80,11 +80,34 @@ def touched(con: duckdb.DuckDBPyConnection, gpu) -> None:
     """Temp table touched_gpus: per GPU of the staged samples, its first and last new sample
     (first_at, last_at) and `since` = the first less the margin, to the minute (an earlier
     minute or hole cannot change: a new sample only changes the interval of a sample within
-    max_gap_s before it, and the idle stretch of one within idle_min_s of it)."""
+    max_gap_s before it, and the idle stretch of one within idle_min_s of it). Read from the
+    staged samples' intervals (file_intervals, computed here when absent; the merge reads them
+    next): two narrow columns rather than every staged sample with its text (a 4M-sample file
+    spills the staged samples to disk, and each scan of them reads them back)."""
+    if not has_intervals(con, "file_intervals"):
+        intervals(con, "gpu_samples", "file_intervals", gpu)
     con.execute("CREATE OR REPLACE TEMP TABLE touched_gpus AS "
-                "SELECT host, gpu_index, date_trunc('minute', min(sampled_at) - to_seconds($margin_s)) AS since, "
-                "min(sampled_at) AS first_at, max(sampled_at) AS last_at "
-                "FROM gpu_samples GROUP BY host, gpu_index", {"margin_s": margin_s(gpu)})
+                "SELECT g.host, g.gpu_index, date_trunc('minute', make_timestamptz(i.first_us) - to_seconds($margin_s)) "
+                "AS since, make_timestamptz(i.first_us) AS first_at, make_timestamptz(i.last_us) AS last_at "
+                f"FROM ({SPANS.format(intervals='file_intervals')}) i "
+                f"JOIN (SELECT DISTINCT gpu_key, host, gpu_index FROM {labels_of('file_intervals')}) g USING (gpu_key)",
+                {"margin_s": margin_s(gpu)})
+
+
+# Per GPU (gpu_key) of a table of intervals, its first and last sample (whole microseconds).
+SPANS = "SELECT gpu_key, min(at_us) AS first_us, max(at_us) AS last_us FROM {intervals} GROUP BY gpu_key"
+
+
+def spans(con: duckdb.DuckDBPyConnection, table: str) -> tuple[int, object, object]:
+    """The GPUs of a table of intervals, its first and last sample (TIMESTAMPTZ; None without samples)."""
+    return tuple(con.execute("SELECT count(*), make_timestamptz(min(first_us)), make_timestamptz(max(last_us)) "
+                             f"FROM ({SPANS.format(intervals=table)})").fetchall()[0])
+
+
+def has_intervals(con: duckdb.DuckDBPyConnection, table: str) -> bool:
+    """Whether temp table `table` (a table of intervals) is there."""
+    return bool(con.execute("SELECT count(*) FROM duckdb_tables() WHERE temporary AND table_name = ?",
+                            [table]).fetchall()[0][0])
 
 
 def context(con: duckdb.DuckDBPyConnection, db: str, gpu) -> int:
@@ -132,8 +155,7 @@ def derive(con: duckdb.DuckDBPyConnection, gpu, with_context: bool) -> None:
     staged samples' intervals (file_intervals, computed again if gone) or, with stored samples
     around them, from the intervals of both; the intervals are dropped after."""
     source = "file_intervals"
-    if not with_context and not con.execute("SELECT count(*) FROM duckdb_tables() WHERE temporary "
-                                            "AND table_name = 'file_intervals'").fetchall()[0][0]:
+    if not with_context and not has_intervals(con, source):
         intervals(con, "gpu_samples", source, gpu)  # dropped by an earlier derive (another load came in between)
     if with_context:
         columns = "host, gpu_index, sampled_at, gpu_uuid, gpu_name, power_w, energy_mj, gpu_util_pct, mem_used_mib"

@@ -50,8 +50,7 @@ def stage_totals(con, accepted: int) -> Staged:
     staging.keep_last(con, TABLE, repeated=repeated)
     if repeated:
         gpu_rollups.intervals(con, TABLE, "file_intervals", gpu)
-    gpus, first, last = con.execute("SELECT count(DISTINCT (host, gpu_index)), min(sampled_at), max(sampled_at) "
-                                    f"FROM {TABLE}").fetchall()[0]
+    gpus, first, last = gpu_rollups.spans(con, "file_intervals")  # not another scan of every sample's text
     energy = gpu_rollups.energy_kwh(con, "file_intervals")
     return Staged(accepted, {
         "gpus": gpus,
