@@ -9,7 +9,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from ingest.derived import gpu_rollups
+from ingest.derived import derived, gpu_rollups
 from ingest.engine import staging
 from ingest.engine.contract import ParseContext
 from ingest.formats.gpu import gpu_collector
@@ -81,7 +81,7 @@ def test_touched_computes_the_intervals_when_absent(tmp_path):
         gpu_collector.stage(staging.Source.of(path), con, ParseContext(str(path), timezone.utc))
         gpu_rollups.drop_intervals(con, "file_intervals")
         gpu_rollups.touched(con, gpu)
-        assert gpu_rollups.has_intervals(con, "file_intervals")
+        assert derived.has_temp(con, "file_intervals")
         first = con.execute("SELECT min(first_at), max(last_at), count(*) FROM touched_gpus").fetchall()[0]
     finally:
         con.close()

@@ -322,7 +322,7 @@ def update_allocation(con: duckdb.DuckDBPyConnection, runs: bool, gpus: bool) ->
     if gpus:
         con.execute("INSERT INTO allocation_touched SELECT min(since), TIMESTAMPTZ 'infinity', 'gpu' "
                     "FROM touched_gpus")
-        if (not _has_temp(con, "traced_changed")
+        if (not has_temp(con, "traced_changed")
                 or con.execute("SELECT count(*) FROM traced_changed").fetchone()[0]):
             con.execute("INSERT INTO allocation_touched VALUES ('-infinity', 'infinity', 'gpu')")
     con.execute(_MONTHS.format(touched="UNION SELECT host FROM touched_gpus" if gpus else ""),
@@ -332,7 +332,7 @@ def update_allocation(con: duckdb.DuckDBPyConnection, runs: bool, gpus: bool) ->
               "ON t.start_at <= s.span_end AND t.end_at >= s.span_start "
               "WHERE (t.kind IN ('run', 'gpu') AND s.nodes) OR (t.kind = 'window' AND s.serving)"]
     run_sources = (["SELECT run_id FROM changed_runs"] if runs else []) + (
-        ["SELECT run_id FROM time_runs"] if (runs or gpus) and _has_temp(con, "time_runs") else [])
+        ["SELECT run_id FROM time_runs"] if (runs or gpus) and has_temp(con, "time_runs") else [])
     if run_sources:
         con.execute("CREATE OR REPLACE TEMP TABLE allocation_runs AS " + " UNION ".join(run_sources))
         months += ["SELECT DISTINCT month FROM bill_allocation_days "
@@ -367,7 +367,8 @@ def _utc(day: date) -> datetime:
     return datetime(day.year, day.month, day.day, tzinfo=timezone.utc)
 
 
-def _has_temp(con: duckdb.DuckDBPyConnection, name: str) -> bool:
+def has_temp(con: duckdb.DuckDBPyConnection, name: str) -> bool:
+    """Whether temp table `name` is there (on a staging or warehouse connection)."""
     return bool(con.execute("SELECT count(*) FROM duckdb_tables() WHERE temporary AND table_name = ?",
                             [name]).fetchone()[0])
 

@@ -84,7 +84,7 @@ def touched(con: duckdb.DuckDBPyConnection, gpu) -> None:
     staged samples' intervals (file_intervals, computed here when absent; the merge reads them
     next): two narrow columns rather than every staged sample with its text (a 4M-sample file
     spills the staged samples to disk, and each scan of them reads them back)."""
-    if not has_intervals(con, "file_intervals"):
+    if not derived.has_temp(con, "file_intervals"):
         intervals(con, "gpu_samples", "file_intervals", gpu)
     con.execute("CREATE OR REPLACE TEMP TABLE touched_gpus AS "
                 "SELECT g.host, g.gpu_index, date_trunc('minute', make_timestamptz(i.first_us) - to_seconds($margin_s)) "
@@ -102,12 +102,6 @@ def spans(con: duckdb.DuckDBPyConnection, table: str) -> tuple[int, object, obje
     """The GPUs of a table of intervals, its first and last sample (TIMESTAMPTZ; None without samples)."""
     return tuple(con.execute("SELECT count(*), make_timestamptz(min(first_us)), make_timestamptz(max(last_us)) "
                              f"FROM ({SPANS.format(intervals=table)})").fetchall()[0])
-
-
-def has_intervals(con: duckdb.DuckDBPyConnection, table: str) -> bool:
-    """Whether temp table `table` (a table of intervals) is there."""
-    return bool(con.execute("SELECT count(*) FROM duckdb_tables() WHERE temporary AND table_name = ?",
-                            [table]).fetchall()[0][0])
 
 
 def context(con: duckdb.DuckDBPyConnection, db: str, gpu) -> int:
@@ -155,7 +149,7 @@ def derive(con: duckdb.DuckDBPyConnection, gpu, with_context: bool) -> None:
     staged samples' intervals (file_intervals, computed again if gone) or, with stored samples
     around them, from the intervals of both; the intervals are dropped after."""
     source = "file_intervals"
-    if not with_context and not has_intervals(con, source):
+    if not with_context and not derived.has_temp(con, source):
         intervals(con, "gpu_samples", source, gpu)  # dropped by an earlier derive (another load came in between)
     if with_context:
         columns = "host, gpu_index, sampled_at, gpu_uuid, gpu_name, power_w, energy_mj, gpu_util_pct, mem_used_mib"

@@ -120,7 +120,7 @@ def merge(stage: duckdb.DuckDBPyConnection, source: str, sha256: str, kind: str,
     snapshot = None
     if gpu is not None:
         gpu_rollups.touched(stage, gpu)
-        if not _has_temp(stage, "file_intervals"):
+        if not derived.has_temp(stage, "file_intervals"):
             gpu_rollups.intervals(stage, "gpu_samples", "file_intervals", gpu)
         with attached(stage, path, read_only=True):  # pages read meanwhile
             snapshot = _gpu_snapshot(stage)
@@ -220,7 +220,7 @@ def _remove_loads(stage: duckdb.DuckDBPyConnection, load_ids: tuple[int, ...]) -
     if not load_ids:
         return gone
     # a removal writes its own touched_gpus (the GPUs whose samples went): keep the new file's
-    kept = _has_temp(stage, "touched_gpus")
+    kept = derived.has_temp(stage, "touched_gpus")
     if kept:
         stage.execute("CREATE OR REPLACE TEMP TABLE merge_touched_gpus AS SELECT * FROM touched_gpus")
     stage.execute("USE wh")  # removal and its derived tables are the warehouse's
@@ -282,8 +282,3 @@ def _gpu_snapshot(stage: duckdb.DuckDBPyConnection) -> tuple:
     overlaps = stage.execute("SELECT EXISTS (SELECT 1 FROM wh.gpu_samples s JOIN touched_gpus t USING (host, gpu_index) "
                              "WHERE s.sampled_at BETWEEN t.first_at AND t.last_at)").fetchall()[0][0]
     return last, loads, gpu_rollups.stored_settings(stage, "wh"), has_samples, overlaps
-
-
-def _has_temp(stage: duckdb.DuckDBPyConnection, name: str) -> bool:
-    return bool(stage.execute("SELECT count(*) FROM duckdb_tables() WHERE temporary AND table_name = ?",
-                              [name]).fetchall()[0][0])
