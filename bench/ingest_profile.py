@@ -54,7 +54,7 @@ def main() -> None:
     options.add_argument("--sql", type=Path, help="write every statement with its seconds here")
     args = options.parse_args()
     opened = staging.open_stage
-    staging.open_stage = lambda: Timed(opened())  # loader and merge call it through the module
+    staging.open_stage = lambda *args, **kwargs: Timed(opened(*args, **kwargs))  # loader and merge call it through the module
     from mlcost.cli import main as mlcost
 
     began = time.perf_counter()

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from importlib import metadata
 
 from ingest.engine import warehouse
 from ingest.settings import config
@@ -34,8 +33,7 @@ def _parser() -> argparse.ArgumentParser:
         description="Cost and energy analytics for ML teams. The warehouse is $MLCOST_DB "
                     f"(default ./{warehouse.DEFAULT_DB}).",
     )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {version()}",
-                        help="print the installed mlcost version and exit")
+    parser.add_argument("--version", action=_Version, help="print the installed mlcost version and exit")
     commands = parser.add_subparsers(required=True, metavar="COMMAND",
                                      help="run `mlcost COMMAND --help` for a command's options")
     for module in COMMAND_MODULES:
@@ -43,8 +41,22 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+class _Version(argparse.Action):
+    """--version: the version is looked up when asked for (importlib.metadata and the lookup cost
+    every other command ~20 ms of its start)."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None):
+        super().__init__(option_strings=option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        parser._print_message(f"{parser.prog} {version()}\n", sys.stdout)
+        parser.exit()
+
+
 def version() -> str:
     """The installed package's version (its metadata, i.e. pyproject.toml's at install time)."""
+    from importlib import metadata
+
     try:
         return metadata.version("mlcost")
     except metadata.PackageNotFoundError:  # a source tree run without `pip install`

@@ -84,7 +84,10 @@ def _run_checks(definition: Definition, step) -> list[tuple[str, None]]:
     """What SQL leaves to the reader under Extras, Hours, HourlyCost and FromRate: a line whose
     row the reader would note (flag) or read otherwise, so each holds on the lines SQL loads."""
     if isinstance(step, Extras):  # spellings given together: the reader compares them
-        return [(f"NOT (contains(raw, '\"{f.spellings[0]}\"') AND contains(raw, '\"{name}\"'))", None)
+        # the other spelling (rare) looked for first: a CASE reads the line again only where it is
+        # given (NOT (a AND b) evaluates both on every line: ~0.05 CPU s per 100k runs)
+        return [(f"CASE WHEN contains(raw, '\"{name}\"') THEN NOT contains(raw, '\"{f.spellings[0]}\"') ELSE true END",
+                 None)
                 for f in definition.fields if f.column in step.agree for name in f.spellings[1:]]
     if isinstance(step, Hours):
         start, end, h = step.start, step.end, step.hours

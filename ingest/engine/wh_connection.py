@@ -443,20 +443,22 @@ def _put_schema(con: duckdb.DuckDBPyConnection) -> None:
     if stamped and con.execute("SELECT sha256 FROM schema_stamp").fetchall() == [(digest,)]:
         return
     stored_before = {row[0] for row in con.execute(
-        "SELECT table_name FROM duckdb_tables() WHERE table_name IN ('run_gpu_energy', 'billing_line_runs')"
-    ).fetchall()}
-    if wh_migrate.keyed(con):  # tables made with keys schema.sql no longer declares: rebuilt, rows kept
-        with transaction(con):
+        "SELECT table_name FROM duckdb_tables() WHERE database_name = current_database()").fetchall()}
+    # One transaction, one commit: schema.sql's ~100 statements each committed on their own
+    # (an fsync each) cost a new warehouse 0.05-0.25 s wall, in one 0.04 s.
+    with transaction(con):
+        if wh_migrate.keyed(con):  # tables made with keys schema.sql no longer declares: rebuilt, rows kept
             aside = wh_migrate.set_aside(con)
             con.execute(text)
             wh_migrate.move_back(con, aside)
-    else:
-        con.execute(text)
-    with transaction(con):
+        else:
+            con.execute(text)
         # a warehouse from before these were stored
         # a warehouse from before run_gpu_energy, or whose stored GPU days and run energy an older
-        # schema.sql computed (its rules may differ): store them again
-        if "run_gpu_energy" not in stored_before or _has_rows(con, "gpu_minutes") or _has_rows(con, "runs"):
+        # schema.sql computed (its rules may differ): store them again. A new warehouse (no table
+        # before schema.sql) has nothing to store.
+        if stored_before and ("run_gpu_energy" not in stored_before or _has_rows(con, "gpu_minutes")
+                              or _has_rows(con, "runs")):
             derived.refresh_run_energy(con)
         if "billing_line_runs" not in stored_before and _has_rows(con, "billing_lines"):
             derived.refresh_billing_runs(con)
