@@ -66,7 +66,11 @@ def _expected_cost_sql(definition: Definition, cost: HourlyCost) -> str:
     digits = "length(trim(replace(@, '.', ''), '0'))"  # significant digits (no sign or exponent in these ranges)
     return (f"CASE WHEN {price} IS NOT NULL AND {hours} IS NOT NULL AND ({hours} = 0 OR {hours} >= 1e-4) "
             f"AND {hours} < 1e5 AND {price} < 1e9 AND {price} = round({price}, 6) AND CAST({price} AS DOUBLE) * {hours} < 1e10 "
-            f"AND NOT contains({hours_text}, 'e') AND {digits.replace('@', price_text)} + {digits.replace('@', hours_text)} <= 28 "
+            f"AND NOT contains({hours_text}, 'e') "
+            # a price under 1e5 has at most 11 digits (6 decimals), an hours' repr at most 17 (a
+            # double's shortest repr): the digits are counted (two texts cut: ~0.04 CPU s per 100k
+            # runs) only for a larger price
+            f"AND ({price} < 1e5 OR {digits.replace('@', price_text)} + {digits.replace('@', hours_text)} <= 28) "
             f"THEN round_even(round_even(CAST({price} AS DECIMAL(15, 6)) * TRY_CAST({hours_text} AS DECIMAL(26, 21)), 12), 6) END")
 
 

@@ -221,15 +221,18 @@ class Staged:
     warnings: list[str] = field(default_factory=list)  # Parsed.warnings, shown in the file's summary
 
 
-def open_stage() -> duckdb.DuckDBPyConnection:
+def open_stage(shaped: bool = True) -> duckdb.DuckDBPyConnection:
     """A private in-memory database with the warehouse's tables (columns and types, without
-    keys or NOT NULL: a repeated key is settled at the merge), in UTC, under MEMORY_LIMIT."""
+    keys or NOT NULL: a repeated key is settled at the merge), in UTC, under MEMORY_LIMIT.
+    Not `shaped`: without those tables (work on the attached warehouse alone: ~15 ms less)."""
     # Rows carry their line numbers (source_line), so their order in a table does not matter.
     con = duckdb.connect(":memory:", config={"memory_limit": MEMORY_LIMIT, "preserve_insertion_order": False})
     con.execute("SET TimeZone = 'UTC'")
     con.execute("SET enable_progress_bar = false")  # the CLI draws its own
     con.execute("SET temp_directory = ?", [str(Path(tempfile.gettempdir()) / "mlcost-staging")])  # where it spills
     global _table_ddl
+    if not shaped:
+        return con
     if _table_ddl is None:  # the warehouse's tables, stripped of keys: worked out once per process
         con.execute("ATTACH ':memory:' AS shape")
         con.execute("USE shape")

@@ -171,7 +171,7 @@ def settle_derived(path: Path | None = None) -> bool:
     if not path.exists():  # no warehouse: nothing was loaded, nothing to store (none is created)
         return False
     ensure_schema(path)
-    stage = staging.open_stage()
+    stage = staging.open_stage(shaped=False)  # the work is the warehouse's (USE wh): no staging tables
     try:
         with attached(stage, path):
             stage.execute("BEGIN TRANSACTION")
