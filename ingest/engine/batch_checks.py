@@ -84,10 +84,11 @@ def _run_checks(definition: Definition, step) -> list[tuple[str, None]]:
     """What SQL leaves to the reader under Extras, Hours, HourlyCost and FromRate: a line whose
     row the reader would note (flag) or read otherwise, so each holds on the lines SQL loads."""
     if isinstance(step, Extras):  # spellings given together: the reader compares them
-        # the other spelling (rare) looked for first: a CASE reads the line again only where it is
-        # given (NOT (a AND b) evaluates both on every line: ~0.05 CPU s per 100k runs)
-        return [(f"CASE WHEN contains(raw, '\"{name}\"') THEN NOT contains(raw, '\"{f.spellings[0]}\"') ELSE true END",
-                 None)
+        # The other spelling (rare) looked for first, without its opening quote (a search for a
+        # text starting with a quote stops at every quote: 3x slower), so the line is read again
+        # only where it may be given (NOT (a AND b) read every line twice: ~0.1 CPU s per 100k runs).
+        return [(f"CASE WHEN contains(raw, '{name}\"') THEN NOT (contains(raw, '\"{name}\"') "
+                 f"AND contains(raw, '\"{f.spellings[0]}\"')) ELSE true END", None)
                 for f in definition.fields if f.column in step.agree for name in f.spellings[1:]]
     if isinstance(step, Hours):
         start, end, h = step.start, step.end, step.hours
