@@ -96,7 +96,9 @@ def test_both_spellings_go_to_the_reader_either_alone_stays(tmp_path, monkeypatc
              ('"price_per_hour_usd": 2.5, "best_val_metric": 0.5', "lenient"),
              ('"price_per_hour_usd": 2.5, "val_metric": 0.5, "best_val_metric": 0.7', "reader"),
              # the other spelling as a text, not a key: looked for as text, so the reader's (as before)
-             ('"price_per_hour_usd": 2.5, "model": "price_per_hour"', "reader")]
+             ('"price_per_hour_usd": 2.5, "model": "price_per_hour"', "reader"),
+             # ends like the other spelling (looked for first) but is not it: SQL's
+             ('"price_per_hour_usd": 2.5, "model": "x_price_per_hour"', "lenient")]
     lines = [f'{{"run_id": "r{n}", {head}, {extra}}}' for n, (extra, _) in enumerate(cases)]
     path = tmp_path / "runs.jsonl"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
