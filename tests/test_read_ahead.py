@@ -77,6 +77,30 @@ def test_an_error_of_the_split_is_raised_where_its_batch_would_come(tmp_path, mo
     assert handed == before
 
 
+def test_the_thread_splits_one_batch_ahead_and_no_more(tmp_path, monkeypatch):
+    """Memory for one more batch: the next is split only once the caller has taken the one before."""
+    import time
+
+    monkeypatch.setattr(staging, "LINE_BATCH_BYTES", 512)
+    path = lines_file(tmp_path / "a.jsonl", 400)
+    made = []
+
+    def make(source):
+        for batch in staging.line_batches(source):
+            made.append(batch)
+            yield batch
+
+    ahead = read_ahead.Ahead(staging.Source.of(path), make)
+    taken = [next(ahead)]
+    ahead.start()
+    for batch in ahead:
+        taken.append(batch)
+        time.sleep(0.02)  # the thread has had time to run ahead
+        assert len(made) <= len(taken) + 1
+    ahead.close()
+    assert len(taken) == len(made) > 20
+
+
 def _batches_until_error(batches):
     try:
         yield from batches

@@ -33,7 +33,10 @@ class Ahead:
         self._calls: list[tuple[int, int]] = []  # progress calls made by the split, not yet replayed
         recorded = dataclasses.replace(src, progress=self._record) if src.progress is not None else src
         self._batches = make(recorded)
-        self._queue: queue.Queue = queue.Queue(maxsize=1)  # one batch ahead: memory for one more batch
+        self._queue: queue.Queue = queue.Queue()
+        # One batch ahead, no more: the next is split only once the caller has taken the one before
+        # (memory for one more batch; a queue of one alone would let the thread hold two).
+        self._free = threading.Semaphore(1)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._then: Callable | None = None
@@ -55,6 +58,7 @@ class Ahead:
             self._replay(calls)
             return batch
         item, calls, error = self._queue.get()
+        self._free.release()  # the thread may split the next
         self._replay(calls)
         if error is not None:
             self._thread.join()
@@ -77,29 +81,29 @@ class Ahead:
             self._thread = threading.Thread(target=self._run, name="mlcost-read-ahead", daemon=True)
             self._thread.start()
 
-    def _put(self, item) -> bool:
-        """Hand an item over unless stopped; False when the caller has stopped reading."""
+    def _wait_free(self) -> bool:
+        """Wait until the caller has taken the batch before; False when it has stopped reading."""
         while not self._stop.is_set():
-            try:
-                self._queue.put(item, timeout=0.05)
+            if self._free.acquire(timeout=0.05):
                 return True
-            except queue.Full:
-                continue
         return False
 
     def _run(self) -> None:
         try:
-            for batch in self._batches:
+            while self._wait_free():
+                try:
+                    batch = next(self._batches)
+                except StopIteration:
+                    calls, self._calls = self._calls, []
+                    self._queue.put((_DONE, calls, None))
+                    return
                 if self._then is not None:
                     batch = self._then(batch)
                 calls, self._calls = self._calls, []
-                if not self._put((batch, calls, None)):
-                    return
-            calls, self._calls = self._calls, []
-            self._put((_DONE, calls, None))
+                self._queue.put((batch, calls, None))
         except BaseException as error:  # noqa: BLE001 (handed to the caller, raised there)
             calls, self._calls = self._calls, []
-            self._put((None, calls, error))
+            self._queue.put((None, calls, error))
         finally:
             if self._stop.is_set():
                 close = getattr(self._batches, "close", None)
@@ -114,9 +118,6 @@ class Ahead:
                 close()
             return
         self._stop.set()
-        while self._thread.is_alive():
-            try:
-                self._queue.get(timeout=0.05)  # a batch waiting to be handed over: let the thread see the stop
-            except queue.Empty:
-                pass
-        self._thread.join()
+        self._thread.join()  # it stops before the next batch (or after the one it is splitting)
+        while not self._queue.empty():
+            self._queue.get_nowait()  # a batch not taken: its memory
