@@ -170,3 +170,22 @@ def test_a_serving_file_of_many_batches_loads_what_plain_python_expects(warehous
         con.close()
     assert {line: (host, total, cost) for line, host, total, cost in rows} == expected_rows
     assert rejects == expected_bad
+
+
+def test_a_byte_not_utf8_in_a_batch_read_ahead_fails_the_file_with_its_offset(warehouse, tmp_path, monkeypatch):
+    monkeypatch.setattr(staging, "LINE_BATCH_BYTES", 2048)
+    monkeypatch.setattr(batch_sql, "JOINED_BYTES", 4096)
+    data = "".join(serving_line(i) + "\n" for i in range(400)).encode()
+    at = len(data) * 3 // 4  # well past the first batch: split on the thread
+    data = data[:at] + b"\xff" + data[at:]
+    path = tmp_path / "serving.jsonl"
+    path.write_bytes(data)
+    where = data.index(b"\xff")
+    summary = loader.ingest_file(path)
+    assert (summary.status, summary.error) == ("failed", f"{path}: not UTF-8 text (byte {where})")
+    if warehouse.exists():  # nothing was merged
+        con = duckdb.connect(str(warehouse), read_only=True)
+        try:
+            assert con.execute("SELECT count(*) FROM loads").fetchone()[0] == 0
+        finally:
+            con.close()
