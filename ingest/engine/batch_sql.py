@@ -18,7 +18,9 @@ batch_json.py and batch_csv.py (a batch's fields, JSON lines or CSV; batch_units
 and absent markers in its values), batch_costs.py (hours and
 amounts), batch_checks.py (the rules as SQL), batch_typed.py (the statement typing and checking a
 batch, the INSERTs). This module runs them: a file's batches, the passes of each, the lines left
-to the reader, a whole-document JSON array, the items and the totals. With a whole-file step
+to the reader, a whole-document JSON array, the items and the totals. JSON lines: the next batch is
+split on a thread while one is typed (read_ahead.py), and each line's quirk match and `":` count
+come from Arrow (line_marks.py) as columns of the batch, for the lenient read. With a whole-file step
 (Definition.identity) the rows are held until the last batch, then settled by file_steps.py.
 """
 from __future__ import annotations
