@@ -233,11 +233,11 @@ def lenient_fields(definition: Definition, ctx: ParseContext, seen: set[str] | N
               f"END AS {f.column}" for f in scalars_of(definition, MONEY)]
     return f"""
         read AS (
-            SELECT line, raw, quirk, CASE WHEN NOT quirk THEN TRY(json_transform(raw, '{structure}')) END AS v
-            FROM (SELECT line, raw, regexp_matches(raw, '{quirk_pattern(definition)}') AS quirk FROM batch WHERE ltrim(raw) <> '')
+            SELECT line, raw, quirk, key_marks, CASE WHEN NOT quirk THEN TRY(json_transform(raw, '{structure}')) END AS v
+            FROM (SELECT line, raw, quirk_found AS quirk, key_marks FROM batch WHERE ltrim(raw) <> '')  -- line_marks.py
         ), fields AS (  -- a line with a quirk is the strict read's: not transformed above  -- as many keys (each `":`) as known fields with a value: no key repeated, none unknown
             SELECT line, raw, coalesce(NOT quirk AND v IS NOT NULL
-                                       AND (strlen(raw) - strlen(replace(raw, '":', ''))) // 2 = {filled}{nested_plain}, false) AS object,
+                                       AND key_marks = {filled}{nested_plain}, false) AS object,
                    {", ".join(columns)}
             FROM read
         ), typed AS (

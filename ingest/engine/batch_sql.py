@@ -18,7 +18,9 @@ batch_json.py and batch_csv.py (a batch's fields, JSON lines or CSV; batch_units
 and absent markers in its values), batch_costs.py (hours and
 amounts), batch_checks.py (the rules as SQL), batch_typed.py (the statement typing and checking a
 batch, the INSERTs). This module runs them: a file's batches, the passes of each, the lines left
-to the reader, a whole-document JSON array, the items and the totals. With a whole-file step
+to the reader, a whole-document JSON array, the items and the totals. JSON lines: the next batch is
+split on a thread while one is typed (read_ahead.py), and each line's quirk match and `":` count
+come from Arrow (line_marks.py) as columns of the batch, for the lenient read. With a whole-file step
 (Definition.identity) the rows are held until the last batch, then settled by file_steps.py.
 """
 from __future__ import annotations
@@ -26,11 +28,12 @@ from __future__ import annotations
 import json
 import logging
 from decimal import Decimal
+from functools import partial
 
 import duckdb
 import pyarrow as pa
 
-from ingest.engine import csv_layout, file_steps, line_sql, prom_text, reader, staging
+from ingest.engine import csv_layout, file_steps, line_marks, line_sql, prom_text, read_ahead, reader, staging
 from ingest.settings import config
 from ingest.engine.contract import ParseContext
 from ingest.engine.definition import CatalogCost, Definition, is_csv_header
@@ -62,13 +65,40 @@ def stage(definition: Definition, src: Source, con, ctx: ParseContext) -> Staged
         log.debug("%s: one JSON document, read by the generic reader", src.name)
         staging.insert_parsed(con, parsed, src.name)
         return Staged(parsed.accepted, totals(definition, con), parsed.warnings)
-    accepted, header, header_line, passes, unknown = 0, None, 0, None, set()
     for items in definition.items:  # an item's row with its record's line, until repeated keys are settled
         con.execute(f"CREATE OR REPLACE TEMP TABLE {by_line(items)} AS SELECT *, 0::BIGINT AS source_line "
                     f"FROM {items.table} LIMIT 0")
-    for batch in _joined(staging.line_batches(src), JOINED_BYTES):
-        # in DuckDB-sized chunks: one Arrow chunk would be scanned by one thread
-        con.register("batch", pa.Table.from_batches(batch.to_batches(max_chunksize=VECTOR_ROWS)))
+    # JSON lines: the next batch is split on a thread while this one is typed (read_ahead.py)
+    batches = read_ahead.Ahead(src, lambda source: _joined(staging.line_batches(source), JOINED_BYTES))
+    try:
+        accepted, passes, header, unknown = _stage_batches(definition, src, con, ctx, prices, batches)
+    finally:
+        batches.close()
+    if passes is _REFUSED:  # the file is refused at its header, as line by line
+        return Staged(0, totals(definition, con))
+    if passes is None and definition.empty_reason:  # not one non-blank line
+        staging.add_rejects(con, src.name, [(0, definition.empty_reason, "")])
+    con.execute("DROP TABLE IF EXISTS typed; DROP TABLE IF EXISTS rest")  # the last batch's: memory for what follows
+    warnings = reader.unknown_warning(definition, unknown)
+    if definition.identity and passes is not None:  # the rows held until the file is read
+        accepted, found = file_steps.finish(definition, con, src, header)
+        warnings += found
+    figures = totals(definition, con)
+    _settle_items(definition, con)
+    return Staged(accepted, figures, warnings)
+
+
+_REFUSED = ("refused",)  # _stage_batches: the file was refused at its header
+
+
+def _stage_batches(definition: Definition, src: Source, con, ctx: ParseContext, prices,
+                   batches: read_ahead.Ahead) -> tuple[int, tuple | None, list[str] | None, set[str]]:
+    """Stage every batch of `batches`: the rows accepted, the passes (_REFUSED when the header
+    refused the file, None when no line was filled), the CSV header (None: JSON lines) and the
+    unknown keys seen."""
+    accepted, header, header_line, passes, unknown = 0, None, 0, None, set()
+    for batch in batches:
+        con.register("batch", _chunked(batch))
         try:
             if passes is None:
                 # JSON lines: the batch's every line is staged below, a too-long one refused there
@@ -80,7 +110,7 @@ def stage(definition: Definition, src: Source, con, ctx: ParseContext) -> Staged
                     header, is_record, reason = csv_layout.first_line(definition, text)
                     if reason:  # the file is refused at its header, as line by line
                         staging.add_rejects(con, src.name, [(header_line, reason, text)])
-                        return Staged(0, totals(definition, con))
+                        return accepted, _REFUSED, header, unknown
                     header_line -= is_record  # a headerless file (Definition.headerless): its first line is a record
                     zone = line_sql.sql_zone(con, ctx.tz)
                     fields = unit_fields(definition, header, zone) if definition.units_in_text else \
@@ -93,19 +123,15 @@ def stage(definition: Definition, src: Source, con, ctx: ParseContext) -> Staged
                               typed_statement(definition, ctx, json_fields(definition, "rest"), zone=line_sql.sql_zone(con, ctx.tz)),
                               typed_statement(definition, ctx, json_fields(definition, "batch"),
                                          zone=line_sql.sql_zone(con, ctx.tz)))  # strict alone
+                    # JSON lines: the next batch is split and marked (line_marks.py) while this one is typed
+                    mark = partial(line_marks.marked, pattern=quirk_pattern(definition))
+                    batches.start(then=mark)
+                    con.unregister("batch")
+                    con.register("batch", _chunked(mark(batch)))
             accepted += _stage_batch(definition, con, src, ctx, prices, passes, header, header_line, unknown)
         finally:
             con.unregister("batch")
-    if passes is None and definition.empty_reason:  # not one non-blank line
-        staging.add_rejects(con, src.name, [(0, definition.empty_reason, "")])
-    con.execute("DROP TABLE IF EXISTS typed; DROP TABLE IF EXISTS rest")  # the last batch's: memory for what follows
-    warnings = reader.unknown_warning(definition, unknown)
-    if definition.identity and passes is not None:  # the rows held until the file is read
-        accepted, found = file_steps.finish(definition, con, src, header)
-        warnings += found
-    figures = totals(definition, con)
-    _settle_items(definition, con)
-    return Staged(accepted, figures, warnings)
+    return accepted, passes, header, unknown
 
 
 ONE_VALUE_BYTES = 16 << 20  # a file that is one JSON object over many lines is read whole up to this size
@@ -165,7 +191,7 @@ def _stage_array(definition: Definition, src: Source, con, ctx: ParseContext, pr
     for start in range(0, count, ARRAY_ELEMENTS):
         elements = con.sql(f"SELECT line, raw FROM elements WHERE line > {start} AND line <= {start + ARRAY_ELEMENTS} "
                            "ORDER BY line").to_arrow_table()
-        con.register("batch", pa.Table.from_batches(elements.to_batches(max_chunksize=VECTOR_ROWS)))
+        con.register("batch", _chunked(line_marks.marked(elements, quirk_pattern(definition))))
         try:
             accepted += _stage_batch(definition, con, src, ctx, prices, passes, None, 0, unknown)
         finally:
@@ -186,6 +212,11 @@ def _settle_items(definition: Definition, con) -> None:
                     f"SEMI JOIN {definition.table} r ON r.{definition.key.column} = i.{items.parent} "
                     "AND r.source_line = i.source_line")
         con.execute(f"DROP TABLE {by_line(items)}")
+
+
+def _chunked(batch: pa.Table) -> pa.Table:
+    """A batch in DuckDB-sized chunks: one Arrow chunk would be scanned by one thread."""
+    return pa.Table.from_batches(batch.to_batches(max_chunksize=VECTOR_ROWS))
 
 
 def _joined(batches, limit: int):
@@ -294,6 +325,6 @@ def _keys_seen(con) -> set[str]:
 def _mostly_quirks(definition: Definition, con) -> bool:
     """Whether most of the batch's first lines have a quirk (quirk_pattern: escapes, numbers given as
     text, odd lists, maps or eval points ...), so the lenient read would hand them all to the strict one."""
-    share = con.execute(f"SELECT avg(CAST(regexp_matches(raw, '{quirk_pattern(definition)}') AS INTEGER)) "
-                        f"FROM (SELECT raw FROM batch WHERE ltrim(raw) <> '' LIMIT {QUIRK_SAMPLE})").fetchall()[0][0]
+    share = con.execute("SELECT avg(CAST(quirk_found AS INTEGER)) "  # line_marks.py
+                        f"FROM (SELECT quirk_found FROM batch WHERE ltrim(raw) <> '' LIMIT {QUIRK_SAMPLE})").fetchall()[0][0]
     return share is not None and share > 0.5
