@@ -10,6 +10,7 @@ import os
 import re
 import threading
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import datetime, timezone, tzinfo
 from pathlib import Path
 from types import ModuleType
@@ -114,20 +115,73 @@ def ingest_file(path: Path, kind: str | None = None, tz: tzinfo = timezone.utc,
     """
     context = ParseContext(display_name or str(path), tz, host, at, started_at, scrape_interval_s)
     summary = _guarded(path, kind, context, on_progress)
-    if on_progress is not None:
-        try:
-            size_bytes = path.stat().st_size
-        except OSError:  # an unreadable file has said so in its summary
-            size_bytes = 0
-        on_progress(size_bytes, summary.rows_loaded + summary.rows_rejected)
+    if on_progress is not None:  # an unreadable file (size 0) has said so in its summary
+        on_progress(_size(path), summary.rows_loaded + summary.rows_rejected)
     return summary
+
+
+def ingest_files(paths: Sequence[Path], kind: str | None = None, tz: tzinfo = timezone.utc,
+                 host: str | None = None, at: datetime | None = None, on_progress: Progress | None = None,
+                 started_at: datetime | None = None, scrape_interval_s: float | None = None,
+                 on_start: Callable[[Path], None] | None = None) -> Iterator[tuple[Path, FileSummary]]:
+    """ingest_file for each of `paths` in turn, each (path, summary) as its merge ends, the same
+    summaries; but the next file is read, checked and staged on a thread of its own while this
+    one merges (DuckDB lets go of the GIL: a staging and a merge use both cores where each alone
+    keeps one of them busy much of the time). `on_start(path)` is called as a file begins to be
+    read and `on_progress` as it is read (on that thread; not once more after its merge: the next
+file may be under way by then). At most two files are staged at once."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def staged(path: Path) -> tuple[ParseContext, FileSummary | _Staged]:
+        if on_start is not None:
+            on_start(path)
+        context = ParseContext(str(path), tz, host, at, started_at, scrape_interval_s)
+        return context, _staged(path, kind, context, on_progress)
+
+    if not paths:
+        return
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="mlcost-stage") as ahead:
+        coming = ahead.submit(staged, paths[0])
+        try:
+            for index, path in enumerate(paths):
+                context, done = coming.result()
+                coming = ahead.submit(staged, paths[index + 1]) if index + 1 < len(paths) else None
+                yield path, done if isinstance(done, FileSummary) else _barrier(context, kind, done.merge)
+        finally:  # stopped early (an error, the caller gone): the file staged ahead is thrown away
+            if coming is not None:
+                try:
+                    _, left = coming.result()
+                except BaseException:  # noqa: BLE001 (its error is not this one's)
+                    left = None
+                if isinstance(left, _Staged):
+                    left.close()
+
+
+def _size(path: Path) -> int:
+    """The file's size in bytes (0 when it cannot be read: its summary says so)."""
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
 
 
 def _guarded(path: Path, kind: str | None, context: ParseContext, on_progress: Progress | None) -> FileSummary:
     """_ingest_file behind the per-file barrier: any surprise fails this file, not the batch."""
+    staged = _staged(path, kind, context, on_progress)
+    return staged if isinstance(staged, FileSummary) else _barrier(context, kind, staged.merge)
+
+
+def _staged(path: Path, kind: str | None, context: ParseContext, on_progress: Progress | None) -> FileSummary | _Staged:
+    """The file read, checked and staged (_ingest_file) behind the per-file barrier: its summary
+    when it ends there (failed, already loaded), else the stage its merge takes."""
     limits.configure(config.ingest_limits())
+    return _barrier(context, kind, lambda: _ingest_file(path, kind, context, on_progress))
+
+
+def _barrier(context: ParseContext, kind: str | None, step: Callable[[], FileSummary | _Staged]) -> FileSummary | _Staged:
+    """`step` behind the per-file barrier: any surprise fails this file (its summary), not the batch."""
     try:
-        return _ingest_file(path, kind, context, on_progress)
+        return step()
     except (warehouse.WarehouseBusy, config.ConfigError):  # the command stops: not this file's fault
         raise
     except limits.TooLarge as refused:
@@ -139,8 +193,9 @@ def _guarded(path: Path, kind: str | None, context: ParseContext, on_progress: P
                                              f"{': ' + detail if detail else ''}); nothing from it was loaded")
 
 
-def _ingest_file(path: Path, kind: str | None, context: ParseContext, on_progress: Progress | None) -> FileSummary:
-    """ingest_file without its barrier: bad content ends in a failed summary, surprises raise."""
+def _ingest_file(path: Path, kind: str | None, context: ParseContext, on_progress: Progress | None) -> FileSummary | _Staged:
+    """ingest_file up to its merge, without its barrier: bad content ends in a failed summary,
+    surprises raise; a file to merge comes back as its _Staged (whose merge() ends the load)."""
     name, tz = context.source, context.tz
     summary = FileSummary(name, kind)
     try:
@@ -162,7 +217,7 @@ def _ingest_file(path: Path, kind: str | None, context: ParseContext, on_progres
 
 
 def _read_file(src: Source, kind: str | None, context: ParseContext, digest: _Digest,
-               summary: FileSummary) -> FileSummary:
+               summary: FileSummary) -> FileSummary | _Staged:
     """_ingest_file once the file is found, its sha256 worked out by `digest` meanwhile."""
     name, tz = context.source, context.tz
     try:
@@ -210,6 +265,7 @@ def _read_file(src: Source, kind: str | None, context: ParseContext, digest: _Di
     # The stage is private and thrown away: never checkpointed while it is filled (an in-memory
     # database checkpoints too, in one thread: 0.3-0.4 s of a 500k-window serving file's inserts).
     stage.execute(f"SET checkpoint_threshold = '{STAGE_CHECKPOINT}'")
+    handed: _Staged | None = None  # the stage, once handed to its merge (which closes it)
     try:
         earlier = warehouse.earlier_loads(stage, sha256)
         if any(load[1:] == (parser.KIND, options) for load in earlier):
@@ -233,31 +289,63 @@ def _read_file(src: Source, kind: str | None, context: ParseContext, digest: _Di
             summary.error = f"{name}: {reason}"
             return summary
         stage.execute("RESET checkpoint_threshold")  # the warehouse's commit checkpoints as it always did
-        # The same file read before with another kind or other options: this reading replaces it,
-        # in the merge's own transaction (a merge that fails leaves the earlier load whole).
-        result = warehouse.merge(stage, name, sha256, parser.KIND, staged.accepted, options=options,
-                                 replaces=tuple(load_id for load_id, _, _ in earlier),
-                                 defer_derived=getattr(_batch, "active", False))
-        summary.replaced = result.replaced
-        summary.status = ("already_loaded" if result.already_loaded
-                          else "rejected" if result.rows_loaded == 0 and result.rows_rejected else "loaded")
-        if not result.already_loaded:
-            summary.rows_loaded, summary.rows_rejected = result.rows_loaded, result.rows_rejected
-            summary.merge_s = result.lock_s
-            summary.rejects = [{"line": line, "reason": reason} for line, reason in stage.execute(
-                "SELECT line, reason FROM rejects ORDER BY line LIMIT ?", [REJECTS_SHOWN]).fetchall()]
-            summary.totals = staged.totals
-            summary.warnings.extend(staged.warnings)
-            summary.warnings.extend(result.warnings)
-            if getattr(parser, "LOCAL_TIME", False) and tz is timezone.utc and text is not None \
-                    and not OFFSET_TIME.search(text):
-                summary.warnings.append(
-                    f"{parser.KIND} writes the local time of the machine it ran on, without a zone, and no --tz was "
-                    "given: its times were read as UTC. If that machine was not on UTC, load the file again with "
-                    "--tz ZONE (e.g. --tz Europe/Paris; on the Data page, the time zone box); that load replaces this one")
+        handed = _Staged(stage, summary, parser, src, context, sha256, options,
+                         tuple(load_id for load_id, _, _ in earlier), staged, text)
+        return handed
     finally:
-        stage.close()
-    return summary
+        if handed is None:
+            stage.close()
+
+
+@dataclass
+class _Staged:
+    """A file read and staged, waiting for its merge: the staging connection and what the merge
+    and the summary need. merge() closes the stage whatever happens."""
+
+    stage: duckdb.DuckDBPyConnection
+    summary: FileSummary
+    parser: ModuleType
+    src: Source
+    context: ParseContext
+    sha256: str
+    options: str
+    replaces: tuple[int, ...]
+    staged: Staged
+    text: str | None
+
+    def merge(self) -> FileSummary:
+        """Merge the staged file into the warehouse; its summary."""
+        stage, summary, parser, staged = self.stage, self.summary, self.parser, self.staged
+        try:
+            # The same file read before with another kind or other options: this reading replaces it,
+            # in the merge's own transaction (a merge that fails leaves the earlier load whole).
+            result = warehouse.merge(stage, self.context.source, self.sha256, parser.KIND, staged.accepted,
+                                     options=self.options, replaces=self.replaces,
+                                     defer_derived=getattr(_batch, "active", False))
+            summary.replaced = result.replaced
+            summary.status = ("already_loaded" if result.already_loaded
+                              else "rejected" if result.rows_loaded == 0 and result.rows_rejected else "loaded")
+            if not result.already_loaded:
+                summary.rows_loaded, summary.rows_rejected = result.rows_loaded, result.rows_rejected
+                summary.merge_s = result.lock_s
+                summary.rejects = [{"line": line, "reason": reason} for line, reason in stage.execute(
+                    "SELECT line, reason FROM rejects ORDER BY line LIMIT ?", [REJECTS_SHOWN]).fetchall()]
+                summary.totals = staged.totals
+                summary.warnings.extend(staged.warnings)
+                summary.warnings.extend(result.warnings)
+                if getattr(parser, "LOCAL_TIME", False) and self.context.tz is timezone.utc and self.text is not None \
+                        and not OFFSET_TIME.search(self.text):
+                    summary.warnings.append(
+                        f"{parser.KIND} writes the local time of the machine it ran on, without a zone, and no --tz was "
+                        "given: its times were read as UTC. If that machine was not on UTC, load the file again with "
+                        "--tz ZONE (e.g. --tz Europe/Paris; on the Data page, the time zone box); that load replaces this one")
+        finally:
+            stage.close()
+        return summary
+
+    def close(self) -> None:
+        """Throw the stage away unmerged."""
+        self.stage.close()
 
 
 def _stage(parser: ModuleType, src: Source, stage, context: ParseContext, binary: bool) -> Staged:
