@@ -106,10 +106,6 @@ def line_batches(src: Source) -> Iterator[pa.Table]:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    # The lines' buffers from the C library's malloc, not Arrow's default (mimalloc): mimalloc backs
-    # them with huge pages it keeps, ~140 MB more peak RSS for a 125 MB trace file (741 vs 598 MB,
-    # the same CPU seconds): pages it keeps for itself count on top of DuckDB's own.
-    pool = pa.system_memory_pool()
     number, offset, first = 1, 0, True
     max_line = limits.current().max_line_bytes
     skipping = 0  # bytes dropped so far of a line over max_line (never held whole)
@@ -167,10 +163,10 @@ def line_batches(src: Source) -> Iterator[pa.Table]:
             # import pandas to ask whether it was handed a Series: ~1 s of every `mlcost ingest`)
             text = pa.Array.from_buffers(pa.string(), 1, [None, pa.py_buffer(np.array([0, length], np.int32)),
                                                           pa.py_buffer(memoryview(buf)[start:cut])])
-            lines = pc.list_flatten(pc.split_pattern(text, "\n", memory_pool=pool), memory_pool=pool)  # the lines in buffers of their own
+            lines = pc.list_flatten(pc.split_pattern(text, "\n"))  # the lines in buffers of their own
             del text
             if buf.find(b"\r", start, cut) >= 0:
-                lines = pc.utf8_rtrim(lines, "\r", memory_pool=pool)
+                lines = pc.utf8_rtrim(lines, "\r")
             # A line over the limit within the batch: its marker instead. Asked first without a
             # Python scalar (pyarrow turning one into Arrow imports pandas: ~1 s of every big file).
             if length > max_line and pc.max(pc.binary_length(lines)).as_py() > max_line:
