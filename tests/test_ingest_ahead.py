@@ -177,3 +177,62 @@ def test_the_cli_loads_files_ahead_with_the_same_json(files, tmp_path):
     rows, _ = plain_figures([files[0], files[2], files[4]])
     assert sum(r["rows_loaded"] for r in printed) == rows
     assert printed[2]["rows_rejected"] == 2 and done.returncode != 0
+
+
+def merge_waiting_for_a_stage(monkeypatch, timeout_s: float) -> tuple[list[bool], list[str]]:
+    """warehouse.merge patched: the first merge waits (up to timeout_s) for a second file's
+    staging to begin; returns (whether it began in time, the files staged in order with their
+    staging memory limit)."""
+    second = threading.Event()
+    waited: list[bool] = []
+    stages: list[str] = []
+    merge, stage = loader.warehouse.merge, loader._stage
+
+    def waiting_merge(*args, **kwargs):
+        if not waited:
+            waited.append(second.wait(timeout=timeout_s))
+        return merge(*args, **kwargs)
+
+    def recorded_stage(parser, src, con, context, binary):
+        (limit,) = con.execute("SELECT current_setting('memory_limit')").fetchall()[0]
+        stages.append(f"{Path(src.name).name} {limit}")
+        if len(stages) == 2:
+            second.set()
+        return stage(parser, src, con, context, binary)
+
+    monkeypatch.setattr(loader.warehouse, "merge", waiting_merge)
+    monkeypatch.setattr(loader, "_stage", recorded_stage)
+    return waited, stages
+
+
+def test_only_trace_files_are_staged_beside_a_merge_with_a_lower_memory_limit(files, warehouse, monkeypatch):
+    monkeypatch.delenv("MLCOST_STAGE_MEMORY", raising=False)
+    waited, stages = merge_waiting_for_a_stage(monkeypatch, timeout_s=30)
+    pair = [files[0], files[2]]
+    assert [s.status for _, s in loader.ingest_files(pair)] == ["loaded", "loaded"]
+    assert waited == [True]
+    limit = duckdb.connect(config={"memory_limit": loader.AHEAD_MEMORY}).execute(
+        "SELECT current_setting('memory_limit')").fetchall()[0][0]
+    assert limit != duckdb.connect(config={"memory_limit": loader.staging.MEMORY_LIMIT}).execute(
+        "SELECT current_setting('memory_limit')").fetchall()[0][0]
+    assert stages == [f"node-a.csv {limit}", f"node-b.csv {limit}"]
+
+
+def test_a_file_of_another_kind_waits_for_the_merge_before_it(files, warehouse, monkeypatch, tmp_path):
+    runs = tmp_path / "runs.jsonl"
+    runs.write_text(json.dumps({"run_id": "r1", "start_time": "2026-10-01T00:00:00Z",
+                                "end_time": "2026-10-01T01:00:00Z", "host": "node-a", "gpu_indices": [0]}) + "\n")
+    waited, stages = merge_waiting_for_a_stage(monkeypatch, timeout_s=3)
+    summaries = [s for _, s in loader.ingest_files([files[0], runs])]
+    assert [s.status for s in summaries] == ["loaded", "loaded"]
+    assert waited == [False]  # the runs file was not staged while the trace file merged
+    assert [entry.split()[0] for entry in stages] == ["node-a.csv", "runs.jsonl"]
+
+
+def test_one_file_keeps_the_usual_staging_memory(files, warehouse, monkeypatch):
+    monkeypatch.delenv("MLCOST_STAGE_MEMORY", raising=False)
+    _, stages = merge_waiting_for_a_stage(monkeypatch, timeout_s=0)
+    assert [s.status for _, s in loader.ingest_files([files[0]])] == ["loaded"]
+    usual = duckdb.connect(config={"memory_limit": loader.staging.MEMORY_LIMIT}).execute(
+        "SELECT current_setting('memory_limit')").fetchall()[0][0]
+    assert stages == [f"node-a.csv {usual}"]

@@ -46,7 +46,14 @@ HASH_CHUNK_BYTES = 8 << 20  # _sha256's chunks, each hashed on a thread while th
 # The formats whose staging asks for the file's newline count (line_numbers.count_lines: a CSV
 # bill's line numbers), which the sha256 pass counts on its way; for any other it stops counting.
 COUNTS_LINES = ("ingest.formats.billing.",)
-STAGE_CHECKPOINT = "1TB"  # the staging database's checkpoint_threshold until the merge
+STAGE_CHECKPOINT = "1TB"
+# Formats a load of several files stages beside the merge of the file before (ingest_files), and
+# the staging memory limit each of their stages then has (two are open at once): 4 collector files
+# of 1M rows, 512MB: 889 MB peak RSS; 384MB: 743 MB, +0.3 CPU s of 12 (one file at a time: 770-788 MB).
+# Other kinds wait for the merge before them (a large bill's stage alone takes up to ~1 GB).
+AHEAD_KINDS = ("gpu-collector",)
+AHEAD_MEMORY = "384MB"
+Gate = Callable[[ModuleType], "str | None"]  # _read_file's gate: waits, then the stage's memory limit  # the staging database's checkpoint_threshold until the merge
 # A folder's list of files that are not data (answer keys, manifests): a folder given to ingest
 # skips them and says so; a file named on its own is always read.
 NOT_DATA = ".mlcostignore"
@@ -128,29 +135,51 @@ def ingest_files(paths: Sequence[Path], kind: str | None = None, tz: tzinfo = ti
                  started_at: datetime | None = None, scrape_interval_s: float | None = None,
                  on_start: Callable[[Path], None] | None = None) -> Iterator[tuple[Path, FileSummary]]:
     """ingest_file for each of `paths` in turn, each (path, summary) as its merge ends, the same
-    summaries; but the next file is read, checked and staged on a thread of its own while this
-    one merges (DuckDB lets go of the GIL: a staging and a merge use both cores where each alone
-    keeps one of them busy much of the time). `on_start(path)` is called as a file begins to be
-    read and `on_progress` as it is read (on that thread; not once more after its merge: the next
-file may be under way by then). At most two files are staged at once."""
+    summaries; but each file is read, hashed and detected on a thread of its own while the one
+    before merges, and a file of a kind in AHEAD_KINDS is staged there too when the one merging
+    is of such a kind (DuckDB lets go of the GIL: a staging and a merge use both cores where each
+    alone keeps one of them busy much of the time); any other file waits for that merge before it
+    is staged. `on_start(path)` is called as a file begins to be read and `on_progress` as it is
+    read (on that thread; not once more after its merge: the next file may be under way by then)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    def staged(path: Path) -> tuple[ParseContext, FileSummary | _Staged]:
+    several = len(paths) > 1
+
+    def staged(path: Path, merging: threading.Event, beside: bool) -> tuple[ParseContext, FileSummary | _Staged]:
+        def gate(parser: ModuleType) -> str | None:  # the stage's memory limit, once it may be staged
+            if several and parser.KIND in AHEAD_KINDS and "MLCOST_STAGE_MEMORY" not in os.environ:
+                if not beside:
+                    merging.wait()
+                return AHEAD_MEMORY  # the limit of every such stage of the command: two can be open at once
+            merging.wait()
+            return None
+
         if on_start is not None:
             on_start(path)
         context = ParseContext(str(path), tz, host, at, started_at, scrape_interval_s)
-        return context, _staged(path, kind, context, on_progress)
+        return context, _staged(path, kind, context, on_progress, gate)
 
     if not paths:
         return
+    nothing = threading.Event()
+    nothing.set()  # the first file: nothing merges
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="mlcost-stage") as ahead:
-        coming = ahead.submit(staged, paths[0])
+        coming, merging = ahead.submit(staged, paths[0], nothing, False), nothing
         try:
             for index, path in enumerate(paths):
                 context, done = coming.result()
-                coming = ahead.submit(staged, paths[index + 1]) if index + 1 < len(paths) else None
-                yield path, done if isinstance(done, FileSummary) else _barrier(context, kind, done.merge)
+                merging = threading.Event()
+                coming = None
+                if index + 1 < len(paths):
+                    beside = isinstance(done, _Staged) and done.parser.KIND in AHEAD_KINDS
+                    coming = ahead.submit(staged, paths[index + 1], merging, beside)
+                try:
+                    summary = done if isinstance(done, FileSummary) else _barrier(context, kind, done.merge)
+                finally:
+                    merging.set()
+                yield path, summary
         finally:  # stopped early (an error, the caller gone): the file staged ahead is thrown away
+            merging.set()
             if coming is not None:
                 try:
                     _, left = coming.result()
@@ -174,11 +203,12 @@ def _guarded(path: Path, kind: str | None, context: ParseContext, on_progress: P
     return staged if isinstance(staged, FileSummary) else _barrier(context, kind, staged.merge)
 
 
-def _staged(path: Path, kind: str | None, context: ParseContext, on_progress: Progress | None) -> FileSummary | _Staged:
+def _staged(path: Path, kind: str | None, context: ParseContext, on_progress: Progress | None,
+            gate: Gate | None = None) -> FileSummary | _Staged:
     """The file read, checked and staged (_ingest_file) behind the per-file barrier: its summary
     when it ends there (failed, already loaded), else the stage its merge takes."""
     limits.configure(config.ingest_limits())
-    return _barrier(context, kind, lambda: _ingest_file(path, kind, context, on_progress))
+    return _barrier(context, kind, lambda: _ingest_file(path, kind, context, on_progress, gate))
 
 
 def _barrier(context: ParseContext, kind: str | None, step: Callable[[], FileSummary | _Staged]) -> FileSummary | _Staged:
@@ -196,7 +226,8 @@ def _barrier(context: ParseContext, kind: str | None, step: Callable[[], FileSum
                                              f"{': ' + detail if detail else ''}); nothing from it was loaded")
 
 
-def _ingest_file(path: Path, kind: str | None, context: ParseContext, on_progress: Progress | None) -> FileSummary | _Staged:
+def _ingest_file(path: Path, kind: str | None, context: ParseContext, on_progress: Progress | None,
+                 gate: Gate | None = None) -> FileSummary | _Staged:
     """ingest_file up to its merge, without its barrier: bad content ends in a failed summary,
     surprises raise; a file to merge comes back as its _Staged (whose merge() ends the load)."""
     name, tz = context.source, context.tz
@@ -208,7 +239,7 @@ def _ingest_file(path: Path, kind: str | None, context: ParseContext, on_progres
         return summary
     digest = _Digest(path)  # beside the head, detection and the stage's opening
     try:
-        summary = _read_file(src, kind, context, digest, summary)
+        summary = _read_file(src, kind, context, digest, summary, gate)
         digest.value()  # a file that could not be hashed says so, as when it was hashed first
         return summary
     except _Unreadable as error:  # the file could not be hashed: said as before, whatever came after
@@ -220,8 +251,9 @@ def _ingest_file(path: Path, kind: str | None, context: ParseContext, on_progres
 
 
 def _read_file(src: Source, kind: str | None, context: ParseContext, digest: _Digest,
-               summary: FileSummary) -> FileSummary | _Staged:
-    """_ingest_file once the file is found, its sha256 worked out by `digest` meanwhile."""
+               summary: FileSummary, gate: Gate | None = None) -> FileSummary | _Staged:
+    """_ingest_file once the file is found, its sha256 worked out by `digest` meanwhile; `gate`,
+    given the file's format, waits until it may be staged and says the stage's memory limit."""
     name, tz = context.source, context.tz
     try:
         head = _head(src)
@@ -261,7 +293,10 @@ def _read_file(src: Source, kind: str | None, context: ParseContext, digest: _Di
     summary.kind = parser.KIND
     options = warehouse.load_options(getattr(tz, "key", None) or str(tz), context.host, context.at,
                                      context.started_at, context.scrape_interval_s)
+    memory = gate(parser) if gate is not None else None
     stage = staging.open_stage()
+    if memory is not None:
+        stage.execute(f"SET memory_limit = '{memory}'")
     try:
         sha256 = digest.value()
     except _Unreadable:
