@@ -236,3 +236,14 @@ def test_one_file_keeps_the_usual_staging_memory(files, warehouse, monkeypatch):
     usual = duckdb.connect(config={"memory_limit": loader.staging.MEMORY_LIMIT}).execute(
         "SELECT current_setting('memory_limit')").fetchall()[0][0]
     assert stages == [f"node-a.csv {usual}"]
+
+
+def test_malloc_arenas_are_limited_for_several_files_only(files, warehouse, monkeypatch):
+    calls: list[int] = []
+    real = loader._few_arenas
+    monkeypatch.setattr(loader, "_few_arenas", lambda: calls.append(1))
+    list(loader.ingest_files([files[0]]))
+    assert calls == []
+    list(loader.ingest_files([files[2], files[4]]))
+    assert calls == [1]
+    real()  # the real call: glibc takes it, another C library is left alone (no error)
