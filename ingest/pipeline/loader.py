@@ -10,7 +10,6 @@ import os
 import re
 import threading
 from contextlib import contextmanager
-from dataclasses import dataclass
 from datetime import datetime, timezone, tzinfo
 from pathlib import Path
 from types import ModuleType
@@ -46,14 +45,7 @@ HASH_CHUNK_BYTES = 8 << 20  # _sha256's chunks, each hashed on a thread while th
 # The formats whose staging asks for the file's newline count (line_numbers.count_lines: a CSV
 # bill's line numbers), which the sha256 pass counts on its way; for any other it stops counting.
 COUNTS_LINES = ("ingest.formats.billing.",)
-STAGE_CHECKPOINT = "1TB"
-# Formats a load of several files stages beside the merge of the file before (ingest_files), and
-# the staging memory limit each of their stages then has (two are open at once): 4 collector files
-# of 1M rows, 512MB: 889 MB peak RSS; 384MB: 743 MB, +0.3 CPU s of 12 (one file at a time: 770-788 MB).
-# Other kinds wait for the merge before them (a large bill's stage alone takes up to ~1 GB).
-AHEAD_KINDS = ("gpu-collector",)
-AHEAD_MEMORY = "384MB"
-Gate = Callable[[ModuleType], "str | None"]  # _read_file's gate: waits, then the stage's memory limit  # the staging database's checkpoint_threshold until the merge
+STAGE_CHECKPOINT = "1TB"  # the staging database's checkpoint_threshold until the merge
 # A folder's list of files that are not data (answer keys, manifests): a folder given to ingest
 # skips them and says so; a file named on its own is always read.
 NOT_DATA = ".mlcostignore"
@@ -125,115 +117,20 @@ def ingest_file(path: Path, kind: str | None = None, tz: tzinfo = timezone.utc,
     """
     context = ParseContext(display_name or str(path), tz, host, at, started_at, scrape_interval_s)
     summary = _guarded(path, kind, context, on_progress)
-    if on_progress is not None:  # an unreadable file (size 0) has said so in its summary
-        on_progress(_size(path), summary.rows_loaded + summary.rows_rejected)
-    return summary
-
-
-def ingest_files(paths: Sequence[Path], kind: str | None = None, tz: tzinfo = timezone.utc,
-                 host: str | None = None, at: datetime | None = None, on_progress: Progress | None = None,
-                 started_at: datetime | None = None, scrape_interval_s: float | None = None,
-                 on_start: Callable[[Path], None] | None = None) -> Iterator[tuple[Path, FileSummary]]:
-    """ingest_file for each of `paths` in turn, each (path, summary) as its merge ends, the same
-    summaries; but each file is read, hashed and detected on a thread of its own while the one
-    before merges, and a file of a kind in AHEAD_KINDS is staged there too when the one merging
-    is of such a kind (DuckDB lets go of the GIL: a staging and a merge use both cores where each
-    alone keeps one of them busy much of the time); any other file waits for that merge before it
-    is staged. `on_start(path)` is called as a file begins to be read and `on_progress` as it is
-    read (on that thread; not once more after its merge: the next file may be under way by then)."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    several = len(paths) > 1
-    if several:
-        _few_arenas()
-
-    def staged(path: Path, merging: threading.Event, beside: bool) -> tuple[ParseContext, FileSummary | _Staged]:
-        def gate(parser: ModuleType) -> str | None:  # the stage's memory limit, once it may be staged
-            if several and parser.KIND in AHEAD_KINDS and "MLCOST_STAGE_MEMORY" not in os.environ:
-                if not beside:
-                    merging.wait()
-                return AHEAD_MEMORY  # the limit of every such stage of the command: two can be open at once
-            merging.wait()
-            return None
-
-        if on_start is not None:
-            on_start(path)
-        context = ParseContext(str(path), tz, host, at, started_at, scrape_interval_s)
-        return context, _staged(path, kind, context, on_progress, gate)
-
-    if not paths:
-        return
-    nothing = threading.Event()
-    nothing.set()  # the first file: nothing merges
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="mlcost-stage") as ahead:
-        coming, merging = ahead.submit(staged, paths[0], nothing, False), nothing
+    if on_progress is not None:
         try:
-            for index, path in enumerate(paths):
-                context, done = coming.result()
-                merging = threading.Event()
-                coming = None
-                if index + 1 < len(paths):
-                    beside = isinstance(done, _Staged) and done.parser.KIND in AHEAD_KINDS
-                    coming = ahead.submit(staged, paths[index + 1], merging, beside)
-                try:
-                    summary = done if isinstance(done, FileSummary) else _barrier(context, kind, done.merge)
-                finally:
-                    merging.set()
-                yield path, summary
-        finally:  # stopped early (an error, the caller gone): the file staged ahead is thrown away
-            merging.set()
-            if coming is not None:
-                try:
-                    _, left = coming.result()
-                except BaseException:  # noqa: BLE001 (its error is not this one's)
-                    left = None
-                if isinstance(left, _Staged):
-                    left.close()
-
-
-def _few_arenas() -> None:
-    """At most MALLOC_ARENAS heaps for the C library's malloc in this process (glibc's mallopt
-    M_ARENA_MAX; nothing elsewhere). A load of several files has two DuckDB databases and their
-    threads busy at once, and glibc gives threads up to 8 heaps a core, whose freed memory only
-    their own threads reuse: 16 trace files of 1M rows peaked at 1,004 MB with the default,
-    882 MB with 2 heaps (one file at a time: 901-947 MB), the CPU seconds within noise."""
-    import ctypes
-
-    try:
-        ctypes.CDLL(None).mallopt(M_ARENA_MAX, MALLOC_ARENAS)
-    except (OSError, AttributeError):  # not glibc
-        pass
-
-
-M_ARENA_MAX, MALLOC_ARENAS = -8, 2  # glibc's malloc.h
-
-
-def _size(path: Path) -> int:
-    """The file's size in bytes (0 when it cannot be read: its summary says so)."""
-    try:
-        return path.stat().st_size
-    except OSError:
-        return 0
+            size_bytes = path.stat().st_size
+        except OSError:  # an unreadable file has said so in its summary
+            size_bytes = 0
+        on_progress(size_bytes, summary.rows_loaded + summary.rows_rejected)
+    return summary
 
 
 def _guarded(path: Path, kind: str | None, context: ParseContext, on_progress: Progress | None) -> FileSummary:
     """_ingest_file behind the per-file barrier: any surprise fails this file, not the batch."""
-    staged = _staged(path, kind, context, on_progress)
-    return staged if isinstance(staged, FileSummary) else _barrier(context, kind, staged.merge)
-
-
-def _staged(path: Path, kind: str | None, context: ParseContext, on_progress: Progress | None,
-            gate: Gate | None = None) -> FileSummary | _Staged:
-    """The file read, checked and staged (_ingest_file) behind the per-file barrier: its summary
-    when it ends there (failed, already loaded), else the stage its merge takes."""
     limits.configure(config.ingest_limits())
-    return _barrier(context, kind, lambda: _ingest_file(path, kind, context, on_progress, gate))
-
-
-def _barrier(context: ParseContext, kind: str | None, step: Callable[[], FileSummary | _Staged]) -> FileSummary | _Staged:
-    """`step` behind the per-file barrier: any surprise fails this file (its summary), not the batch."""
     try:
-        return step()
+        return _ingest_file(path, kind, context, on_progress)
     except (warehouse.WarehouseBusy, config.ConfigError):  # the command stops: not this file's fault
         raise
     except limits.TooLarge as refused:
@@ -245,10 +142,8 @@ def _barrier(context: ParseContext, kind: str | None, step: Callable[[], FileSum
                                              f"{': ' + detail if detail else ''}); nothing from it was loaded")
 
 
-def _ingest_file(path: Path, kind: str | None, context: ParseContext, on_progress: Progress | None,
-                 gate: Gate | None = None) -> FileSummary | _Staged:
-    """ingest_file up to its merge, without its barrier: bad content ends in a failed summary,
-    surprises raise; a file to merge comes back as its _Staged (whose merge() ends the load)."""
+def _ingest_file(path: Path, kind: str | None, context: ParseContext, on_progress: Progress | None) -> FileSummary:
+    """ingest_file without its barrier: bad content ends in a failed summary, surprises raise."""
     name, tz = context.source, context.tz
     summary = FileSummary(name, kind)
     try:
@@ -258,7 +153,7 @@ def _ingest_file(path: Path, kind: str | None, context: ParseContext, on_progres
         return summary
     digest = _Digest(path)  # beside the head, detection and the stage's opening
     try:
-        summary = _read_file(src, kind, context, digest, summary, gate)
+        summary = _read_file(src, kind, context, digest, summary)
         digest.value()  # a file that could not be hashed says so, as when it was hashed first
         return summary
     except _Unreadable as error:  # the file could not be hashed: said as before, whatever came after
@@ -270,9 +165,8 @@ def _ingest_file(path: Path, kind: str | None, context: ParseContext, on_progres
 
 
 def _read_file(src: Source, kind: str | None, context: ParseContext, digest: _Digest,
-               summary: FileSummary, gate: Gate | None = None) -> FileSummary | _Staged:
-    """_ingest_file once the file is found, its sha256 worked out by `digest` meanwhile; `gate`,
-    given the file's format, waits until it may be staged and says the stage's memory limit."""
+               summary: FileSummary) -> FileSummary:
+    """_ingest_file once the file is found, its sha256 worked out by `digest` meanwhile."""
     name, tz = context.source, context.tz
     try:
         head = _head(src)
@@ -312,10 +206,7 @@ def _read_file(src: Source, kind: str | None, context: ParseContext, digest: _Di
     summary.kind = parser.KIND
     options = warehouse.load_options(getattr(tz, "key", None) or str(tz), context.host, context.at,
                                      context.started_at, context.scrape_interval_s)
-    memory = gate(parser) if gate is not None else None
     stage = staging.open_stage()
-    if memory is not None:
-        stage.execute(f"SET memory_limit = '{memory}'")
     try:
         sha256 = digest.value()
     except _Unreadable:
@@ -324,7 +215,6 @@ def _read_file(src: Source, kind: str | None, context: ParseContext, digest: _Di
     # The stage is private and thrown away: never checkpointed while it is filled (an in-memory
     # database checkpoints too, in one thread: 0.3-0.4 s of a 500k-window serving file's inserts).
     stage.execute(f"SET checkpoint_threshold = '{STAGE_CHECKPOINT}'")
-    handed: _Staged | None = None  # the stage, once handed to its merge (which closes it)
     try:
         earlier = warehouse.earlier_loads(stage, sha256)
         if any(load[1:] == (parser.KIND, options) for load in earlier):
@@ -348,63 +238,31 @@ def _read_file(src: Source, kind: str | None, context: ParseContext, digest: _Di
             summary.error = f"{name}: {reason}"
             return summary
         stage.execute("RESET checkpoint_threshold")  # the warehouse's commit checkpoints as it always did
-        handed = _Staged(stage, summary, parser, src, context, sha256, options,
-                         tuple(load_id for load_id, _, _ in earlier), staged, text)
-        return handed
+        # The same file read before with another kind or other options: this reading replaces it,
+        # in the merge's own transaction (a merge that fails leaves the earlier load whole).
+        result = warehouse.merge(stage, name, sha256, parser.KIND, staged.accepted, options=options,
+                                 replaces=tuple(load_id for load_id, _, _ in earlier),
+                                 defer_derived=getattr(_batch, "active", False))
+        summary.replaced = result.replaced
+        summary.status = ("already_loaded" if result.already_loaded
+                          else "rejected" if result.rows_loaded == 0 and result.rows_rejected else "loaded")
+        if not result.already_loaded:
+            summary.rows_loaded, summary.rows_rejected = result.rows_loaded, result.rows_rejected
+            summary.merge_s = result.lock_s
+            summary.rejects = [{"line": line, "reason": reason} for line, reason in stage.execute(
+                "SELECT line, reason FROM rejects ORDER BY line LIMIT ?", [REJECTS_SHOWN]).fetchall()]
+            summary.totals = staged.totals
+            summary.warnings.extend(staged.warnings)
+            summary.warnings.extend(result.warnings)
+            if getattr(parser, "LOCAL_TIME", False) and tz is timezone.utc and text is not None \
+                    and not OFFSET_TIME.search(text):
+                summary.warnings.append(
+                    f"{parser.KIND} writes the local time of the machine it ran on, without a zone, and no --tz was "
+                    "given: its times were read as UTC. If that machine was not on UTC, load the file again with "
+                    "--tz ZONE (e.g. --tz Europe/Paris; on the Data page, the time zone box); that load replaces this one")
     finally:
-        if handed is None:
-            stage.close()
-
-
-@dataclass
-class _Staged:
-    """A file read and staged, waiting for its merge: the staging connection and what the merge
-    and the summary need. merge() closes the stage whatever happens."""
-
-    stage: duckdb.DuckDBPyConnection
-    summary: FileSummary
-    parser: ModuleType
-    src: Source
-    context: ParseContext
-    sha256: str
-    options: str
-    replaces: tuple[int, ...]
-    staged: Staged
-    text: str | None
-
-    def merge(self) -> FileSummary:
-        """Merge the staged file into the warehouse; its summary."""
-        stage, summary, parser, staged = self.stage, self.summary, self.parser, self.staged
-        try:
-            # The same file read before with another kind or other options: this reading replaces it,
-            # in the merge's own transaction (a merge that fails leaves the earlier load whole).
-            result = warehouse.merge(stage, self.context.source, self.sha256, parser.KIND, staged.accepted,
-                                     options=self.options, replaces=self.replaces,
-                                     defer_derived=getattr(_batch, "active", False))
-            summary.replaced = result.replaced
-            summary.status = ("already_loaded" if result.already_loaded
-                              else "rejected" if result.rows_loaded == 0 and result.rows_rejected else "loaded")
-            if not result.already_loaded:
-                summary.rows_loaded, summary.rows_rejected = result.rows_loaded, result.rows_rejected
-                summary.merge_s = result.lock_s
-                summary.rejects = [{"line": line, "reason": reason} for line, reason in stage.execute(
-                    "SELECT line, reason FROM rejects ORDER BY line LIMIT ?", [REJECTS_SHOWN]).fetchall()]
-                summary.totals = staged.totals
-                summary.warnings.extend(staged.warnings)
-                summary.warnings.extend(result.warnings)
-                if getattr(parser, "LOCAL_TIME", False) and self.context.tz is timezone.utc and self.text is not None \
-                        and not OFFSET_TIME.search(self.text):
-                    summary.warnings.append(
-                        f"{parser.KIND} writes the local time of the machine it ran on, without a zone, and no --tz was "
-                        "given: its times were read as UTC. If that machine was not on UTC, load the file again with "
-                        "--tz ZONE (e.g. --tz Europe/Paris; on the Data page, the time zone box); that load replaces this one")
-        finally:
-            stage.close()
-        return summary
-
-    def close(self) -> None:
-        """Throw the stage away unmerged."""
-        self.stage.close()
+        stage.close()
+    return summary
 
 
 def _stage(parser: ModuleType, src: Source, stage, context: ParseContext, binary: bool) -> Staged:

@@ -76,10 +76,10 @@ def run_ingest(args: argparse.Namespace) -> int:
         for summary in missing:
             print("\n".join(summary_lines(summary)), flush=True)
     with _Progress(files, enabled=_show_progress(args)) as progress, loader.batch(files):
-        # the next file is read and staged while this one merges (loader.ingest_files)
-        for _, summary in loader.ingest_files(files, args.kind, tz, host=args.host, at=at, on_progress=progress.update,
-                                              started_at=started_at, scrape_interval_s=args.scrape_interval,
-                                              on_start=progress.start):
+        for path in files:
+            progress.start(path)
+            summary = loader.ingest_file(path, args.kind, tz, host=args.host, at=at, on_progress=progress.update,
+                                         started_at=started_at, scrape_interval_s=args.scrape_interval)
             summaries.append(summary)
             if not args.json:
                 progress.write("\n".join(summary_lines(summary)))
