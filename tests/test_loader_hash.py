@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import random
+from pathlib import Path
 
 import pytest
 
@@ -55,3 +56,45 @@ def test_chunks_are_hashed_in_the_files_order(tmp_path, monkeypatch):
     path = tmp_path / "file.csv"
     path.write_bytes(data)
     assert loader._sha256(path) == hashlib.sha256(data).hexdigest()
+
+
+def test_the_count_stops_when_no_one_asks_for_it(tmp_path, monkeypatch):
+    """Once the format is known not to read the count (`counting()` false), the pass stops counting
+    and remembers nothing, so count_lines counts for itself; the hash is whole all the same."""
+    import os
+
+    monkeypatch.setattr(loader, "HASH_CHUNK_BYTES", 4096)
+    data = b"".join(f"{number},x\n".encode() for number in range(5_000))
+    path = tmp_path / "file.csv"
+    path.write_bytes(data)
+    line_numbers._COUNTED.clear()
+    asked = []
+    monkeypatch.setattr(loader._hashing, "counting", lambda: asked.append(1) is None and len(asked) < 3, raising=False)
+    assert loader._sha256(path) == hashlib.sha256(data).hexdigest()
+    assert len(asked) == 3  # asked each chunk until the answer was no, then never again
+    assert line_numbers._identity(os.stat(path)) not in line_numbers._COUNTED
+    assert line_numbers.count_lines(Source.of(path)) == 5_000
+    monkeypatch.delattr(loader._hashing, "counting")
+    loader._sha256(path)
+    assert line_numbers._COUNTED[line_numbers._identity(os.stat(path))] == (5_000, True)
+
+
+def test_only_a_bill_has_its_newlines_counted_on_the_way(tmp_path, warehouse, monkeypatch):
+    """Detection tells the hash pass: a trace file's stops counting, a CSV bill's keeps on (its
+    line numbers read the count)."""
+    made = []
+
+    class Recorded(loader._Digest):
+        def __init__(self, path):
+            super().__init__(path)
+            made.append(self)
+
+    monkeypatch.setattr(loader, "_Digest", Recorded)
+    trace = tmp_path / "node-a_1.csv"
+    trace.write_text("timestamp,host,gpu_index,gpu_uuid,gpu_name,power_w,energy_mj,gpu_util_pct,mem_used_mib\n"
+                     + "".join(f"2026-10-01T00:00:{s:02d}Z,node-a,0,GPU-1,L4,{s}.5,{s},1,2\n" for s in range(50)))
+    assert loader.ingest_file(trace).rows_loaded == 50
+    bill = Path(__file__).parent / "cases" / "billing" / "aws_cur2.csv"
+    summary = loader.ingest_file(bill)
+    assert summary.kind == loader.detect(bill.name, bill.read_text()).KIND and summary.status == "loaded"
+    assert [digest.count_lines for digest in made] == [False, True]
