@@ -7,9 +7,9 @@ PYTHONPATH=OLD and once with PYTHONPATH=NEW, each into its own copy of the same 
 warehouse (the fleet's runs, serving windows and bill loaded first by OLD, so run energy and the
 allocation of the bill have work to do), then compares every table of the two warehouses with
 EXCEPT ALL both ways. Columns that hold the time of the load (loaded_at, computed_at, ...) and
-schema_stamp's digest of schema.sql are left out. Where rows differ and the table has DOUBLE columns, they are compared again with each
-DOUBLE rounded to 12 significant digits (a sum may be added up in another order): such a table
-is reported as "equal within 1e-12 relative", with its column names.
+schema_stamp's digest of schema.sql are left out. Where rows differ and the table has DOUBLE columns, the rows are paired by their place in
+the order of every column and compared again with each DOUBLE within 1e-12 relative of the other
+side's (a sum may be added up in another order): such a table is reported as "equal within 1e-12 relative", with its column names.
 
 Cases: fleet-0.05, fleet4-0.05, fleet-0.25, fleet4-0.25 (16 trace files in one ingest, or the
 4-host file, from ~/.cache/mlcost/fleet/scale-S), sample (sample_data's runs, then its GPU traces
@@ -81,13 +81,17 @@ def compare(old_db: Path, new_db: Path) -> list[str]:
             lines.append(f"  {table}: {rows:,} rows equal")
             continue
         doubles = [name for name, kind in kept if kind == "DOUBLE"]
-        if doubles:
-            rounded = ", ".join(
-                f'CASE WHEN "{n}" IS NULL OR "{n}" = 0 OR NOT isfinite("{n}") THEN "{n}" ELSE '
-                f'round("{n}" / pow(10, floor(log10(abs("{n}")))), 11) * pow(10, floor(log10(abs("{n}")))) END'
-                if (n, "DOUBLE") in kept else f'"{n}"' for n, _ in kept)
-            ra, rb = differ(f"SELECT {rounded} FROM {{db}}.{table}")
-            if ra == rb == 0:
+        if doubles and rows == rows_b:
+            # rows paired by their place in the order of every column; DOUBLEs within 1e-12 relative
+            # (rounding both sides to 12 digits fails a 1e-15 difference that meets a rounding edge)
+            numbered = (f"SELECT row_number() OVER (ORDER BY {listed}) AS _row, {listed} FROM {{db}}.{table}")
+            same = " AND ".join(
+                f'(x."{n}" IS NOT DISTINCT FROM y."{n}" OR abs(x."{n}" - y."{n}") '
+                f'<= 1e-12 * greatest(abs(x."{n}"), abs(y."{n}")))' if kind == "DOUBLE"
+                else f'x."{n}" IS NOT DISTINCT FROM y."{n}"' for n, kind in kept)
+            apart = con.execute(f"SELECT count(*) FROM ({numbered.format(db='a')}) x "
+                                f"JOIN ({numbered.format(db='b')}) y USING (_row) WHERE NOT ({same})").fetchone()[0]
+            if apart == 0:
                 lines.append(f"  {table}: {rows:,} rows equal within 1e-12 relative in DOUBLE columns "
                              f"({only_a} rows differ exactly; columns {', '.join(doubles)})")
                 continue
