@@ -32,9 +32,10 @@ What a changed input reaches:
   resource id (the only lines a run can take: billing_run_lines_live).
 - bill_allocation_days (the allocation of each calendar month, per UTC day and line group) is
   redone a month at a time (a month is allocated on its own, so it is the unit): the months of
-  added or removed bill lines; the months where a changed run (or one whose GPU time was redone)
-  had or has pieces or matched lines; in months with lines naming a traced host, those a changed
-  run or the rewritten GPU minutes reach (every such month when a traced GPU appeared or
+  added or removed bill lines; the months where a changed run had or has pieces or matched lines;
+  in months with lines naming a traced host (the node rule, the only one that reads GPU minutes
+  and runs' GPU time), those a changed run, a run whose GPU time was redone or the rewritten GPU
+  minutes reach (every such month when a traced GPU appeared or
   vanished); in months with service-tagged lines, those a changed serving window reaches.
   note_allocation_inputs() records the spans of the rows a load or unload is about to replace
   or remove, before they go.
@@ -304,9 +305,10 @@ FROM billing_costs WHERE effective_cost IS NOT NULL GROUP BY month
 def update_allocation(con: duckdb.DuckDBPyConnection, runs: bool, gpus: bool) -> None:
     """Store the allocation again for the months a load or an unload changed, inside the caller's
     transaction, after billing_line_runs and the per-run GPU time are current. The months of the
-    bill lines in allocation_touched; with `runs`, the months where a run of changed_runs or
-    time_runs (its GPU time was redone) had or has pieces or matched lines; and the months whose
-    span meets what changed there: with node lines, a touched run's span, the GPU minutes from
+    bill lines in allocation_touched; with `runs`, the months where a run of changed_runs had or
+    has pieces or matched lines; and the months whose span meets what changed there: with node
+    lines (the only lines whose allocation reads GPU data), the span of a run of changed_runs or
+    time_runs (its GPU time was redone), the GPU minutes from
     touched_gpus' first `since` on (all of them when a traced GPU appeared or vanished: a run's
     share of its host counts its GPUs); with serving lines, a touched window's span. The same rows
     as refresh_allocation() (all again when the settings differ from those stored)."""
@@ -328,17 +330,20 @@ def update_allocation(con: duckdb.DuckDBPyConnection, runs: bool, gpus: bool) ->
               "SELECT s.month FROM allocation_months s JOIN allocation_touched t "
               "ON t.start_at <= s.span_end AND t.end_at >= s.span_start "
               "WHERE (t.kind IN ('run', 'gpu') AND s.nodes) OR (t.kind = 'window' AND s.serving)"]
-    run_sources = (["SELECT run_id FROM changed_runs"] if runs else []) + (
-        ["SELECT run_id FROM time_runs"] if (runs or gpus) and has_temp(con, "time_runs") else [])
-    if run_sources:
-        con.execute("CREATE OR REPLACE TEMP TABLE allocation_runs AS " + " UNION ".join(run_sources))
+    own = ["SELECT run_id FROM changed_runs"] if runs else []
+    timed = ["SELECT run_id FROM time_runs"] if (runs or gpus) and has_temp(con, "time_runs") else []
+    if own:  # a run's own row decides its matched lines and pieces anywhere
         months += ["SELECT DISTINCT month FROM bill_allocation_days "
-                   "WHERE run_id IN (SELECT run_id FROM allocation_runs)",
+                   "WHERE run_id IN (SELECT run_id FROM changed_runs)",
                    "SELECT DISTINCT b.month FROM billing_line_runs m JOIN billing_costs b USING (line_key) "
-                   "WHERE m.run_id IN (SELECT run_id FROM allocation_runs)",
-                   "SELECT s.month FROM allocation_months s JOIN runs r "
-                   "ON r.started_at <= s.span_end AND coalesce(r.ended_at, r.started_at) >= s.span_start "
-                   "WHERE s.nodes AND r.run_id IN (SELECT run_id FROM allocation_runs)"]
+                   "WHERE m.run_id IN (SELECT run_id FROM changed_runs)"]
+    if own or timed:
+        # its GPU time only the node rule reads: months with node lines that its span meets (a
+        # fleet's trace files, with no bill line naming a traced host, redo no month)
+        con.execute("CREATE OR REPLACE TEMP TABLE allocation_runs AS " + " UNION ".join(own + timed))
+        months.append("SELECT s.month FROM allocation_months s JOIN runs r "
+                      "ON r.started_at <= s.span_end AND coalesce(r.ended_at, r.started_at) >= s.span_start "
+                      "WHERE s.nodes AND r.run_id IN (SELECT run_id FROM allocation_runs)")
     con.execute("CREATE OR REPLACE TEMP TABLE allocation_redo AS SELECT DISTINCT * FROM ("
                 + " UNION ALL ".join(months) + ") t(month) WHERE month IS NOT NULL")
     con.execute("DELETE FROM bill_allocation_days WHERE month IN (SELECT month FROM allocation_redo)")
