@@ -54,7 +54,8 @@ FROM spans
 # its gpu_name is that minute's); util_coverage_s, its coverage when it has a utilization (the
 # macro's WHERE, as a NULL the sums skip); util_coverage, utilization x coverage (the macro's first
 # product); held_60, greatest(60, held_s) (run_energy_of's share).
-_HELD = "CREATE OR REPLACE TEMP TABLE rm_held AS SELECT gpu_key, minute_us, sum(run_s) AS held_s FROM rm_minutes GROUP BY ALL"
+_HELD = ("CREATE OR REPLACE TEMP TABLE rm_held AS "
+         "SELECT gpu_key, minute_us, sum(run_s) AS held_s FROM rm_minutes GROUP BY ALL")
 _GPU_MINUTES = """
 CREATE OR REPLACE TEMP TABLE rm_gpu_minutes AS
 SELECT m.gpu_key, m.minute_us, CAST(floor(m.minute_us / 86400000000) AS INTEGER) AS day_no, m.gpu_name,
