@@ -58,12 +58,12 @@ _HELD = ("CREATE OR REPLACE TEMP TABLE rm_held AS "
          "SELECT gpu_key, minute_us, sum(run_s) AS held_s FROM rm_minutes GROUP BY ALL")
 _GPU_MINUTES = """
 CREATE OR REPLACE TEMP TABLE rm_gpu_minutes AS
-SELECT m.gpu_key, m.minute_us, CAST(floor(m.minute_us / 86400000000) AS INTEGER) AS day_no, m.gpu_name,
+SELECT m.gpu_key, m.minute_us, CAST(floor(m.minute_us / 86400000000) AS INTEGER) AS day_no,
        CASE WHEN m.gpu_name IS NOT NULL AND m.util_pct_mean IS NOT NULL THEN m.minute_us END AS named_util_us,
        CASE WHEN m.util_pct_mean IS NOT NULL THEN m.coverage_s END AS util_coverage_s,
        m.util_pct_mean * m.coverage_s AS util_coverage, m.energy_kwh, m.energy_s, greatest(60, h.held_s) AS held_60
-FROM (SELECT d.gpu_key, epoch_us(m.minute) AS minute_us, m.gpu_name, m.coverage_s, m.util_pct_mean, m.energy_kwh,
-             m.energy_s
+FROM (SELECT d.gpu_key, epoch_us(m.minute) AS minute_us, m.gpu_name, m.coverage_s, m.util_pct_mean,
+             m.energy_kwh, m.energy_s
       FROM gpu_minutes m JOIN rm_gpus d USING (host, gpu_index)) m
 LEFT JOIN rm_held h USING (gpu_key, minute_us)
 """
@@ -84,21 +84,24 @@ FROM rm_minutes r JOIN rm_gpu_minutes m USING (gpu_key, minute_us)
 GROUP BY r.run_key, r.gpu_key, m.day_no
 """
 
-_STORE = [
-    """INSERT INTO run_gpu_time
+_TIME = """INSERT INTO run_gpu_time
        SELECT k.run_id, d.host, d.gpu_index, make_timestamptz(r.minute_us) AS minute, r.run_s
-       FROM rm_minutes r JOIN rm_runs k USING (run_key) JOIN rm_gpus d USING (gpu_key)""",
-    """INSERT INTO gpu_minutes_allocated
+       FROM rm_minutes r JOIN rm_runs k USING (run_key) JOIN rm_gpus d USING (gpu_key)"""
+_ALLOCATED = """INSERT INTO gpu_minutes_allocated
        SELECT d.host, d.gpu_index, make_timestamptz(h.minute_us) AS minute, h.held_s
-       FROM rm_held h JOIN rm_gpus d USING (gpu_key)""",
-    """INSERT INTO run_gpu_days
-       SELECT k.run_id, d.host, d.gpu_index, DATE '1970-01-01' + t.day_no AS day, n.gpu_name,
-              make_timestamptz(t.gpu_name_us) AS gpu_name_at, t.run_gpu_s, t.util_pct_s
-       FROM rm_days t JOIN rm_runs k USING (run_key) JOIN rm_gpus d USING (gpu_key)
-       LEFT JOIN rm_gpu_minutes n ON n.gpu_key = t.gpu_key AND n.minute_us = t.gpu_name_us
-       WHERE t.util_minutes > 0""",
-    # run_energy_of's last step, over the days' sums
-    """INSERT INTO run_gpu_energy
+       FROM rm_held h JOIN rm_gpus d USING (gpu_key)"""
+_RUN_DAYS = """INSERT INTO run_gpu_days
+       WITH days AS (
+           SELECT k.run_id, d.host, d.gpu_index, DATE '1970-01-01' + t.day_no AS day,
+                  make_timestamptz(t.gpu_name_us) AS gpu_name_at, t.run_gpu_s, t.util_pct_s
+           FROM rm_days t JOIN rm_runs k USING (run_key) JOIN rm_gpus d USING (gpu_key)
+           WHERE t.util_minutes > 0
+       )
+       SELECT t.run_id, t.host, t.gpu_index, t.day, n.gpu_name, t.gpu_name_at, t.run_gpu_s, t.util_pct_s
+       FROM days t LEFT JOIN gpu_minutes n
+         ON n.host = t.host AND n.gpu_index = t.gpu_index AND n.minute = t.gpu_name_at"""
+# run_energy_of's last step, over the days' sums
+_ENERGY = """INSERT INTO run_gpu_energy
        WITH per_run AS (
            SELECT run_key, count(DISTINCT gpu_key) AS gpus_traced, sum(energy_kwh) AS gpu_energy_kwh,
                   sum(energy_s) AS gpu_energy_s
@@ -109,16 +112,17 @@ _STORE = [
                     / nullif(r.duration_s * coalesce(nullif(len(r.gpu_uuids), 0), nullif(len(r.gpu_indices), 0),
                                                      r.gpu_count, p.gpus_traced), 0) AS gpu_energy_coverage_pct,
               CASE WHEN r.examples > 0 THEN p.gpu_energy_kwh * 1e6 / r.examples END AS gpu_energy_wh_per_1k_examples
-       FROM per_run p JOIN rm_runs k USING (run_key) JOIN runs r USING (run_id)""",
-]
-
-_TEMPORARY = ("rm_days", "rm_gpu_minutes", "rm_held", "rm_minutes", "rm_runs", "rm_gpus")
+       FROM per_run p JOIN rm_runs k USING (run_key) JOIN runs r USING (run_id)"""
 
 
 def store_all(con: duckdb.DuckDBPyConnection) -> None:
     """Insert every run's rows into the emptied run_gpu_time, gpu_minutes_allocated, run_gpu_days
-    and run_gpu_energy (the caller deleted them), from runs, run_gpus and gpu_minutes."""
-    for sql in (*_KEYS, _MINUTES, _HELD, _GPU_MINUTES, _DAYS, *_STORE):
+    and run_gpu_energy (the caller deleted them), from runs, run_gpus and gpu_minutes. Each temp
+    table goes once its last reader ran (a fleet's 8.5M run-minutes: ~200 MB), so that no more
+    of them is held at once than the step needs (a failed statement leaves them to the caller's
+    rollback)."""
+    steps = [*_KEYS, _MINUTES, _TIME, _HELD, _ALLOCATED, _GPU_MINUTES, "DROP TABLE rm_held", _DAYS,
+             "DROP TABLE rm_minutes", "DROP TABLE rm_gpu_minutes", _RUN_DAYS, _ENERGY,
+             "DROP TABLE rm_days", "DROP TABLE rm_runs", "DROP TABLE rm_gpus"]
+    for sql in steps:
         con.execute(sql)
-    for table in _TEMPORARY:  # (a failed statement leaves them to the caller's rollback)
-        con.execute(f"DROP TABLE {table}")
