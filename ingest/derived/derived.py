@@ -32,9 +32,10 @@ What a changed input reaches:
   resource id (the only lines a run can take: billing_run_lines_live).
 - bill_allocation_days (the allocation of each calendar month, per UTC day and line group) is
   redone a month at a time (a month is allocated on its own, so it is the unit): the months of
-  added or removed bill lines; the months where a changed run (or one whose GPU time was redone)
-  had or has pieces or matched lines; in months with lines naming a traced host, those a changed
-  run or the rewritten GPU minutes reach (every such month when a traced GPU appeared or
+  added or removed bill lines; the months where a changed run had or has pieces or matched lines;
+  in months with lines naming a traced host (the node rule, the only one that reads GPU minutes
+  and runs' GPU time), those a changed run, a run whose GPU time was redone or the rewritten GPU
+  minutes reach (every such month when a traced GPU appeared or
   vanished); in months with service-tagged lines, those a changed serving window reaches.
   note_allocation_inputs() records the spans of the rows a load or unload is about to replace
   or remove, before they go.
@@ -46,7 +47,7 @@ from typing import Iterable
 
 import duckdb
 
-from ingest.derived import run_trace_costs
+from ingest.derived import run_minutes, run_trace_costs
 
 # Tables whose rows decide the stored per-run energy (run_gpu_time, gpu_minutes_allocated,
 # run_gpu_energy): a load that writes one of them updates it.
@@ -66,19 +67,18 @@ FROM {db}.gpu_minutes m JOIN touched_gpus t USING (host, gpu_index)
 def refresh_run_energy(con: duckdb.DuckDBPyConnection, tables: Iterable[str] | None = None) -> None:
     """Store the views run_gpu_minutes_live and run_energy_live (ingest/schema.sql) in
     run_gpu_time, gpu_minutes_allocated and run_gpu_energy, and run_gpu_days_of(run_gpu_time) in
-    run_gpu_days, inside the caller's transaction;
+    run_gpu_days (their rows, computed in one pass by run_minutes.store_all), inside the caller's
+    transaction;
     with `tables` (those a load wrote), only when one of them is in RUN_ENERGY_SOURCES."""
     if tables is not None and not RUN_ENERGY_SOURCES.intersection(tables):
         return
     for table in ("run_gpu_time", "gpu_minutes_allocated", "run_gpu_energy", "run_gpu_days", "gpu_days"):
         con.execute(f"DELETE FROM {table}")
-    con.execute("INSERT INTO run_gpu_time SELECT * FROM run_gpu_minutes_live")
-    con.execute("INSERT INTO run_gpu_days SELECT * FROM run_gpu_days_of('run_gpu_time')")
-    from ingest.derived.sql import GPU_MINUTES_ALLOCATED  # the definition Spark runs too
-
-    con.execute("INSERT INTO gpu_minutes_allocated " + GPU_MINUTES_ALLOCATED)
+    # the rows of run_gpu_minutes_live, GPU_MINUTES_ALLOCATED (ingest/derived/sql), run_gpu_days_of and
+    # run_energy_live, the run-minutes worked out and joined to gpu_minutes once, over numbered GPUs
+    # and runs (run_minutes.py; fleet at scale 1, 8.5M run-minutes: ~9 -> ~5 CPU s with gpu_days)
+    run_minutes.store_all(con)
     con.execute("INSERT INTO gpu_days SELECT * FROM gpu_days_of('gpu_minutes')")
-    con.execute("INSERT INTO run_gpu_energy SELECT * FROM run_energy_live")
     run_trace_costs.refresh(con)  # imported runs without a cost: priced from their traced GPU-hours
 
 
@@ -307,9 +307,10 @@ FROM billing_costs WHERE effective_cost IS NOT NULL GROUP BY month
 def update_allocation(con: duckdb.DuckDBPyConnection, runs: bool, gpus: bool) -> None:
     """Store the allocation again for the months a load or an unload changed, inside the caller's
     transaction, after billing_line_runs and the per-run GPU time are current. The months of the
-    bill lines in allocation_touched; with `runs`, the months where a run of changed_runs or
-    time_runs (its GPU time was redone) had or has pieces or matched lines; and the months whose
-    span meets what changed there: with node lines, a touched run's span, the GPU minutes from
+    bill lines in allocation_touched; with `runs`, the months where a run of changed_runs had or
+    has pieces or matched lines; and the months whose span meets what changed there: with node
+    lines (the only lines whose allocation reads GPU data), the span of a run of changed_runs or
+    time_runs (its GPU time was redone), the GPU minutes from
     touched_gpus' first `since` on (all of them when a traced GPU appeared or vanished: a run's
     share of its host counts its GPUs); with serving lines, a touched window's span. The same rows
     as refresh_allocation() (all again when the settings differ from those stored)."""
@@ -331,17 +332,20 @@ def update_allocation(con: duckdb.DuckDBPyConnection, runs: bool, gpus: bool) ->
               "SELECT s.month FROM allocation_months s JOIN allocation_touched t "
               "ON t.start_at <= s.span_end AND t.end_at >= s.span_start "
               "WHERE (t.kind IN ('run', 'gpu') AND s.nodes) OR (t.kind = 'window' AND s.serving)"]
-    run_sources = (["SELECT run_id FROM changed_runs"] if runs else []) + (
-        ["SELECT run_id FROM time_runs"] if (runs or gpus) and has_temp(con, "time_runs") else [])
-    if run_sources:
-        con.execute("CREATE OR REPLACE TEMP TABLE allocation_runs AS " + " UNION ".join(run_sources))
+    own = ["SELECT run_id FROM changed_runs"] if runs else []
+    timed = ["SELECT run_id FROM time_runs"] if (runs or gpus) and has_temp(con, "time_runs") else []
+    if own:  # a run's own row decides its matched lines and pieces anywhere
         months += ["SELECT DISTINCT month FROM bill_allocation_days "
-                   "WHERE run_id IN (SELECT run_id FROM allocation_runs)",
+                   "WHERE run_id IN (SELECT run_id FROM changed_runs)",
                    "SELECT DISTINCT b.month FROM billing_line_runs m JOIN billing_costs b USING (line_key) "
-                   "WHERE m.run_id IN (SELECT run_id FROM allocation_runs)",
-                   "SELECT s.month FROM allocation_months s JOIN runs r "
-                   "ON r.started_at <= s.span_end AND coalesce(r.ended_at, r.started_at) >= s.span_start "
-                   "WHERE s.nodes AND r.run_id IN (SELECT run_id FROM allocation_runs)"]
+                   "WHERE m.run_id IN (SELECT run_id FROM changed_runs)"]
+    if own or timed:
+        # its GPU time only the node rule reads: months with node lines that its span meets (a
+        # fleet's trace files, with no bill line naming a traced host, redo no month)
+        con.execute("CREATE OR REPLACE TEMP TABLE allocation_runs AS " + " UNION ".join(own + timed))
+        months.append("SELECT s.month FROM allocation_months s JOIN runs r "
+                      "ON r.started_at <= s.span_end AND coalesce(r.ended_at, r.started_at) >= s.span_start "
+                      "WHERE s.nodes AND r.run_id IN (SELECT run_id FROM allocation_runs)")
     con.execute("CREATE OR REPLACE TEMP TABLE allocation_redo AS SELECT DISTINCT * FROM ("
                 + " UNION ALL ".join(months) + ") t(month) WHERE month IS NOT NULL")
     con.execute("DELETE FROM bill_allocation_days WHERE month IN (SELECT month FROM allocation_redo)")
