@@ -93,7 +93,7 @@ def test_a_file_that_cannot_be_hashed_says_cannot_read_and_loads_nothing(tmp_pat
     path = tmp_path / "serving.jsonl"
     path.write_bytes(text.encode("latin-1") if text.startswith("\xff") else text.encode())
 
-    def unreadable(_path):
+    def unreadable(_path, _counting=None):
         raise PermissionError(13, "Permission denied")
 
     monkeypatch.setattr(loader, "_sha256", unreadable)

@@ -68,11 +68,6 @@ class Ahead:
             raise StopIteration
         return item
 
-    @property
-    def reading_ahead(self) -> bool:
-        """Whether batches are read on the thread (start() was called)."""
-        return self._thread is not None
-
     def start(self, then: Callable | None = None) -> None:
         """Read the following batches on a thread, one ahead of the caller; `then(batch)`, when
         given, is applied to each on that thread too (line_marks.marked)."""

@@ -301,13 +301,12 @@ def _name_too_long_lines(stage) -> None:
         stage.execute("UPDATE rejects SET reason = ?, raw = '' WHERE raw = ?", [limits.too_long_reason(raw), raw])
 
 
-def _sha256(path: Path) -> str:
+def _sha256(path: Path, counting: Callable[[], bool] = lambda: True) -> str:
     """The file's sha256 (hex), read in chunks: each chunk is hashed on a thread of its own (hashlib
     lets go of the GIL) while this one counts its newlines and reads the next, in order (a 504 MB
     bill: hashing ~0.3 s, reading and counting ~0.17 s, one after the other before). The count stops,
-    and is not remembered, once the _Digest on this thread says no one asks for it (its count_lines:
-    0.035 CPU s of a 125 MB trace file)."""
-    counting = getattr(_hashing, "counting", lambda: True)
+    and is not remembered, once `counting()` says no one asks for it (_Digest.count_lines: 0.035 CPU s
+    of a 125 MB trace file)."""
     digest = hashlib.sha256()
     newlines, last, count = 0, b"\n", None  # counted on the way (bytes.count is cheap): a bill's line numbers need them
     hashing: threading.Thread | None = None
@@ -333,9 +332,6 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-_hashing = threading.local()  # .counting: on a _Digest's thread, whether _sha256 should go on counting newlines
-
-
 class _Unreadable(Exception):
     """The file could not be read to hash it (`cause`: the OSError)."""
 
@@ -356,8 +352,7 @@ class _Digest(threading.Thread):
 
     def run(self) -> None:
         try:
-            _hashing.counting = lambda: self.count_lines
-            self._hex = _sha256(self._path)
+            self._hex = _sha256(self._path, lambda: self.count_lines)
         except OSError as error:
             self._error = error
 
