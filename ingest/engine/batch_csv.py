@@ -25,11 +25,15 @@ def _width_reason(definition: Definition, width: int, fields: str = "fields") ->
     return quote(definition.width_reason.format(got="\x00", expected=width)).replace("\x00", f"' || {fields} || '")
 
 
-def _tight_pattern(definition: Definition, header: list[str], ctx: ParseContext | None) -> str:
+def tight_pattern(definition: Definition, header: list[str], ctx: ParseContext | None) -> str | None:
     """The whole of a tight CSV line under `header`, for one match a line: each field's column in
     its strict spelling (or empty), a text without a blank at an edge, any other column without
     comma, quote or control character, as many fields as the header. Such a line is read without
-    trimming or typing a value by pattern (the costliest steps when done for every value)."""
+    trimming or typing a value by pattern (the costliest steps when done for every value).
+    None under a header of one column: no line is tight (a tight line could be blank, and a blank
+    line is skipped, never read). Matched by Arrow (line_marks.csv_marked, column tight_marked)."""
+    if len(header) <= 1:
+        return None
     times = ISO_WITH_OFFSET + (f"|{ISO_NAIVE}" if ctx is not None and ctx.tz is timezone.utc else "")
     spelled = {COUNT: CSV_COUNT, NUMBER: CSV_NUMBER, PERCENT: CSV_NUMBER, MONEY: CSV_MONEY, TIME: times,
                TEXT: line_sql.TEXT}
@@ -43,7 +47,8 @@ def csv_fields(definition: Definition, header: list[str], ctx: ParseContext | No
     """CTEs ending in `fields` for CSV lines under `header` (as json_fields): a line without
     quotes or control characters split at its commas; each value typed by its strict spelling
     (another spelling is no type SQL reads, so the line goes to the reader); a tight line
-    (_tight_pattern) without looking. Binds $header_line, $quirk and $blank."""
+    (tight_pattern: the batch's column tight_marked, line_marks.csv_marked) without looking.
+    Binds $header_line, $quirk and $blank."""
     where = {name: index + 1 for index, name in enumerate(header)}  # a repeated column: its last (as dict(zip))
     spelled = {COUNT: ("BIGINT", CSV_COUNT), NUMBER: ("DOUBLE", CSV_NUMBER), PERCENT: ("DOUBLE", CSV_NUMBER),
                MONEY: ("DOUBLE", CSV_MONEY)}
@@ -72,8 +77,6 @@ def csv_fields(definition: Definition, header: list[str], ctx: ParseContext | No
     for items in definition.items:
         columns.append(f"CAST(NULL AS JSON[]) AS {items.field}_items, true AS {items.field}_plain")
     separator = definition.list_separators[-1]  # a comma cannot be inside an unquoted CSV field
-    # one column: a tight line could be blank (a blank line is skipped, never read)
-    tight = f"regexp_full_match(raw, {quote(_tight_pattern(definition, header, ctx))})" if len(header) > 1 else "false"
     lists = []
     for f in lists_of(definition):
         at = f"f[{where[f.column]}]" if f.column in where else "CAST(NULL AS VARCHAR)"
@@ -86,7 +89,7 @@ def csv_fields(definition: Definition, header: list[str], ctx: ParseContext | No
         split AS (
             SELECT line, raw, tight, CASE WHEN tight THEN true ELSE NOT regexp_matches(raw, $quirk) END AS unquoted,
                    string_split(raw, ',') AS f
-            FROM (SELECT line, raw, {tight} AS tight FROM batch WHERE line > $header_line)
+            FROM (SELECT line, raw, tight_marked AS tight FROM batch WHERE line > $header_line)
             WHERE tight OR NOT regexp_full_match(raw, $blank)
         ), cut AS (
             SELECT line, raw, tight, unquoted {"".join(" AND " + n for n in nested)} AS object, {", ".join(columns + lists)},

@@ -20,7 +20,8 @@ amounts), batch_checks.py (the rules as SQL), batch_typed.py (the statement typi
 batch, the INSERTs). This module runs them: a file's batches, the passes of each, the lines left
 to the reader, a whole-document JSON array, the items and the totals. JSON lines: the next batch is
 split on a thread while one is typed (read_ahead.py), and each line's quirk match and `":` count
-come from Arrow (line_marks.py) as columns of the batch, for the lenient read. With a whole-file step
+come from Arrow (line_marks.py) as columns of the batch, for the lenient read; CSV likewise, each
+line's tight mark (batch_csv.tight_pattern). With a whole-file step
 (Definition.identity) the rows are held until the last batch, then settled by file_steps.py.
 """
 from __future__ import annotations
@@ -40,7 +41,7 @@ from ingest.engine.definition import CatalogCost, Definition, is_csv_header
 from ingest.engine.run_rules import HourlyCost
 from ingest.engine.staging import Source, Staged
 from ingest.engine.batch_costs import catalog_to_reader, price_from_catalog
-from ingest.engine.batch_csv import CSV_QUIRK, csv_fields
+from ingest.engine.batch_csv import CSV_QUIRK, csv_fields, tight_pattern
 from ingest.engine.batch_json import json_fields, lenient_fields, quirk_pattern
 from ingest.engine.batch_units import unit_fields
 from ingest.engine.batch_typed import by_line, insert_items, insert_typed, typed_statement
@@ -113,8 +114,14 @@ def _stage_batches(definition: Definition, src: Source, con, ctx: ParseContext, 
                         return accepted, _REFUSED, header, unknown
                     header_line -= is_record  # a headerless file (Definition.headerless): its first line is a record
                     zone = line_sql.sql_zone(con, ctx.tz)
-                    fields = unit_fields(definition, header, zone) if definition.units_in_text else \
-                        csv_fields(definition, header, ctx)
+                    if definition.units_in_text:
+                        fields = unit_fields(definition, header, zone)
+                    else:  # each line's tight mark by Arrow, the next batch's on the read-ahead thread (line_marks.py)
+                        fields = csv_fields(definition, header, ctx)
+                        mark = partial(line_marks.csv_marked, pattern=tight_pattern(definition, header, ctx))
+                        batches.start(then=mark)
+                        con.unregister("batch")
+                        con.register("batch", _chunked(mark(batch)))
                     passes = (typed_statement(definition, ctx, fields, csv=True, zone=zone),)
                     if definition.identity:
                         file_steps.create(definition, con)

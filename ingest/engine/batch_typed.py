@@ -82,7 +82,7 @@ def typed_statement(definition: Definition, ctx: ParseContext, fields_sql: str, 
     if not lenient:
         texts = [f"coalesce({f.column}, '')" for f in scalars_of(definition, TEXT)]
         texts += [f"coalesce(array_to_string({f.column}_list, chr(1)), '')" for f in lists if f.type == TEXT_LIST]
-        tight = "tight" if csv else "false"  # a tight CSV line (batch_csv._tight_pattern): its texts and times are plain
+        tight = "tight" if csv else "false"  # a tight CSV line (batch_csv.tight_pattern): its texts and times are plain
         plain_check = (" AND ".join(plain) + f" AND CASE WHEN {tight} THEN true "
                        f"ELSE NOT regexp_matches(concat_ws(chr(1), {', '.join(texts)}), '{EDGE_BLANK}') END")
         # a JSON whole number is epoch seconds (values.timestamp); over 1e11 (milliseconds) it is the reader's
