@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import random
+from datetime import timezone
+from zoneinfo import ZoneInfo
 
 import duckdb
 import pyarrow as pa
@@ -115,3 +117,97 @@ def test_marking_does_not_import_pandas(tmp_path):
             "print(before, 'pandas' in sys.modules, marked.column('key_marks').to_pylist())")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == f"False False [{SERVING_LINE.count(chr(34) + ':')}]"
+
+
+# --- CSV: each line's tight mark (line_marks.csv_marked), as DuckDB's regexp_full_match gave it ---
+
+COLLECTOR_HEADER = "timestamp,host,gpu_index,gpu_uuid,gpu_name,power_w,energy_mj,gpu_util_pct,mem_used_mib"
+COLLECTOR_LINE = "2026-10-01T00:00:00Z,fleet-node-01,0,GPU-21bade02-6a6a,NVIDIA A100-SXM4-40GB,369.31,43290452343,98,29262"
+CSV_SWAPS = [  # (old, new) in COLLECTOR_LINE: what makes a line tight or not
+    ("fleet-node-01", " fleet-node-01"), ("fleet-node-01", "fleet-node-01 "), ("fleet-node-01", "fleet node"),
+    ("fleet-node-01", ""), ("fleet-node-01", '"fleet"'), ("fleet-node-01", "fleet\tnode"), ("fleet-node-01", "flé"),
+    ("fleet-node-01", "\u3000x"), ("fleet-node-01", "x\u00a0"), ("fleet-node-01", "x\x7f"), ("369.31", " 369.31"),
+    ("369.31", "1e3"), ("369.31", "1E+300"), ("369.31", "-1"), ("369.31", "+1"), ("369.31", "1.5.5"), ("369.31", ""),
+    ("369.31", "1234567890123456"), ("43290452343", "1.0"), ("43290452343", "1.5"), ("43290452343", "0x1F"),
+    ("43290452343", "1234567890123456789"), (",0,", ",,"), (",0,", ",00,"), ("Z", "+02:00"), ("Z", "-24:00"),
+    ("Z", ""), ("00:00:00Z", "00:00Z"), ("00:00:00Z", "00:00:00.1234567Z"), ("T", " "), ("2026-10-01", "2026/10/01"),
+    ("2026-10-01T00:00:00Z", "1790000000"), (",98,", ",98,,"), (",98,", ",98"), ("29262", "29262\r"),
+]
+
+
+def csv_lines(header: list[str]) -> list[str]:
+    lines = [COLLECTOR_LINE, "", " ", ",,,,,,,,", "," * (len(header) - 1), ",".join(header)]
+    lines += [COLLECTOR_LINE.replace(old, new, 1) for old, new in CSV_SWAPS]
+    rng = random.Random(11)
+    alphabet = '0123456789,.-:+ ZTeE"\tabxé\u3000\u00a0'
+    for _ in range(2000):  # random text made of the patterns' own characters, about as many fields as the header
+        lines.append(",".join("".join(rng.choice(alphabet) for _ in range(rng.randrange(0, 6)))
+                              for _ in range(len(header) + rng.choice((-1, 0, 0, 0, 1)))))
+    for _ in range(500):  # the real line with one character changed
+        at = rng.randrange(len(COLLECTOR_LINE))
+        lines.append(COLLECTOR_LINE[:at] + rng.choice(alphabet) + COLLECTOR_LINE[at + 1:])
+    return lines
+
+
+def csv_marks_sql(lines: list[str], pattern: str) -> list[bool]:
+    con = duckdb.connect()
+    con.register("batch", pa.table({"raw": pa.array(lines, pa.string())}))
+    return [bool(t) for (t,) in con.execute("SELECT regexp_full_match(raw, ?) FROM batch", [pattern]).fetchall()]
+
+
+def csv_marks_arrow(lines: list[str], pattern: str | None) -> list[bool]:
+    table = line_marks.csv_marked(pa.table({"line": pa.array(range(1, len(lines) + 1), pa.int64()),
+                                            "raw": pa.array(lines, pa.string())}), pattern)
+    assert table.column_names == ["line", "raw", line_marks.CSV_COLUMN]
+    return table.column(line_marks.CSV_COLUMN).to_pylist()
+
+
+def _csv_definitions():
+    from ingest.formats.gpu import gpu_collector
+    from ingest.formats.runs import codecarbon
+
+    return [(gpu_collector.COLLECTOR, COLLECTOR_HEADER.split(",")),
+            (codecarbon.CODECARBON, ["timestamp", "project_name", "run_id", "duration", "emissions", "energy_consumed",
+                                     "gpu_count", "gpu_model", "price_per_hour_usd", "pue", "other"]),
+            (serving.SERVING, ["window_start", "window_end", "service", "model_version", "host", "requests_total",
+                               "latency_ms_p50", "cost_usd", "gpu_uuids"])]
+
+
+@pytest.mark.parametrize("zone", [timezone.utc, ZoneInfo("Europe/Paris")], ids=["utc", "paris"])
+@pytest.mark.parametrize("index", range(3))
+def test_csv_lines_are_marked_tight_as_duckdb_did(index, zone):
+    from ingest.engine.batch_csv import tight_pattern
+    from ingest.engine.contract import ParseContext
+
+    definition, header = _csv_definitions()[index]
+    pattern = tight_pattern(definition, header, ParseContext("x.csv", zone))
+    lines = csv_lines(header)
+    got, want = csv_marks_arrow(lines, pattern), csv_marks_sql(lines, pattern)
+    assert [(line, g, w) for line, g, w in zip(lines, got, want) if g != w] == []
+    assert 0 < sum(got) < len(got)  # both kinds of line are among them
+
+
+def test_collector_lines_tight_or_not_as_written_out_here():
+    """Which collector lines are tight, by hand: every field in its plain spelling, no blank at an
+    edge, no quote or control character, as many fields as the header."""
+    from ingest.engine.batch_csv import tight_pattern
+    from ingest.engine.contract import ParseContext
+    from ingest.formats.gpu import gpu_collector
+
+    header = COLLECTOR_HEADER.split(",")
+    pattern = tight_pattern(gpu_collector.COLLECTOR, header, ParseContext("x.csv", timezone.utc))
+    tight = {COLLECTOR_LINE: True, ",,,,,,,,": True, "": False, COLLECTOR_LINE + ",": False,
+             COLLECTOR_LINE.replace("fleet-node-01", "fleet node"): True,  # a blank inside a text
+             COLLECTOR_LINE.replace("fleet-node-01", " fleet"): False, COLLECTOR_LINE.replace("fleet-node-01", "x\u3000"): False,
+             COLLECTOR_LINE.replace("fleet-node-01", '"x"'): False, COLLECTOR_LINE.replace("fleet-node-01", "x\ty"): False,
+             COLLECTOR_LINE.replace("369.31", "1e3"): True, COLLECTOR_LINE.replace("369.31", "-1"): False,
+             COLLECTOR_LINE.replace("43290452343", "1.5"): False, COLLECTOR_LINE.replace("43290452343", "7.0"): True,
+             COLLECTOR_LINE.replace("Z", "+02:00", 1): True, COLLECTOR_LINE.replace("Z", "", 1): True,  # naive: UTC
+             COLLECTOR_LINE.replace("2026-10-01", "2026/10/01"): False}
+    assert dict(zip(tight, csv_marks_arrow(list(tight), pattern))) == tight
+    # naive times read in another zone are not tight (the zone is applied value by value)
+    paris = tight_pattern(gpu_collector.COLLECTOR, header, ParseContext("x.csv", ZoneInfo("Europe/Paris")))
+    assert csv_marks_arrow([COLLECTOR_LINE.replace("Z", "", 1), COLLECTOR_LINE], paris) == [False, True]
+    # one column: no line is tight (a tight line could be blank)
+    assert tight_pattern(gpu_collector.COLLECTOR, ["timestamp"], ParseContext("x.csv", timezone.utc)) is None
+    assert csv_marks_arrow(["2026-10-01T00:00:00Z", ""], None) == [False, False]
