@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import csv
 import gzip
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
@@ -146,3 +146,29 @@ def test_a_sample_trace_loads_as_the_csv_module_reads_it_all_in_sql():
     assert staged.totals["gpus"] == len({(w[0], w[1]) for w in want.values()})
     assert staged.totals["first_ts"] == min(w[2] for w in want.values()).isoformat().replace("+00:00", "Z")
     assert staged.totals["last_ts"] == max(w[2] for w in want.values()).isoformat().replace("+00:00", "Z")
+
+
+def test_lines_of_later_batches_are_read_as_the_first_batchs(tmp_path, monkeypatch):
+    """A file of many small batches (its header in the second, after a batch of blank lines): the
+    batches after the header's are marked on the read-ahead thread (line_marks.csv_marked) and load
+    what the per-line reader (parse) loads, line for line, the plain lines in SQL."""
+    from ingest.engine import batch_sql
+
+    monkeypatch.setattr(staging, "LINE_BATCH_BYTES", 4096)
+    monkeypatch.setattr(batch_sql, "JOINED_BYTES", 1)  # every batch typed on its own
+    lines = [" "] * 3000 + [HEADER]
+    for step in range(3000):
+        text, way, _ = LINES[step % len(LINES)]
+        stamp = (T0 + timedelta(seconds=step)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        lines.append(text.replace("2026-01-01T00:00:00Z", stamp) if way else text)
+    path = tmp_path / "node-7_x.csv"
+    path.write_text("\n".join(lines) + "\n")
+    ctx = ParseContext(str(path), UTC)
+    rows, rejects, by_reader, staged = stage(path, ctx)
+    parsed = gpu_collector.parse(staging.lines(staging.Source.of(path)), ctx)
+    columns = ("host", "gpu_index", "sampled_at", "gpu_uuid", "gpu_name", "power_w", "energy_mj", "gpu_util_pct", "mem_used_mib")
+    assert rows == {r["source_line"]: tuple(r[c] for c in columns) for r in parsed.tables["gpu_samples"]}
+    assert rejects == [(r.line, r.reason) for r in parsed.rejects]
+    read_by_sql = [n for n, text in enumerate(lines, 1) if n > 3001 and LINES[(n - 3002) % len(LINES)][1] == "sql"]
+    assert len(read_by_sql) > 500 and not set(read_by_sql) & set(by_reader)
+    assert staged.accepted >= len(rows) > 100
