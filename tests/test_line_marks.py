@@ -114,9 +114,10 @@ def test_marking_does_not_import_pandas(tmp_path):
     code = ("import sys; from pathlib import Path; from ingest.engine import line_marks, staging; "
             f"batch = next(staging.line_batches(staging.Source.of(Path({str(path)!r})))); "
             "before = 'pandas' in sys.modules; marked = line_marks.marked(batch, 'x'); "
-            "print(before, 'pandas' in sys.modules, marked.column('key_marks').to_pylist())")
+            "tight = [line_marks.csv_marked(batch, p).column('tight_marked').to_pylist() for p in ('x', None)]; "
+            "print(before, 'pandas' in sys.modules, marked.column('key_marks').to_pylist(), tight)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
-    assert out == f"False False [{SERVING_LINE.count(chr(34) + ':')}]"
+    assert out == f"False False [{SERVING_LINE.count(chr(34) + ':')}] [[False], [False]]"
 
 
 # --- CSV: each line's tight mark (line_marks.csv_marked), as DuckDB's regexp_full_match gave it ---

@@ -46,8 +46,8 @@ def csv_marked(batch: "pa.Table", pattern: str | None) -> "pa.Table":
     import pyarrow.compute as pc
 
     raw = batch.column("raw")
-    if pattern is None:
-        tight = pa.nulls(len(raw), pa.bool_()).fill_null(False)
+    if pattern is None:  # all false, from its bytes (a Python value handed to Arrow imports pandas)
+        tight = pa.Array.from_buffers(pa.bool_(), len(raw), [None, pa.py_buffer(bytes((len(raw) + 7) // 8))])
     else:  # anchored at both ends: RE2's `$` is the end of the text alone, as regexp_full_match
         tight = pc.match_substring_regex(raw, f"^(?:{pattern})$")
     return batch.append_column(CSV_COLUMN, tight)
