@@ -204,6 +204,21 @@ def _read_file(src: Source, kind: str | None, context: ParseContext, digest: _Di
                          f"pass --kind ({', '.join(_kinds())})")
         return summary
     summary.kind = parser.KIND
+    # The format's first batch read and split on a thread while the stage opens and the warehouse
+    # is asked about the file (batch_sql.read_early): None for a format that reads otherwise.
+    early = parser.read_early(src, text) if text is not None and hasattr(parser, "read_early") else None
+    try:
+        return _stage_and_merge(src, parser, context, digest, summary, binary, text, early)
+    finally:
+        if early is not None:
+            early.close(wait=False)  # e.g. a file already loaded: its batch is not waited for
+
+
+def _stage_and_merge(src: Source, parser: ModuleType, context: ParseContext, digest: _Digest,
+                     summary: FileSummary, binary: bool, text: str | None, early) -> FileSummary:
+    """_read_file once the format is known: stage the file (with `early`, read_early()'s batches,
+    when the format has them) and merge it, unless the warehouse has it already."""
+    name, tz = context.source, context.tz
     options = warehouse.load_options(getattr(tz, "key", None) or str(tz), context.host, context.at,
                                      context.started_at, context.scrape_interval_s)
     stage = staging.open_stage()
@@ -221,7 +236,7 @@ def _read_file(src: Source, kind: str | None, context: ParseContext, digest: _Di
             summary.status = "already_loaded"
             return summary
         try:
-            staged = _stage(parser, src, stage, context, binary)
+            staged = _stage(parser, src, stage, context, binary, early)
         except BadValue as problem:  # the file cannot be read as given (e.g. a scrape without --at)
             summary.error = f"{name}: {problem}"
             return summary
@@ -265,11 +280,12 @@ def _read_file(src: Source, kind: str | None, context: ParseContext, digest: _Di
     return summary
 
 
-def _stage(parser: ModuleType, src: Source, stage, context: ParseContext, binary: bool) -> Staged:
-    """Parse the file into the staging database: a columnar parser reads it itself; an older one
-    gets its lines streamed and its Parsed staged in Arrow batches."""
+def _stage(parser: ModuleType, src: Source, stage, context: ParseContext, binary: bool, early=None) -> Staged:
+    """Parse the file into the staging database: a columnar parser reads it itself (from `early`,
+    its read_early()'s batches, when given); an older one gets its lines streamed and its Parsed
+    staged in Arrow batches."""
     if hasattr(parser, "stage"):
-        staged = parser.stage(src, stage, context)
+        staged = parser.stage(src, stage, context, early) if early is not None else parser.stage(src, stage, context)
         _name_too_long_lines(stage)
         return staged
     if binary:  # Parquet through an old-style parser: its parse_bytes takes the whole file
