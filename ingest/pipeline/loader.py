@@ -22,6 +22,7 @@ from ingest.engine import line_numbers, staging, warehouse
 from ingest.engine.contract import BadValue, ParseContext, Reject
 from ingest.engine.report import REJECTS_SHOWN, FileSummary  # noqa: F401  (loader.FileSummary, as before)
 from ingest.engine.staging import BOM, NotText, Source, Staged
+from ingest.pipeline.beside import Beside
 from ingest.settings import config, limits
 
 # The format modules in the order detection tries them. Each module is its format's one definition
@@ -152,8 +153,9 @@ def _ingest_file(path: Path, kind: str | None, context: ParseContext, on_progres
         summary.error = f"{name}: cannot read ({error.strerror or error})"
         return summary
     digest = _Digest(path)  # beside the head, detection and the stage's opening
+    opening = Beside(staging.open_stage, name="mlcost-open-stage")  # beside the head and detection
     try:
-        summary = _read_file(src, kind, context, digest, summary)
+        summary = _read_file(src, kind, context, digest, opening, summary)
         digest.value()  # a file that could not be hashed says so, as when it was hashed first
         return summary
     except _Unreadable as error:  # the file could not be hashed: said as before, whatever came after
@@ -162,11 +164,13 @@ def _ingest_file(path: Path, kind: str | None, context: ParseContext, on_progres
         return summary
     finally:
         digest.join()
+        opening.discard(close=lambda stage: stage.close())  # closed already when the file was staged
 
 
 def _read_file(src: Source, kind: str | None, context: ParseContext, digest: _Digest,
-               summary: FileSummary) -> FileSummary:
-    """_ingest_file once the file is found, its sha256 worked out by `digest` meanwhile."""
+               opening: Beside, summary: FileSummary) -> FileSummary:
+    """_ingest_file once the file is found, its sha256 worked out by `digest` and its staging
+    database opened by `opening` meanwhile."""
     name, tz = context.source, context.tz
     try:
         head = _head(src)
@@ -207,24 +211,35 @@ def _read_file(src: Source, kind: str | None, context: ParseContext, digest: _Di
     # The format's first batch read and split on a thread while the stage opens and the warehouse
     # is asked about the file (batch_sql.read_early): None for a format that reads otherwise.
     early = parser.read_early(src, text) if text is not None and hasattr(parser, "read_early") else None
+    # The warehouse's schema put in place meanwhile too (a new warehouse: ~0.1 s), as earlier_loads would
+    schema = Beside(_schema_once_hashed, digest, warehouse.db_path(), name="mlcost-schema")
     try:
-        return _stage_and_merge(src, parser, context, digest, summary, binary, text, early)
+        return _stage_and_merge(src, parser, context, digest, opening, schema, summary, binary, text, early)
     finally:
+        schema.discard()
         if early is not None:
             early.close(wait=False)  # e.g. a file already loaded: its batch is not waited for
 
 
-def _stage_and_merge(src: Source, parser: ModuleType, context: ParseContext, digest: _Digest,
-                     summary: FileSummary, binary: bool, text: str | None, early) -> FileSummary:
+def _schema_once_hashed(digest: _Digest, path: Path) -> None:
+    """The warehouse's schema put in place once the file is hashed (one that cannot be read
+    leaves the warehouse unopened: _Unreadable is raised instead)."""
+    digest.value()
+    warehouse.ensure_schema(path)
+
+
+def _stage_and_merge(src: Source, parser: ModuleType, context: ParseContext, digest: _Digest, opening: Beside,
+                     schema: Beside, summary: FileSummary, binary: bool, text: str | None, early) -> FileSummary:
     """_read_file once the format is known: stage the file (with `early`, read_early()'s batches,
     when the format has them) and merge it, unless the warehouse has it already."""
     name, tz = context.source, context.tz
     options = warehouse.load_options(getattr(tz, "key", None) or str(tz), context.host, context.at,
                                      context.started_at, context.scrape_interval_s)
-    stage = staging.open_stage()
+    stage = opening.value()
     try:
         sha256 = digest.value()
-    except _Unreadable:
+        schema.value()  # WarehouseBusy and ConfigError stop the command here, as from earlier_loads
+    except BaseException:
         stage.close()
         raise
     # The stage is private and thrown away: never checkpointed while it is filled (an in-memory
