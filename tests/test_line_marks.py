@@ -115,3 +115,26 @@ def test_marking_does_not_import_pandas(tmp_path):
             "print(before, 'pandas' in sys.modules, marked.column('key_marks').to_pylist())")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == f"False False [{SERVING_LINE.count(chr(34) + ':')}]"
+
+
+def test_a_large_batch_is_marked_in_two_halves_to_the_same_marks(monkeypatch):
+    """Past SPLIT_ROWS the first half is marked on a thread of its own: the marks are the same,
+    line by line (halves in order), as DuckDB's SQL and plain Python give them."""
+    import threading
+
+    monkeypatch.setattr(line_marks, "SPLIT_ROWS", 100)
+    threads = []
+    real = line_marks._marks
+
+    def spied(raw, pattern):
+        threads.append(threading.current_thread())
+        return real(raw, pattern)
+
+    monkeypatch.setattr(line_marks, "_marks", spied)
+    lines = made_lines()
+    pattern = quirk_pattern(run_summary.RUNS)
+    got = arrow_marks(lines, pattern)
+    assert len(threads) == 2 and threads[0] is not threads[1]  # two halves, one on another thread
+    assert [n for _, n in got] == [line.count('":') for line in lines]
+    assert got == sql_marks(lines, pattern)
+    assert arrow_marks(lines[:150], pattern) == sql_marks(lines[:150], pattern)  # halves of 75 lines

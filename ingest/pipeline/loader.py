@@ -208,24 +208,18 @@ def _read_file(src: Source, kind: str | None, context: ParseContext, digest: _Di
                          f"pass --kind ({', '.join(_kinds())})")
         return summary
     summary.kind = parser.KIND
-    # The format's first batch read and split on a thread while the stage opens and the warehouse
-    # is asked about the file (batch_sql.read_early): None for a format that reads otherwise.
-    early = parser.read_early(src, text) if text is not None and hasattr(parser, "read_early") else None
-    # The warehouse's schema put in place meanwhile too (a new warehouse: ~0.1 s), as earlier_loads would
-    schema = Beside(_schema_once_hashed, digest, warehouse.db_path(), name="mlcost-schema")
+    # While the stage opens: the warehouse's schema put in place (a new one: ~0.1 s) once the file
+    # is hashed (one that cannot be is said unreadable, the warehouse left alone), and the format's
+    # first batch read and split (batch_sql.read_early; None for a format that reads otherwise).
+    schema = Beside(lambda path: (digest.value(), warehouse.ensure_schema(path)), warehouse.db_path())
+    early = None
     try:
+        early = parser.read_early(src, text) if text is not None and hasattr(parser, "read_early") else None
         return _stage_and_merge(src, parser, context, digest, opening, schema, summary, binary, text, early)
     finally:
         schema.discard()
         if early is not None:
             early.close(wait=False)  # e.g. a file already loaded: its batch is not waited for
-
-
-def _schema_once_hashed(digest: _Digest, path: Path) -> None:
-    """The warehouse's schema put in place once the file is hashed (one that cannot be read
-    leaves the warehouse unopened: _Unreadable is raised instead)."""
-    digest.value()
-    warehouse.ensure_schema(path)
 
 
 def _stage_and_merge(src: Source, parser: ModuleType, context: ParseContext, digest: _Digest, opening: Beside,
