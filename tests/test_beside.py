@@ -134,3 +134,27 @@ def test_close_without_waiting_leaves_the_thread_to_stop_on_its_own(tmp_path):
     go_on.set()
     ahead._thread.join(5)
     assert not ahead._thread.is_alive() and closed.is_set()
+
+
+def test_a_one_file_batch_whose_merge_stored_everything_does_not_settle_again(tmp_path, warehouse, monkeypatch):
+    """The end of a batch stores what is left for later unless its last file's merge, not deferred,
+    did (pending.take); a file found already loaded leaves it to the end, as before."""
+    from ingest.engine import warehouse as wh
+
+    settled = []
+    real = wh.settle_derived
+    monkeypatch.setattr(wh, "settle_derived", lambda *args: settled.append(True) or real(*args))
+    path = tmp_path / "runs.jsonl"
+    path.write_text("\n".join(run_line(i) for i in range(5)) + "\n")
+    with loader.batch([path]):
+        assert loader.ingest_file(path).status == "loaded"
+    assert settled == []
+    with loader.batch([path]):
+        assert loader.ingest_file(path).status == "already_loaded"
+    assert settled == [True]
+    other = tmp_path / "more.jsonl"
+    other.write_text(run_line(7) + "\n")
+    with loader.batch([path, other]):  # two files: deferred merges, settled at the end as before
+        for each in (path, other):
+            loader.ingest_file(each)
+    assert settled == [True, True]
