@@ -212,3 +212,26 @@ def test_collector_lines_tight_or_not_as_written_out_here():
     # one column: no line is tight (a tight line could be blank)
     assert tight_pattern(gpu_collector.COLLECTOR, ["timestamp"], ParseContext("x.csv", timezone.utc)) is None
     assert csv_marks_arrow(["2026-10-01T00:00:00Z", ""], None) == [False, False]
+
+
+def test_a_large_batch_is_marked_in_two_halves_to_the_same_marks(monkeypatch):
+    """Past SPLIT_ROWS the first half is marked on a thread of its own: the marks are the same,
+    line by line (halves in order), as DuckDB's SQL and plain Python give them."""
+    import threading
+
+    monkeypatch.setattr(line_marks, "SPLIT_ROWS", 100)
+    threads = []
+    real = line_marks._marks
+
+    def spied(raw, pattern):
+        threads.append(threading.current_thread())
+        return real(raw, pattern)
+
+    monkeypatch.setattr(line_marks, "_marks", spied)
+    lines = made_lines()
+    pattern = quirk_pattern(run_summary.RUNS)
+    got = arrow_marks(lines, pattern)
+    assert len(threads) == 2 and threads[0] is not threads[1]  # two halves, one on another thread
+    assert [n for _, n in got] == [line.count('":') for line in lines]
+    assert got == sql_marks(lines, pattern)
+    assert arrow_marks(lines[:150], pattern) == sql_marks(lines[:150], pattern)  # halves of 75 lines

@@ -51,8 +51,36 @@ JOINED_BYTES = 64 << 20  # lines typed by one pass
 log = logging.getLogger(__name__)
 
 
-def stage(definition: Definition, src: Source, con, ctx: ParseContext) -> Staged:
-    """Stage a file's rows and rejects in `con`, JSON lines or CSV, a batch at a time (Prometheus text: prom_text)."""
+def read_early(definition: Definition, src: Source, head: str) -> read_ahead.Ahead | None:
+    """The file's line batches, the first already being read, split and marked (line_marks.py) on
+    a thread of its own, for stage(): the loader asks for them once it knows the format, so that
+    work overlaps its opening the stage and looking the file up in the warehouse (100k runs: the
+    split and the marks ~0.3 s, the stage and the lookup ~0.25 s). None unless `head` (the start
+    of the decompressed text) opens with a JSON object: a CSV or a JSON array is read as before."""
+    if definition.prometheus is not None or definition.csv_only or not head.lstrip("\ufeff").lstrip().startswith("{"):
+        return None
+    batches = _line_batches(src)
+    batches.start(then=partial(line_marks.marked, pattern=quirk_pattern(definition)))
+    return batches
+
+
+def _line_batches(src: Source) -> read_ahead.Ahead:
+    """The file's line batches joined to JOINED_BYTES, ready to be read ahead (read_ahead.py)."""
+    return read_ahead.Ahead(src, lambda source: _joined(staging.line_batches(source), JOINED_BYTES))
+
+
+def stage(definition: Definition, src: Source, con, ctx: ParseContext,
+          early: read_ahead.Ahead | None = None) -> Staged:
+    """Stage a file's rows and rejects in `con`, JSON lines or CSV, a batch at a time (Prometheus
+    text: prom_text). `early`: read_early()'s batches of this file, used instead of reading it again."""
+    try:
+        return _stage(definition, src, con, ctx, early)
+    finally:
+        if early is not None:
+            early.close(wait=False)  # unused when the file is one document: its thread stops on its own
+
+
+def _stage(definition: Definition, src: Source, con, ctx: ParseContext, early: read_ahead.Ahead | None) -> Staged:
     if definition.prometheus is not None:
         return prom_text.stage(definition, src, con, ctx)
     prices = config.load().prices
@@ -70,7 +98,7 @@ def stage(definition: Definition, src: Source, con, ctx: ParseContext) -> Staged
         con.execute(f"CREATE OR REPLACE TEMP TABLE {by_line(items)} AS SELECT *, 0::BIGINT AS source_line "
                     f"FROM {items.table} LIMIT 0")
     # JSON lines: the next batch is split on a thread while this one is typed (read_ahead.py)
-    batches = read_ahead.Ahead(src, lambda source: _joined(staging.line_batches(source), JOINED_BYTES))
+    batches = early or _line_batches(src)
     try:
         accepted, passes, header, unknown = _stage_batches(definition, src, con, ctx, prices, batches)
     finally:
@@ -130,11 +158,12 @@ def _stage_batches(definition: Definition, src: Source, con, ctx: ParseContext, 
                               typed_statement(definition, ctx, json_fields(definition, "rest"), zone=line_sql.sql_zone(con, ctx.tz)),
                               typed_statement(definition, ctx, json_fields(definition, "batch"),
                                          zone=line_sql.sql_zone(con, ctx.tz)))  # strict alone
-                    # JSON lines: the next batch is split and marked (line_marks.py) while this one is typed
-                    mark = partial(line_marks.marked, pattern=quirk_pattern(definition))
-                    batches.start(then=mark)
-                    con.unregister("batch")
-                    con.register("batch", _chunked(mark(batch)))
+                    if line_marks.COLUMNS[0] not in batch.column_names:  # not marked ahead (read_early)
+                        # JSON lines: the next batch is split and marked (line_marks.py) while this one is typed
+                        mark = partial(line_marks.marked, pattern=quirk_pattern(definition))
+                        batches.start(then=mark)
+                        con.unregister("batch")
+                        con.register("batch", _chunked(mark(batch)))
             accepted += _stage_batch(definition, con, src, ctx, prices, passes, header, header_line, unknown)
         finally:
             con.unregister("batch")

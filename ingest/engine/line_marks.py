@@ -26,17 +26,43 @@ if TYPE_CHECKING:
 
 COLUMNS = ("quirk_found", "key_marks")
 CSV_COLUMN = "tight_marked"
+SPLIT_ROWS = 16_384  # a batch of more lines is marked in two halves at once, the first on a thread of its own
 
 
 def marked(batch: "pa.Table", pattern: str) -> "pa.Table":
-    """`batch` (line, raw) with quirk_found (BOOLEAN) and key_marks (BIGINT) added."""
+    """`batch` (line, raw) with quirk_found (BOOLEAN) and key_marks (BIGINT) added. A large batch
+    is marked in two halves at once: Arrow lets go of the GIL, so the second core does the other
+    half (one 62 MB batch of 100k runs: ~0.25 CPU s either way, about half of it in wall time)."""
+    import pyarrow as pa
+
+    raw = batch.column("raw")
+    if len(raw) <= SPLIT_ROWS:
+        quirk, marks = _marks(raw, pattern)
+    else:
+        import threading
+
+        half = len(raw) // 2
+        first: list = []
+        beside = threading.Thread(target=lambda: first.extend(_marks(raw.slice(0, half), pattern)),
+                                  name="mlcost-marks", daemon=True)
+        beside.start()
+        try:
+            quirk_rest, marks_rest = _marks(raw.slice(half), pattern)
+        finally:
+            beside.join()
+        if not first:  # the thread's error, raised here (the same call on this thread)
+            first.extend(_marks(raw.slice(0, half), pattern))
+        quirk = pa.chunked_array(first[0].chunks + quirk_rest.chunks, pa.bool_())
+        marks = pa.chunked_array(first[1].chunks + marks_rest.chunks, pa.int64())
+    return batch.append_column("quirk_found", quirk).append_column("key_marks", marks)
+
+
+def _marks(raw: "pa.ChunkedArray", pattern: str) -> tuple["pa.ChunkedArray", "pa.ChunkedArray"]:
+    """Each line's quirk match and `":` count."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    raw = batch.column("raw")
-    quirk = pc.match_substring_regex(raw, pattern)
-    marks = pc.count_substring(raw, '":').cast(pa.int64())
-    return batch.append_column("quirk_found", quirk).append_column("key_marks", marks)
+    return pc.match_substring_regex(raw, pattern), pc.count_substring(raw, '":').cast(pa.int64())
 
 
 def csv_marked(batch: "pa.Table", pattern: str | None) -> "pa.Table":

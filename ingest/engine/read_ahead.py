@@ -92,6 +92,8 @@ class Ahead:
                     calls, self._calls = self._calls, []
                     self._queue.put((_DONE, calls, None))
                     return
+                if self._stop.is_set():  # closed meanwhile: the batch is not wanted
+                    return
                 if self._then is not None:
                     batch = self._then(batch)
                 calls, self._calls = self._calls, []
@@ -105,14 +107,18 @@ class Ahead:
                 if close is not None:
                     close()  # the file is closed on this thread, which owns the generator now
 
-    def close(self) -> None:
-        """Stop reading ahead (the batch in hand is dropped); the file is closed."""
+    def close(self, wait: bool = True) -> None:
+        """Stop reading ahead (the batch in hand is dropped); the file is closed. Not `wait`: the
+        thread, if it is splitting a batch, finishes it and closes the file on its own meanwhile
+        (a file found already loaded does not wait for a batch no one will read)."""
         if self._thread is None:
             close = getattr(self._batches, "close", None)
             if close is not None:
                 close()
             return
         self._stop.set()
+        if not wait:
+            return
         self._thread.join()  # it stops before the next batch (or after the one it is splitting)
         while not self._queue.empty():
             self._queue.get_nowait()  # a batch not taken: its memory

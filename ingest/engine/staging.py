@@ -13,6 +13,8 @@ It reads `src` with DuckDB's or Arrow's own readers (`src.path` with `src.compre
 `src.open_text()` in batches), inserts its good rows into the staging tables named like the
 warehouse's (every row with its `source_line`), and every bad line into `rejects`
 (path, line, reason, raw) with its 1-based line number. Nothing whole-file is held in Python.
+A module may also expose `read_early(src, head) -> batches | None` (batch_sql.read_early): the
+loader calls it once the kind is known and hands what it returns to stage() as a fourth argument.
 """
 from __future__ import annotations
 

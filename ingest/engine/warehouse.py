@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING
 
 from ingest.derived import run_trace_costs
 from ingest.engine.wh_connection import (  # noqa: F401  (the warehouse's API, re-exported)
-    DEFAULT_DB, LOCK_WAIT_S, SESSION_IDLE_S, WarehouseBusy, connect, db_path, lake_url, read, session, writer_waiting,
+    DEFAULT_DB, LOCK_WAIT_S, SESSION_IDLE_S, WarehouseBusy, connect, db_path, ensure_schema, lake_url, read, session,
+    writer_waiting,
 )
 from ingest.engine.wh_loads import (  # noqa: F401
     earlier_loads, find_load, load_options, loads_of_content, rebuild_gpu_rollups, settle_derived, unload,

@@ -87,4 +87,5 @@ def sniff(name: str, head: str) -> bool:
 parse = partial(reader.parse, SERVING)              # (lines, ctx, prices=None) -> Parsed, line by line
 build_window = partial(reader.build_row, SERVING)   # (record, line, ctx, prices) -> row; BadValue
 totals = partial(reader.totals, SERVING)            # (parsed) -> the --json figures
-stage = partial(batch_sql.stage, SERVING)           # (src, con, ctx) -> Staged: the SQL pass
+stage = partial(batch_sql.stage, SERVING)           # (src, con, ctx, early=None) -> Staged: the SQL pass
+read_early = partial(batch_sql.read_early, SERVING)  # (src, head) -> its first batch read on a thread, or None

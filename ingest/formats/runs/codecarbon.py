@@ -92,4 +92,5 @@ def sniff(name: str, head: str) -> bool:
 
 parse = partial(reader.parse, CODECARBON)     # (lines, ctx, prices=None) -> Parsed, line by line
 totals = partial(reader.totals, CODECARBON)   # (parsed) -> the --json figures
-stage = partial(batch_sql.stage, CODECARBON)  # (src, con, ctx) -> Staged: the SQL pass
+stage = partial(batch_sql.stage, CODECARBON)  # (src, con, ctx, early=None) -> Staged: the SQL pass
+read_early = partial(batch_sql.read_early, CODECARBON)  # (src, head) -> its first batch read on a thread, or None

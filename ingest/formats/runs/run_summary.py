@@ -136,4 +136,5 @@ def sniff(name: str, head: str) -> bool:
 
 parse = partial(reader.parse, RUNS)     # (lines, ctx, prices=None) -> Parsed, line by line
 totals = partial(reader.totals, RUNS)   # (parsed) -> the --json figures
-stage = partial(batch_sql.stage, RUNS)  # (src, con, ctx) -> Staged: the SQL pass
+stage = partial(batch_sql.stage, RUNS)  # (src, con, ctx, early=None) -> Staged: the SQL pass
+read_early = partial(batch_sql.read_early, RUNS)  # (src, head) -> its first batch read on a thread, or None
