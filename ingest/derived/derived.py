@@ -143,16 +143,28 @@ def update_run_energy(con: duckdb.DuckDBPyConnection, runs: bool, gpus: bool) ->
     con.execute("DELETE FROM run_gpu_time WHERE run_id IN (SELECT run_id FROM time_runs)")
     con.execute("CREATE OR REPLACE TEMP TABLE time_runs_rows AS "
                 "SELECT * FROM runs WHERE run_id IN (SELECT run_id FROM time_runs)")
-    con.execute("INSERT INTO run_gpu_time SELECT * FROM run_gpu_minutes_of('time_runs_rows')")
+    run_minutes.number(con)
+    run_minutes.store_minutes(con, "run_gpus_of('time_runs_rows')")
     con.execute("INSERT INTO held_minutes SELECT DISTINCT host, gpu_index, minute FROM run_gpu_time "
                 "WHERE run_id IN (SELECT run_id FROM time_runs) "
                 "EXCEPT SELECT host, gpu_index, minute FROM held_minutes")
     con.execute("DELETE FROM gpu_minutes_allocated a USING held_minutes h "
                 "WHERE a.host = h.host AND a.gpu_index = h.gpu_index AND a.minute = h.minute")
-    con.execute("INSERT INTO gpu_minutes_allocated SELECT t.host, t.gpu_index, t.minute, sum(t.run_s) "
-                "FROM run_gpu_time t SEMI JOIN held_minutes h USING (host, gpu_index, minute) GROUP BY ALL")
-    _update_run_gpu_days(con, gpus)
+    run_minutes.store_held(con, "SEMI JOIN held_minutes h "
+                                "ON h.host = t.host AND h.gpu_index = t.gpu_index AND h.minute = t.minute")
     _update_gpu_days(con, gpus)
+    _update_run_days_and_energy(con, gpus)
+    run_trace_costs.refresh(con)
+
+
+def _update_run_days_and_energy(con: duckdb.DuckDBPyConnection, gpus: bool) -> None:
+    """run_gpu_days and run_gpu_energy again, after run_gpu_time and gpu_minutes_allocated:
+    run_gpu_days for the runs of time_runs (their run_gpu_time was redone) and, with `gpus`, for
+    every run's days on a touched GPU from the UTC day of its `since` on (the minutes there were
+    rewritten; a day is redone whole, its earlier minutes read as they are stored); run_gpu_energy
+    for those runs, every run sharing a (GPU, minute) of held_minutes with them (their share of
+    its energy moved) and, with `gpus`, every run that held a touched GPU in a minute that was
+    rewritten (its energy figures may have moved)."""
     energy = ["SELECT run_id FROM time_runs",
               "SELECT t.run_id FROM run_gpu_time t SEMI JOIN held_minutes h USING (host, gpu_index, minute)"]
     if gpus:
@@ -160,26 +172,16 @@ def update_run_energy(con: duckdb.DuckDBPyConnection, runs: bool, gpus: bool) ->
                       "WHERE t.minute >= g.since")
     con.execute("CREATE OR REPLACE TEMP TABLE energy_runs AS " + " UNION ".join(energy))
     con.execute("DELETE FROM run_gpu_energy WHERE run_id IN (SELECT run_id FROM energy_runs)")
-    con.execute("CREATE OR REPLACE TEMP TABLE energy_runs_time AS "
-                "SELECT * FROM run_gpu_time WHERE run_id IN (SELECT run_id FROM energy_runs)")
-    con.execute("INSERT INTO run_gpu_energy SELECT * FROM run_energy_of('energy_runs_time')")
-    run_trace_costs.refresh(con)
-
-
-def _update_run_gpu_days(con: duckdb.DuckDBPyConnection, gpus: bool) -> None:
-    """run_gpu_days again for the runs of time_runs (their run_gpu_time was redone) and, with
-    `gpus`, for every run's days on a touched GPU from the UTC day of its `since` on (the minutes
-    there were rewritten; a day is redone whole, its earlier minutes read as they are stored)."""
     con.execute("DELETE FROM run_gpu_days WHERE run_id IN (SELECT run_id FROM time_runs)")
-    touched = ""
+    minutes, days = "WHERE t.run_id IN (SELECT run_id FROM energy_runs)", "WHERE t.run_id IN (SELECT run_id FROM time_runs)"
     if gpus:
         con.execute("DELETE FROM run_gpu_days d USING touched_gpus g "
                     "WHERE d.host = g.host AND d.gpu_index = g.gpu_index AND d.day >= utc_day(g.since)")
         touched = (" OR EXISTS (SELECT 1 FROM touched_gpus g WHERE g.host = t.host AND g.gpu_index = t.gpu_index "
-                   "AND utc_day(t.minute) >= utc_day(g.since))")
-    con.execute("CREATE OR REPLACE TEMP TABLE days_time AS SELECT * FROM run_gpu_time t "
-                "WHERE t.run_id IN (SELECT run_id FROM time_runs)" + touched)
-    con.execute("INSERT INTO run_gpu_days SELECT * FROM run_gpu_days_of('days_time')")
+                   "AND {day} >= utc_day(g.since))")
+        minutes += touched.format(day="utc_day(t.minute)")
+        days += touched.format(day="t.day")
+    run_minutes.store_days(con, minutes, days, "WHERE k.run_id IN (SELECT run_id FROM energy_runs)")
 
 
 def _update_gpu_days(con: duckdb.DuckDBPyConnection, gpus: bool) -> None:
