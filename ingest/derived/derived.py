@@ -5,9 +5,9 @@ SQL only, run inside a transaction of a connection ingest/engine/warehouse.py ha
 warehouse as its current database (this module never opens the warehouse).
 
 Two ways to store them, with the same result:
-- refresh_*: everything again, from the live views in ingest/schema.sql (run_gpu_minutes_live,
-  run_energy_live, billing_run_lines_live): a warehouse from before they were stored, `mlcost
-  rollup`, a load whose GPU settings changed.
+- refresh_*: everything again (ingest/derived/run_minutes.py's steps over every run, the live
+  view billing_run_lines_live in ingest/schema.sql): a warehouse from before they were stored,
+  `mlcost rollup`, a load whose GPU settings changed.
 - update_*(): only what a load or an unload changed, from temp tables the caller fills:
   changed_runs(run_id) - runs added, replaced or removed; changed_lines(line_key) - bill lines
   added, replaced or removed; and for GPU samples, touched_gpus(host, gpu_index, since) (their
@@ -65,18 +65,15 @@ FROM {db}.gpu_minutes m JOIN touched_gpus t USING (host, gpu_index)
 
 
 def refresh_run_energy(con: duckdb.DuckDBPyConnection, tables: Iterable[str] | None = None) -> None:
-    """Store the views run_gpu_minutes_live and run_energy_live (ingest/schema.sql) in
-    run_gpu_time, gpu_minutes_allocated and run_gpu_energy, and run_gpu_days_of(run_gpu_time) in
-    run_gpu_days (their rows, computed in one pass by run_minutes.store_all), inside the caller's
-    transaction;
-    with `tables` (those a load wrote), only when one of them is in RUN_ENERGY_SOURCES."""
+    """Store every run's run_gpu_time, gpu_minutes_allocated, run_gpu_days and run_gpu_energy
+    (run_minutes.store_all) and gpu_days again, inside the caller's transaction; with `tables`
+    (those a load wrote), only when one of them is in RUN_ENERGY_SOURCES."""
     if tables is not None and not RUN_ENERGY_SOURCES.intersection(tables):
         return
     for table in ("run_gpu_time", "gpu_minutes_allocated", "run_gpu_energy", "run_gpu_days", "gpu_days"):
         con.execute(f"DELETE FROM {table}")
-    # the rows of run_gpu_minutes_live, GPU_MINUTES_ALLOCATED (ingest/derived/sql), run_gpu_days_of and
-    # run_energy_live, the run-minutes worked out and joined to gpu_minutes once, over numbered GPUs
-    # and runs (run_minutes.py; fleet at scale 1, 8.5M run-minutes: ~9 -> ~5 CPU s with gpu_days)
+    # the run-minutes worked out and joined to gpu_minutes once, over numbered GPUs and runs
+    # (fleet at scale 1, 8.5M run-minutes: ~5 CPU s with gpu_days)
     run_minutes.store_all(con)
     con.execute("INSERT INTO gpu_days SELECT * FROM gpu_days_of('gpu_minutes')")
     run_trace_costs.refresh(con)  # imported runs without a cost: priced from their traced GPU-hours
