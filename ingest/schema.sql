@@ -316,9 +316,11 @@ WHERE u.started_at < h.traced_until AND u.ended_at > h.first_minute;  -- hosts t
 
 CREATE OR REPLACE VIEW run_gpus AS SELECT * FROM run_gpus_of('runs');
 
--- The two views below, materialized after every load of runs or GPU samples (and `mlcost
--- rollup`) by ingest/derived/derived.py: pages read them many times per view, a load writes
--- them once.
+-- Every minute each run held each of its traced GPUs (run_s: the seconds of that minute inside
+-- [started_at, ended_at) x the share of the GPU it held, run_gpus_of.weight) and each run's
+-- measured GPU energy, defined in ingest/derived/run_minutes.py and stored after every load of
+-- runs or GPU samples (and `mlcost rollup`) by ingest/derived/derived.py: pages read them many
+-- times, a load writes them once.
 CREATE TABLE IF NOT EXISTS run_gpu_time (
     run_id     VARCHAR NOT NULL,
     host       VARCHAR NOT NULL,
@@ -328,7 +330,7 @@ CREATE TABLE IF NOT EXISTS run_gpu_time (
 );
 
 CREATE TABLE IF NOT EXISTS run_gpu_energy (
-    run_id                         VARCHAR NOT NULL,  -- one row per run (run_energy_of groups by run)
+    run_id                         VARCHAR NOT NULL,  -- one row per run
     gpus_traced                    BIGINT NOT NULL,
     gpu_energy_kwh                 DOUBLE,
     gpu_energy_s                   DOUBLE,
@@ -345,61 +347,6 @@ CREATE TABLE IF NOT EXISTS gpu_minutes_allocated (
     held_s     DOUBLE NOT NULL
 );
 
--- Every minute each run of the table named `run_table` (rows of runs) held each of its traced
--- GPUs; run_s = seconds of that minute inside [started_at, ended_at) x the share of the GPU it
--- held (run_gpus_of.weight). run_gpu_minutes_live is every run's, stored in run_gpu_time by
--- ingest/derived/derived.py (which passes a table of the runs a load changed to store just theirs again).
--- Times as whole microseconds since 1970 (as rollup_sql.py computes them): arithmetic, truncation
--- and series on TIMESTAMPTZ go through the ICU calendar, ~6x slower over millions of run-minutes.
-CREATE OR REPLACE MACRO run_gpu_minutes_of(run_table) AS TABLE
-WITH held AS (
-    SELECT g.run_id, g.host, g.gpu_index, g.weight,
-           epoch_us(r.started_at) AS started_us, epoch_us(r.ended_at) AS ended_us
-    FROM run_gpus_of(run_table) g JOIN query_table(run_table) r USING (run_id)
-    WHERE r.ended_at > r.started_at
-), spans AS (
-    SELECT run_id, host, gpu_index, weight, started_us, ended_us,
-           unnest(generate_series(started_us - (started_us % 60000000 + 60000000) % 60000000,
-                                  ended_us - 1, 60000000)) AS minute_us
-    FROM held
-)
-SELECT run_id, host, gpu_index, make_timestamptz(minute_us) AS minute,
-       (least(ended_us, minute_us + 60000000) - greatest(started_us, minute_us)) / 1e6 * weight AS run_s
-FROM spans;
-
-CREATE OR REPLACE VIEW run_gpu_minutes_live AS SELECT * FROM run_gpu_minutes_of('runs');
-
--- Measured GPU energy per run: each traced minute's energy in proportion to the run's share
--- of it (runs sharing a GPU in a minute split it by their seconds in it). Coverage is the
--- GPU-seconds with measured energy over duration x the GPUs the run names. From the table named
--- `time_table` (rows of run_gpu_time: every run's in run_energy_live, those of the runs a load
--- changed when ingest/derived/derived.py stores them again) and gpu_minutes_allocated; stored in
--- run_gpu_energy.
-CREATE OR REPLACE MACRO run_energy_of(time_table) AS TABLE
-WITH shares AS (
-    SELECT rm.run_id, rm.host, rm.gpu_index, m.energy_kwh, m.energy_s,
-           rm.run_s / greatest(60, a.held_s) AS share,
-           rm.run_s / 60.0 AS part
-    FROM query_table(time_table) rm JOIN gpu_minutes m USING (host, gpu_index, minute)
-    JOIN gpu_minutes_allocated a USING (host, gpu_index, minute)
-), per_run AS (  -- summed per run first: grouping the rows by the run's list columns is slow
-    SELECT run_id,
-           count(DISTINCT (host, gpu_index))                       AS gpus_traced,
-           sum(energy_kwh * share)                                 AS gpu_energy_kwh,
-           sum(energy_s * part)                                    AS gpu_energy_s
-    FROM shares GROUP BY run_id
-)
-SELECT p.run_id, p.gpus_traced, p.gpu_energy_kwh, p.gpu_energy_s,
-       100.0 * p.gpu_energy_s
-             / nullif(r.duration_s * coalesce(nullif(len(r.gpu_uuids), 0), nullif(len(r.gpu_indices), 0),
-                                              r.gpu_count, p.gpus_traced), 0)
-                                                                   AS gpu_energy_coverage_pct,
-       CASE WHEN r.examples > 0 THEN p.gpu_energy_kwh * 1e6 / r.examples END
-                                                                   AS gpu_energy_wh_per_1k_examples
-FROM per_run p JOIN runs r USING (run_id);
-
-CREATE OR REPLACE VIEW run_energy_live AS SELECT * FROM run_energy_of('run_gpu_time');
-
 -- The names pages and tests read.
 CREATE OR REPLACE VIEW run_gpu_minutes AS SELECT * FROM run_gpu_time;
 CREATE OR REPLACE VIEW run_energy AS SELECT * FROM run_gpu_energy;
@@ -409,23 +356,17 @@ CREATE OR REPLACE VIEW run_energy AS SELECT * FROM run_gpu_energy;
 -- weighted by the minute's utilization; the GPU's last known name and the minute it was seen.
 -- The right-size candidates read this instead of joining every run minute to gpu_minutes, so
 -- their cost follows runs x GPUs x days, not minutes. Stored with run_gpu_time by
--- ingest/derived/derived.py; created filled from the stored run_gpu_time in a warehouse from before it.
-CREATE OR REPLACE MACRO run_gpu_days_of(time_table) AS TABLE
-SELECT rm.run_id, rm.host, rm.gpu_index, utc_day(rm.minute) AS day,
-       arg_max(m.gpu_name, m.minute)                              AS gpu_name,
-       max(m.minute) FILTER (WHERE m.gpu_name IS NOT NULL)        AS gpu_name_at,
-       sum(m.coverage_s * rm.run_s / 60)                          AS run_gpu_s,
-       sum(m.util_pct_mean * m.coverage_s * rm.run_s / 60)        AS util_pct_s
-FROM query_table(time_table) rm JOIN gpu_minutes m USING (host, gpu_index, minute)
-WHERE m.util_pct_mean IS NOT NULL
-GROUP BY rm.run_id, rm.host, rm.gpu_index, utc_day(rm.minute);
-
-CREATE TABLE IF NOT EXISTS run_gpu_days AS
-SELECT CAST(run_id AS VARCHAR) AS run_id, CAST(host AS VARCHAR) AS host, CAST(gpu_index AS INTEGER) AS gpu_index,
-       CAST(day AS DATE) AS day, CAST(gpu_name AS VARCHAR) AS gpu_name,
-       CAST(gpu_name_at AS TIMESTAMPTZ) AS gpu_name_at, CAST(run_gpu_s AS DOUBLE) AS run_gpu_s,
-       CAST(util_pct_s AS DOUBLE) AS util_pct_s
-FROM run_gpu_days_of('run_gpu_time');
+-- ingest/derived/derived.py.
+CREATE TABLE IF NOT EXISTS run_gpu_days (
+    run_id       VARCHAR,
+    host         VARCHAR,
+    gpu_index    INTEGER,
+    day          DATE,
+    gpu_name     VARCHAR,
+    gpu_name_at  TIMESTAMPTZ,
+    run_gpu_s    DOUBLE,
+    util_pct_s   DOUBLE
+);
 
 -- The idle seconds of one GPU-minute that no run held: its idle seconds, never more than the
 -- seconds of the minute runs did not hold (`held_s`: the runs' seconds in it, NULL for none). The

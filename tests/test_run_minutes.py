@@ -1,6 +1,7 @@
 """ingest/derived/run_minutes.py: every run's GPU minutes, the seconds runs held each GPU minute,
-the per-run GPU days and the per-run energy, stored in one pass over numbered runs and GPUs,
-against plain Python over the same runs and GPU minutes (and against the schema's macros)."""
+the per-run GPU days and the per-run energy, stored by a full refresh and by the incremental
+update (the same statements over the runs a load changed), against plain Python over the same
+runs and GPU minutes."""
 from __future__ import annotations
 
 import math
@@ -57,8 +58,8 @@ def gpu_minutes(seed: int) -> list[tuple]:
     return rows
 
 
-def load(con: duckdb.DuckDBPyConnection, minutes: list[tuple]) -> None:
-    for run_id, kind, host, indices, uuids, count, start, end, examples, _ in RUNS:
+def load(con: duckdb.DuckDBPyConnection, minutes: list[tuple], runs: list[tuple] = RUNS) -> None:
+    for run_id, kind, host, indices, uuids, count, start, end, examples, _ in runs:
         started = T0 + start * MINUTE
         ended = None if end is None else T0 + end * MINUTE
         con.execute("INSERT INTO runs (run_id, source_kind, host, gpu_indices, gpu_uuids, gpu_count, started_at, "
@@ -71,11 +72,11 @@ def load(con: duckdb.DuckDBPyConnection, minutes: list[tuple]) -> None:
                     [host, index, minute, U[(host, index)], name, coverage, energy_s, energy, util])
 
 
-def expected(minutes: list[tuple]) -> dict:
+def expected(minutes: list[tuple], runs: list[tuple] = RUNS) -> dict:
     """The four tables by plain Python: each run's seconds in each minute of each GPU it holds."""
     by_minute = {(h, i, m): (name, cov, util, kwh, es) for h, i, m, name, cov, util, kwh, es in minutes}
     time, held = {}, defaultdict(float)
-    for run_id, _, _, _, _, _, start, end, _, gpus in RUNS:
+    for run_id, _, _, _, _, _, start, end, _, gpus in runs:
         if end is None or end <= start:
             continue
         began, ended = T0 + start * MINUTE, T0 + end * MINUTE
@@ -116,16 +117,48 @@ def test_the_one_pass_refresh_stores_what_plain_python_computes(seed: int) -> No
     minutes = gpu_minutes(seed)
     load(con, minutes)
     run_minutes.store_all(con)
-    want = expected(minutes)
+    assert_stored(con, expected(minutes), RUNS)
+    assert {"r1", "r2", "r3", "r4"} == {r for (r,) in con.execute("SELECT DISTINCT run_id FROM run_gpu_time").fetchall()}
+    assert con.execute("SELECT max(held_s) FROM gpu_minutes_allocated").fetchone()[0] > 60  # r1, r2, r4 share
+    # nothing left behind in the caller's connection
+    assert con.execute("SELECT count(*) FROM duckdb_tables() WHERE temporary").fetchone()[0] == 0
 
+
+# r2 ends later (more minutes shared with r1 and r4), r3 goes: the incremental update redoes them
+CHANGED = [("r2", "runs", "h1", [0, 1], None, None, 3.0, 11.5, None, {("h1", 0): 1.0, ("h1", 1): 1.0}),
+           *[run for run in RUNS if run[0] not in ("r2", "r3")]]
+
+
+@pytest.mark.parametrize("seed", [4, 5])
+def test_the_incremental_update_stores_what_plain_python_computes(seed: int, monkeypatch: pytest.MonkeyPatch
+                                                                  ) -> None:
+    """The same statements over the runs a load changed (derived.update_run_energy): runs sharing
+    a minute with them get their share of its energy again, the others keep theirs."""
+    from ingest.derived import derived
+
+    con = schema()
+    minutes = gpu_minutes(seed)
+    load(con, minutes)
+    run_minutes.store_all(con)
+    con.execute("DELETE FROM runs WHERE run_id IN ('r2', 'r3')")
+    load(con, [], CHANGED[:1])
+    con.execute("CREATE TEMP TABLE changed_runs AS SELECT unnest(['r2', 'r3']) AS run_id")
+    monkeypatch.setattr(derived, "FULL_REFRESH_SHARE", 1.0)  # 2 runs of 6: not everything again
+    monkeypatch.setattr(derived, "refresh_run_energy", None)
+    derived.update_run_energy(con, runs=True, gpus=False)
+    assert_stored(con, expected(minutes, CHANGED), CHANGED)
+    assert not con.execute("SELECT count(*) FROM duckdb_tables() WHERE temporary AND table_name LIKE 'rm_%'"
+                           ).fetchone()[0]
+
+
+def assert_stored(con: duckdb.DuckDBPyConnection, want: dict, runs: list[tuple]) -> None:
+    """The four stored tables hold the rows of `want` (expected()) for `runs`."""
     got = {(r, h, i, m): s for r, h, i, m, s in con.execute("SELECT * FROM run_gpu_time").fetchall()}
     assert got.keys() == want["time"].keys()
     assert all(close(got[k], want["time"][k]) for k in got)
-    assert {"r1", "r2", "r3", "r4"} == {k[0] for k in got}  # r5-r7 hold no traced minute
 
     got = {(h, i, m): s for h, i, m, s in con.execute("SELECT * FROM gpu_minutes_allocated").fetchall()}
     assert got.keys() == want["held"].keys() and all(close(got[k], want["held"][k]) for k in got)
-    assert max(got.values()) > 60  # r1, r2 and r4 share h1's GPU 0: held over the minute
 
     rows = con.execute("SELECT run_id, host, gpu_index, day, gpu_name, gpu_name_at, run_gpu_s, util_pct_s "
                        "FROM run_gpu_days").fetchall()
@@ -140,8 +173,8 @@ def test_the_one_pass_refresh_stores_what_plain_python_computes(seed: int) -> No
     rows = con.execute("SELECT * FROM run_gpu_energy").fetchall()
     assert {row[0] for row in rows} == set(want["energy"])
     named = {run_id: (len(uuids or []) or len(indices or []) or count) for run_id, _, _, indices, uuids, count, *_
-             in RUNS}
-    spans = {run_id: ((end - start) * 60, examples) for run_id, _, _, _, _, _, start, end, examples, _ in RUNS
+             in runs}
+    spans = {run_id: ((end - start) * 60, examples) for run_id, _, _, _, _, _, start, end, examples, _ in runs
              if end is not None}
     for run_id, gpus_traced, kwh, energy_s, coverage_pct, wh_per_1k in rows:
         w_gpus, w_kwh, w_s = want["energy"][run_id]
@@ -150,25 +183,3 @@ def test_the_one_pass_refresh_stores_what_plain_python_computes(seed: int) -> No
         assert close(kwh, w_kwh) and close(energy_s, w_s)
         assert close(coverage_pct, 100.0 * w_s / (duration_s * (named[run_id] or len(w_gpus))))
         assert close(wh_per_1k, w_kwh * 1e6 / examples if examples and w_kwh is not None else None)
-
-
-def test_the_one_pass_refresh_equals_the_macros() -> None:
-    """The same rows as the schema's definitions (run_gpu_minutes_live, GPU_MINUTES_ALLOCATED,
-    run_gpu_days_of, run_energy_live), which pages, the lake and the incremental update run."""
-    from ingest.derived.sql import GPU_MINUTES_ALLOCATED
-
-    con = schema()
-    load(con, gpu_minutes(7))
-    run_minutes.store_all(con)
-    checks = {"run_gpu_time": "SELECT * FROM run_gpu_minutes_live",
-              "gpu_minutes_allocated": GPU_MINUTES_ALLOCATED,
-              "run_gpu_days": "SELECT * FROM run_gpu_days_of('run_gpu_time')",
-              "run_gpu_energy": "SELECT * FROM run_energy_live"}
-    for table, query in checks.items():
-        stored = sorted(con.execute(f"SELECT * FROM {table}").fetchall(), key=repr)
-        live = sorted(con.execute(query).fetchall(), key=repr)
-        assert len(stored) == len(live) > 0, table
-        for a, b in zip(stored, live):
-            assert all(close(x, y) if isinstance(x, float) else x == y for x, y in zip(a, b)), (table, a, b)
-    # nothing left behind in the caller's connection
-    assert con.execute("SELECT count(*) FROM duckdb_tables() WHERE temporary").fetchone()[0] == 0

@@ -148,7 +148,7 @@ def test_a_new_warehouse_gets_the_whole_schema_at_once(tmp_path):
 def test_a_warehouse_without_its_stamp_stores_its_run_energy_again(tmp_path):
     """Not new (it has tables): the run energy is stored again, as before. The sample runs and
     GPU traces loaded, their per-run GPU time deleted by hand with the stamp: putting the schema
-    again brings back as many rows as the warehouse's own view gives."""
+    again brings back as many rows as the loads stored."""
     from ingest.engine import wh_connection
 
     db = tmp_path / "w.duckdb"
@@ -158,7 +158,7 @@ def test_a_warehouse_without_its_stamp_stores_its_run_energy_again(tmp_path):
         assert code in (0, 1)
     with duckdb.connect(str(db)) as con:
         stored = con.execute("SELECT count(*) FROM run_gpu_time").fetchone()[0]
-        assert stored > 0 and stored == con.execute("SELECT count(*) FROM run_gpu_minutes_live").fetchone()[0]
+        assert stored > 0
         con.execute("DELETE FROM run_gpu_time")
         con.execute("DELETE FROM schema_stamp")
         wh_connection._put_schema(con)

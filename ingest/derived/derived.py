@@ -5,9 +5,9 @@ SQL only, run inside a transaction of a connection ingest/engine/warehouse.py ha
 warehouse as its current database (this module never opens the warehouse).
 
 Two ways to store them, with the same result:
-- refresh_*: everything again, from the live views in ingest/schema.sql (run_gpu_minutes_live,
-  run_energy_live, billing_run_lines_live): a warehouse from before they were stored, `mlcost
-  rollup`, a load whose GPU settings changed.
+- refresh_*: everything again (ingest/derived/run_minutes.py's steps over every run, the live
+  view billing_run_lines_live in ingest/schema.sql): a warehouse from before they were stored,
+  `mlcost rollup`, a load whose GPU settings changed.
 - update_*(): only what a load or an unload changed, from temp tables the caller fills:
   changed_runs(run_id) - runs added, replaced or removed; changed_lines(line_key) - bill lines
   added, replaced or removed; and for GPU samples, touched_gpus(host, gpu_index, since) (their
@@ -65,18 +65,15 @@ FROM {db}.gpu_minutes m JOIN touched_gpus t USING (host, gpu_index)
 
 
 def refresh_run_energy(con: duckdb.DuckDBPyConnection, tables: Iterable[str] | None = None) -> None:
-    """Store the views run_gpu_minutes_live and run_energy_live (ingest/schema.sql) in
-    run_gpu_time, gpu_minutes_allocated and run_gpu_energy, and run_gpu_days_of(run_gpu_time) in
-    run_gpu_days (their rows, computed in one pass by run_minutes.store_all), inside the caller's
-    transaction;
-    with `tables` (those a load wrote), only when one of them is in RUN_ENERGY_SOURCES."""
+    """Store every run's run_gpu_time, gpu_minutes_allocated, run_gpu_days and run_gpu_energy
+    (run_minutes.store_all) and gpu_days again, inside the caller's transaction; with `tables`
+    (those a load wrote), only when one of them is in RUN_ENERGY_SOURCES."""
     if tables is not None and not RUN_ENERGY_SOURCES.intersection(tables):
         return
     for table in ("run_gpu_time", "gpu_minutes_allocated", "run_gpu_energy", "run_gpu_days", "gpu_days"):
         con.execute(f"DELETE FROM {table}")
-    # the rows of run_gpu_minutes_live, GPU_MINUTES_ALLOCATED (ingest/derived/sql), run_gpu_days_of and
-    # run_energy_live, the run-minutes worked out and joined to gpu_minutes once, over numbered GPUs
-    # and runs (run_minutes.py; fleet at scale 1, 8.5M run-minutes: ~9 -> ~5 CPU s with gpu_days)
+    # the run-minutes worked out and joined to gpu_minutes once, over numbered GPUs and runs
+    # (fleet at scale 1, 8.5M run-minutes: ~5 CPU s with gpu_days)
     run_minutes.store_all(con)
     con.execute("INSERT INTO gpu_days SELECT * FROM gpu_days_of('gpu_minutes')")
     run_trace_costs.refresh(con)  # imported runs without a cost: priced from their traced GPU-hours
@@ -143,16 +140,28 @@ def update_run_energy(con: duckdb.DuckDBPyConnection, runs: bool, gpus: bool) ->
     con.execute("DELETE FROM run_gpu_time WHERE run_id IN (SELECT run_id FROM time_runs)")
     con.execute("CREATE OR REPLACE TEMP TABLE time_runs_rows AS "
                 "SELECT * FROM runs WHERE run_id IN (SELECT run_id FROM time_runs)")
-    con.execute("INSERT INTO run_gpu_time SELECT * FROM run_gpu_minutes_of('time_runs_rows')")
+    run_minutes.number(con)
+    run_minutes.store_minutes(con, "run_gpus_of('time_runs_rows')")
     con.execute("INSERT INTO held_minutes SELECT DISTINCT host, gpu_index, minute FROM run_gpu_time "
                 "WHERE run_id IN (SELECT run_id FROM time_runs) "
                 "EXCEPT SELECT host, gpu_index, minute FROM held_minutes")
     con.execute("DELETE FROM gpu_minutes_allocated a USING held_minutes h "
                 "WHERE a.host = h.host AND a.gpu_index = h.gpu_index AND a.minute = h.minute")
-    con.execute("INSERT INTO gpu_minutes_allocated SELECT t.host, t.gpu_index, t.minute, sum(t.run_s) "
-                "FROM run_gpu_time t SEMI JOIN held_minutes h USING (host, gpu_index, minute) GROUP BY ALL")
-    _update_run_gpu_days(con, gpus)
+    run_minutes.store_held(con, "SEMI JOIN held_minutes h "
+                                "ON h.host = t.host AND h.gpu_index = t.gpu_index AND h.minute = t.minute")
     _update_gpu_days(con, gpus)
+    _update_run_days_and_energy(con, gpus)
+    run_trace_costs.refresh(con)
+
+
+def _update_run_days_and_energy(con: duckdb.DuckDBPyConnection, gpus: bool) -> None:
+    """run_gpu_days and run_gpu_energy again, after run_gpu_time and gpu_minutes_allocated:
+    run_gpu_days for the runs of time_runs (their run_gpu_time was redone) and, with `gpus`, for
+    every run's days on a touched GPU from the UTC day of its `since` on (the minutes there were
+    rewritten; a day is redone whole, its earlier minutes read as they are stored); run_gpu_energy
+    for those runs, every run sharing a (GPU, minute) of held_minutes with them (their share of
+    its energy moved) and, with `gpus`, every run that held a touched GPU in a minute that was
+    rewritten (its energy figures may have moved)."""
     energy = ["SELECT run_id FROM time_runs",
               "SELECT t.run_id FROM run_gpu_time t SEMI JOIN held_minutes h USING (host, gpu_index, minute)"]
     if gpus:
@@ -160,26 +169,16 @@ def update_run_energy(con: duckdb.DuckDBPyConnection, runs: bool, gpus: bool) ->
                       "WHERE t.minute >= g.since")
     con.execute("CREATE OR REPLACE TEMP TABLE energy_runs AS " + " UNION ".join(energy))
     con.execute("DELETE FROM run_gpu_energy WHERE run_id IN (SELECT run_id FROM energy_runs)")
-    con.execute("CREATE OR REPLACE TEMP TABLE energy_runs_time AS "
-                "SELECT * FROM run_gpu_time WHERE run_id IN (SELECT run_id FROM energy_runs)")
-    con.execute("INSERT INTO run_gpu_energy SELECT * FROM run_energy_of('energy_runs_time')")
-    run_trace_costs.refresh(con)
-
-
-def _update_run_gpu_days(con: duckdb.DuckDBPyConnection, gpus: bool) -> None:
-    """run_gpu_days again for the runs of time_runs (their run_gpu_time was redone) and, with
-    `gpus`, for every run's days on a touched GPU from the UTC day of its `since` on (the minutes
-    there were rewritten; a day is redone whole, its earlier minutes read as they are stored)."""
     con.execute("DELETE FROM run_gpu_days WHERE run_id IN (SELECT run_id FROM time_runs)")
-    touched = ""
+    minutes, days = "WHERE t.run_id IN (SELECT run_id FROM energy_runs)", "WHERE t.run_id IN (SELECT run_id FROM time_runs)"
     if gpus:
         con.execute("DELETE FROM run_gpu_days d USING touched_gpus g "
                     "WHERE d.host = g.host AND d.gpu_index = g.gpu_index AND d.day >= utc_day(g.since)")
         touched = (" OR EXISTS (SELECT 1 FROM touched_gpus g WHERE g.host = t.host AND g.gpu_index = t.gpu_index "
-                   "AND utc_day(t.minute) >= utc_day(g.since))")
-    con.execute("CREATE OR REPLACE TEMP TABLE days_time AS SELECT * FROM run_gpu_time t "
-                "WHERE t.run_id IN (SELECT run_id FROM time_runs)" + touched)
-    con.execute("INSERT INTO run_gpu_days SELECT * FROM run_gpu_days_of('days_time')")
+                   "AND {day} >= utc_day(g.since))")
+        minutes += touched.format(day="utc_day(t.minute)")
+        days += touched.format(day="t.day")
+    run_minutes.store_days(con, minutes, days, "WHERE k.run_id IN (SELECT run_id FROM energy_runs)")
 
 
 def _update_gpu_days(con: duckdb.DuckDBPyConnection, gpus: bool) -> None:

@@ -3,11 +3,12 @@
 Each derived table is one SELECT in DuckDB's dialect over the base tables (runs, gpu_samples,
 billing_lines, serving_windows) and the derived tables before it (`steps()`, in order). The text
 comes from where the embedded path defines it - ingest/schema.sql's macros and views,
-ingest/gpu_rollups.py's interval and minute queries - expanded here into plain SELECTs: table
+ingest/gpu_rollups.py's interval and minute queries, ingest/derived/run_minutes.py's steps (per-run
+GPU time, allocated GPU minutes, run GPU days, run energy) - expanded here into plain SELECTs: table
 macros get their arguments, scalar macros (utc_day, run_holds_gpu, gpu_line_rule, ...) are
-inlined, settings become literals. The embedded warehouse keeps running the same macros
-incrementally (ingest/derived.py); this module runs them over everything at once, which is what a
-lake's batch job does. ingest/derived/sql/spark.py translates these SELECTs to Spark SQL with
+inlined, settings become literals. The embedded warehouse keeps running the same text
+incrementally (ingest/derived/derived.py); this module runs it over everything at once, which is
+what a lake's batch job does. ingest/derived/sql/spark.py translates these SELECTs to Spark SQL with
 sqlglot.
 
 Nothing here opens a connection: steps() returns text, run_duckdb() runs it on a connection handed in.
@@ -22,12 +23,7 @@ from importlib import resources
 from typing import Any
 
 from ingest.derived import rollup_sql as gpu_rollups
-from ingest.derived import run_trace_costs
-
-# Per GPU and minute: seconds held by runs (added over runs); the embedded path stores the same
-# (derived.refresh_run_energy reads this text).
-GPU_MINUTES_ALLOCATED = ("SELECT host, gpu_index, minute, sum(run_s) AS held_s FROM run_gpu_time "
-                         "GROUP BY host, gpu_index, minute")
+from ingest.derived import run_minutes, run_trace_costs
 
 # Idle cost by GPU node and UTC day: the allocation's idle_gpu pieces (the node's bill line's
 # rate x the idle GPU-hours no run held), per currency.
@@ -367,12 +363,8 @@ def base_steps(settings: Settings) -> list[Step]:
         Step("gpu_minutes", inline_scalars(minutes)),
         Step("gpu_gaps", inline_scalars(gaps)),
         Step("run_gpus", table_macro("run_gpus_of", {"run_table": "runs"}), stored=False),
-        Step("run_gpu_time", table_macro("run_gpu_minutes_of", {"run_table": "runs"},
-                                         {"run_gpus_of(run_table)": "run_gpus"})),
-        Step("gpu_minutes_allocated", GPU_MINUTES_ALLOCATED),
-        Step("run_gpu_days", table_macro("run_gpu_days_of", {"time_table": "run_gpu_time"})),
+        *(Step(name, sql, stored) for name, sql, stored in run_minutes.steps("run_gpus")),
         Step("gpu_days", table_macro("gpu_days_of", {"minute_table": "gpu_minutes"})),
-        Step("run_gpu_energy", table_macro("run_energy_of", {"time_table": "run_gpu_time"})),
         Step("billing_costs", view("billing_costs"), stored=False),
         Step("billing_line_runs", table_macro("billing_run_lines_of", {"line_table": "billing_lines", **match})),
     ]
