@@ -347,6 +347,14 @@ CREATE TABLE IF NOT EXISTS gpu_minutes_allocated (
     held_s     DOUBLE NOT NULL
 );
 
+-- Retired: run-minutes and run energy were also stated here as macros and live views; a warehouse
+-- from before keeps no second definition of them.
+DROP VIEW IF EXISTS run_energy_live;
+DROP VIEW IF EXISTS run_gpu_minutes_live;
+DROP MACRO TABLE IF EXISTS run_energy_of;
+DROP MACRO TABLE IF EXISTS run_gpu_days_of;
+DROP MACRO TABLE IF EXISTS run_gpu_minutes_of;
+
 -- The names pages and tests read.
 CREATE OR REPLACE VIEW run_gpu_minutes AS SELECT * FROM run_gpu_time;
 CREATE OR REPLACE VIEW run_energy AS SELECT * FROM run_gpu_energy;
