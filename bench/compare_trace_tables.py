@@ -15,6 +15,8 @@ Cases: fleet-0.05, fleet4-0.05, fleet-0.25, fleet4-0.25 (16 trace files in one i
 4-host file, from ~/.cache/mlcost/fleet/scale-S), sample (sample_data's runs, then its GPU traces
 in one ingest), real (every trace file in ../shared/formats/nvidia_gpu, one ingest), messy (a
 collector file with bad, repeated, reset and out-of-order lines, then a second file overlapping it).
+--work DIR keeps the warehouses and the fleet bases there (a later run given the same DIR reuses the
+bases); without it each run works in a new temporary folder, so two runs side by side never share one.
 """
 from __future__ import annotations
 
@@ -24,12 +26,13 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 FLEET = Path.home() / ".cache" / "mlcost" / "fleet"
-SHARED = Path("/work/shared/formats/nvidia_gpu")
+SHARED = REPO.parent / "shared" / "formats" / "nvidia_gpu"  # ../shared beside the checkout, as the tests read it
 TIME_COLUMNS = {"loaded_at", "computed_at", "unloaded_at", "applied_at", "created_at", "updated_at"}
 # schema_stamp.sha256 is schema.sql's digest: it differs whenever a checkout changed schema.sql
 SKIPPED = {("schema_stamp", "sha256")}
@@ -171,10 +174,15 @@ def main() -> None:
     options = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     options.add_argument("--old", type=Path, required=True)
     options.add_argument("--new", type=Path, default=REPO)
-    options.add_argument("--work", type=Path, default=Path("/tmp/compare-trace-tables"))
+    options.add_argument("--work", type=Path, default=None,
+                         help="where warehouses and fleet bases are kept (reused by the next run given it); "
+                              "default: a new temporary folder, so that runs side by side never share one")
     options.add_argument("--case", action="append", help="only these cases (default: all)")
     args = options.parse_args()
+    if args.work is None:
+        args.work = Path(tempfile.mkdtemp(prefix="compare-trace-tables-"))
     args.work.mkdir(parents=True, exist_ok=True)
+    print(f"warehouses in {args.work}", flush=True)
     found = cases(args.work, args.old)
     failed = False
     for name, (base, loads) in found.items():
