@@ -5,8 +5,8 @@ while held) and run_gpu_energy (per run: its share of each held minute's energy)
 
 One list of SELECTs (`steps()`, DuckDB's dialect, no connection) that three callers run:
 - store_all(): a full refresh of the embedded warehouse (derived.refresh_run_energy);
-- store_runs(): the incremental update, the same statements over the run-minutes a load reached
-  (derived.update_run_energy);
+- number(), store_minutes(), store_held(), store_days(): the incremental update, the same
+  statements over the run-minutes a load reached (derived.update_run_energy);
 - ingest/derived/sql's base_steps: the lake's batch job, on DuckDB or translated to Spark SQL.
 
 Runs and GPUs are numbered with small integers (rm_runs, rm_gpus) and minutes are whole
@@ -129,8 +129,6 @@ SELECT k.run_id, p.gpus_traced, p.gpu_energy_kwh, p.gpu_energy_s,
        CASE WHEN r.examples > 0 THEN p.gpu_energy_kwh * 1e6 / r.examples END AS gpu_energy_wh_per_1k_examples
 FROM per_run p JOIN rm_runs k USING (run_key) JOIN runs r USING (run_id) {where}
 """
-
-STORED = ("run_gpu_time", "gpu_minutes_allocated", "run_gpu_days", "run_gpu_energy")
 
 
 def steps(run_gpus: str = "run_gpus") -> list[tuple[str, str, bool]]:
