@@ -37,7 +37,7 @@ import pyarrow as pa
 from ingest.engine import csv_layout, file_steps, line_marks, line_sql, prom_text, read_ahead, reader, staging
 from ingest.settings import config
 from ingest.engine.contract import ParseContext
-from ingest.engine.definition import CatalogCost, Definition, is_csv_header
+from ingest.engine.definition import CatalogCost, Definition, is_csv_header, opens_with
 from ingest.engine.run_rules import HourlyCost
 from ingest.engine.staging import Source, Staged
 from ingest.engine.batch_costs import catalog_to_reader, price_from_catalog
@@ -57,7 +57,7 @@ def read_early(definition: Definition, src: Source, head: str) -> read_ahead.Ahe
     work overlaps its opening the stage and looking the file up in the warehouse (100k runs: the
     split and the marks ~0.3 s, the stage and the lookup ~0.25 s). None unless `head` (the start
     of the decompressed text) opens with a JSON object: a CSV or a JSON array is read as before."""
-    if definition.prometheus is not None or definition.csv_only or not head.lstrip("\ufeff").lstrip().startswith("{"):
+    if definition.prometheus is not None or definition.csv_only or not opens_with(head, "{"):
         return None
     batches = _line_batches(src)
     batches.start(then=partial(line_marks.marked, pattern=quirk_pattern(definition)))
@@ -72,21 +72,14 @@ def _line_batches(src: Source) -> read_ahead.Ahead:
 def stage(definition: Definition, src: Source, con, ctx: ParseContext,
           early: read_ahead.Ahead | None = None) -> Staged:
     """Stage a file's rows and rejects in `con`, JSON lines or CSV, a batch at a time (Prometheus
-    text: prom_text). `early`: read_early()'s batches of this file, used instead of reading it again."""
-    try:
-        return _stage(definition, src, con, ctx, early)
-    finally:
-        if early is not None:
-            early.close(wait=False)  # unused when the file is one document: its thread stops on its own
-
-
-def _stage(definition: Definition, src: Source, con, ctx: ParseContext, early: read_ahead.Ahead | None) -> Staged:
+    text: prom_text). `early`: read_early()'s batches of this file, used instead of reading it
+    again; its maker (the loader) closes it, also when a whole document leaves it unread."""
     if definition.prometheus is not None:
         return prom_text.stage(definition, src, con, ctx)
     prices = config.load().prices
     if definition.whole_document and _one_document(src):  # an array of records, or one over many lines
         first = next(((line, text) for line, text in staging.lines(src) if text.strip()), None)
-        if first is not None and first[1].lstrip("\ufeff").lstrip().startswith("["):
+        if first is not None and opens_with(first[1], "["):
             staged = _stage_array(definition, src, con, ctx, prices, first)
             if staged is not None:
                 return staged

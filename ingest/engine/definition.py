@@ -391,9 +391,15 @@ def sniff(definition: Definition, head: str) -> bool:
     return set(detect.all_of) <= columns and bool(columns & set(detect.any_of))
 
 
+def opens_with(text: str, mark: str) -> bool:
+    """Whether `text` (a line, or the head of a file) begins with `mark` past a BOM and blanks:
+    "{" a JSON object, "[" a JSON array."""
+    return text.lstrip("\ufeff").lstrip().startswith(mark)
+
+
 def is_csv_header(text: str) -> bool:
     """Whether a file's first non-blank line is a CSV header (a comma, and not a JSON object)."""
-    return "," in text and not text.lstrip("\ufeff").lstrip().startswith("{")
+    return "," in text and not opens_with(text, "{")
 
 
 def csv_header(text: str) -> list[str]:

@@ -24,6 +24,7 @@ import pyarrow as pa
 
 from ingest.engine import line_numbers
 from ingest.engine.contract import BadValue, ParseContext, Parsed, Reject, numbered
+from ingest.engine.definition import opens_with
 from ingest.engine.staging import Source, Staged
 from ingest.formats.billing import bill_csv, bill_frame, bill_keys, bill_parquet, bill_sql, billing
 from ingest.formats.billing.bill_family import LINE_COLUMNS
@@ -269,7 +270,7 @@ def _stage_by_python(src: Source, con: duckdb.DuckDBPyConnection, ctx: ParseCont
                               for number, size in too_long)
         lines = [(number, "" if number in dropped else text) for number, text in lines]
     first = next((t for _, t in lines if t.strip()), "")
-    reader = billing.json_records if first.lstrip("\ufeff").lstrip().startswith("{") else billing.csv_records
+    reader = billing.json_records if opens_with(first, "{") else billing.csv_records
     accepted = stage_records(con, ctx, family, reader(lines, family, parsed), parsed)
     warnings.extend(parsed.warnings)
     return accepted

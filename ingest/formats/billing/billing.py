@@ -30,6 +30,7 @@ from datetime import datetime
 from decimal import Decimal
 
 from ingest.engine.contract import BadValue, Lines, ParseContext, Parsed, Reject
+from ingest.engine.definition import opens_with
 from ingest.formats.billing.bill_family import NOT_CONTENT, TABLE, Family, Record
 
 
@@ -303,7 +304,7 @@ def parse_text(lines: Lines, ctx: ParseContext, family: Family) -> Parsed:
     parsed = Parsed()
     buffered = list(lines)
     first = next((text for _, text in buffered if text.strip()), "")
-    reader = json_records if first.lstrip("\ufeff").lstrip().startswith("{") else csv_records
+    reader = json_records if opens_with(first, "{") else csv_records
     return _collect(reader(buffered, family, parsed), ctx, family, parsed)
 
 
