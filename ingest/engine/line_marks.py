@@ -39,21 +39,15 @@ def marked(batch: "pa.Table", pattern: str) -> "pa.Table":
     if len(raw) <= SPLIT_ROWS:
         quirk, marks = _marks(raw, pattern)
     else:
-        import threading
+        from concurrent.futures import ThreadPoolExecutor
 
         half = len(raw) // 2
-        first: list = []
-        beside = threading.Thread(target=lambda: first.extend(_marks(raw.slice(0, half), pattern)),
-                                  name="mlcost-marks", daemon=True)
-        beside.start()
-        try:
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="mlcost-marks") as beside:
+            first = beside.submit(_marks, raw.slice(0, half), pattern)
             quirk_rest, marks_rest = _marks(raw.slice(half), pattern)
-        finally:
-            beside.join()
-        if not first:  # the thread's error, raised here (the same call on this thread)
-            first.extend(_marks(raw.slice(0, half), pattern))
-        quirk = pa.chunked_array(first[0].chunks + quirk_rest.chunks, pa.bool_())
-        marks = pa.chunked_array(first[1].chunks + marks_rest.chunks, pa.int64())
+            quirk_first, marks_first = first.result()  # the thread's error, if any, raised here
+        quirk = pa.chunked_array(quirk_first.chunks + quirk_rest.chunks, pa.bool_())
+        marks = pa.chunked_array(marks_first.chunks + marks_rest.chunks, pa.int64())
     return batch.append_column("quirk_found", quirk).append_column("key_marks", marks)
 
 
